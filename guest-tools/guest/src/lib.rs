@@ -1,0 +1,226 @@
+//! What every built-in loom-fs tool component shares.
+//!
+//! A tool component receives a [`Context`] (the roots of this call, each
+//! preopened at `mount.dir`) and its JSON arguments, does plain WASI file I/O
+//! under those mounts, and returns an [`Output`] or a [`ToolError`]. It carries
+//! no policy: the host has resolved every path argument before the call and
+//! polices every filesystem operation during it (denied names are invisible,
+//! escapes fail). This crate holds the pieces every tool needs so no guest
+//! carries its own copy: argument parsing, locating a root-relative path under
+//! its mount, naming file types, error mapping, binary detection, timestamps
+//! and a breadth-first walk.
+//!
+//! Messages never carry a mount directory: paths are shown as the model wrote
+//! them, relative to their root.
+
+pub mod content;
+pub mod sys;
+pub mod walk;
+
+use std::fs::{FileType, Metadata};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use serde::de::DeserializeOwned;
+
+#[doc(hidden)]
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        world: "tool-component",
+        pub_export_macro: true,
+        default_bindings_module: "loomfs_guest::bindings",
+    });
+}
+
+pub use bindings::exports::loom_fs::tool::tool::{
+    Annotations, Context, Descriptor, Guest, Image, Limits, Mount, Output, PathArgument,
+    Permission, ToolError,
+};
+
+/// Registers a type implementing [`Guest`] as this component's tool.
+#[macro_export]
+macro_rules! tool {
+    ($ty:ident) => {
+        $crate::bindings::export!($ty with_types_in $crate::bindings);
+    };
+}
+
+/// Parses the call's JSON arguments into the tool's argument struct.
+///
+/// Argument structs use `#[serde(deny_unknown_fields)]`, so a misspelt field
+/// is named in the error instead of being ignored.
+pub fn parse_args<T: DeserializeOwned>(arguments: &str) -> Result<T, ToolError> {
+    serde_json::from_str(arguments).map_err(|e| ToolError::InvalidArguments(format!("{e}")))
+}
+
+/// A root-relative path located under its mount.
+pub struct Located<'a> {
+    pub mount: &'a Mount,
+    /// Where the guest opens it.
+    pub full: PathBuf,
+    /// The path as shown in messages and results: root-relative, `.` for the root.
+    pub shown: String,
+}
+
+/// Finds the mount of `root` and joins `path` under it.
+///
+/// The host has already checked `path` (no absolute path, no escape, no denied
+/// name); the checks here only keep a standalone run honest.
+pub fn locate<'a>(ctx: &'a Context, root: &str, path: &str) -> Result<Located<'a>, ToolError> {
+    let mount = ctx
+        .mounts
+        .iter()
+        .find(|m| m.name == root)
+        .ok_or_else(|| ToolError::InvalidArguments(format!("unknown root '{root}'")))?;
+    if path.starts_with('/') || path.contains('\0') {
+        return Err(ToolError::InvalidArguments(format!(
+            "path '{}' must be relative to the root",
+            path.escape_debug()
+        )));
+    }
+    let trimmed = path.trim_start_matches("./");
+    let (full, shown) = if trimmed.is_empty() || trimmed == "." {
+        (PathBuf::from(&mount.dir), ".".to_string())
+    } else {
+        (
+            PathBuf::from(&mount.dir).join(trimmed),
+            trimmed.trim_end_matches('/').to_string(),
+        )
+    };
+    Ok(Located { mount, full, shown })
+}
+
+/// Maps an I/O error on `shown` to the tool error the model sees.
+pub fn io_error(shown: &str, err: &io::Error) -> ToolError {
+    match err.kind() {
+        io::ErrorKind::NotFound => ToolError::NotFound(format!("'{shown}' does not exist")),
+        io::ErrorKind::PermissionDenied => {
+            ToolError::Io(format!("'{shown}': access refused by the filesystem policy"))
+        }
+        io::ErrorKind::NotADirectory => {
+            ToolError::Io(format!("'{shown}': a component of the path is not a directory"))
+        }
+        io::ErrorKind::IsADirectory => ToolError::Refused(format!("'{shown}' is a directory")),
+        _ => ToolError::Io(format!("'{shown}': {}", io_kind_text(err))),
+    }
+}
+
+/// The error's kind as words, without the OS code (which means nothing to a model).
+fn io_kind_text(err: &io::Error) -> String {
+    let text = err.kind().to_string();
+    if text.is_empty() {
+        "input/output error".into()
+    } else {
+        text
+    }
+}
+
+/// The kind of a filesystem entry, as results name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    File,
+    Directory,
+    Symlink,
+    Fifo,
+    Socket,
+    CharDevice,
+    BlockDevice,
+    Unknown,
+}
+
+impl Kind {
+    /// The kind std can tell; anything else is looked up with [`Kind::at`].
+    fn of_std(ft: FileType) -> Option<Kind> {
+        if ft.is_file() {
+            Some(Kind::File)
+        } else if ft.is_dir() {
+            Some(Kind::Directory)
+        } else if ft.is_symlink() {
+            Some(Kind::Symlink)
+        } else {
+            None
+        }
+    }
+
+    /// The kind of `path`, whose std file type is `ft` (symlinks followed or
+    /// not, as `ft` was obtained).
+    pub fn of(ft: FileType, path: &Path, follow: bool) -> Kind {
+        Kind::of_std(ft).unwrap_or_else(|| Kind::at(path, follow))
+    }
+
+    /// The exact kind of `path` from its mode bits (std's `FileTypeExt` for
+    /// WASI is unstable; wasi-libc, already linked by std, reports them).
+    pub fn at(path: &Path, follow: bool) -> Kind {
+        let Some(st) = sys::stat(path, follow) else {
+            return Kind::Unknown;
+        };
+        match st.st_mode & libc::S_IFMT {
+            libc::S_IFREG => Kind::File,
+            libc::S_IFDIR => Kind::Directory,
+            libc::S_IFLNK => Kind::Symlink,
+            libc::S_IFIFO => Kind::Fifo,
+            libc::S_IFSOCK => Kind::Socket,
+            libc::S_IFCHR => Kind::CharDevice,
+            libc::S_IFBLK => Kind::BlockDevice,
+            _ => Kind::Unknown,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::File => "file",
+            Kind::Directory => "directory",
+            Kind::Symlink => "symlink",
+            Kind::Fifo => "fifo",
+            Kind::Socket => "socket",
+            Kind::CharDevice => "char_device",
+            Kind::BlockDevice => "block_device",
+            Kind::Unknown => "unknown",
+        }
+    }
+
+    /// FIFOs, sockets and devices: never opened, since opening one can block
+    /// forever or read without end.
+    pub fn is_special(self) -> bool {
+        matches!(
+            self,
+            Kind::Fifo | Kind::Socket | Kind::CharDevice | Kind::BlockDevice | Kind::Unknown
+        )
+    }
+}
+
+/// RFC 3339 UTC timestamp with second precision, or `None` when the
+/// filesystem does not record it.
+pub fn timestamp(time: io::Result<SystemTime>) -> Option<String> {
+    let time = time.ok()?;
+    time.duration_since(SystemTime::UNIX_EPOCH).ok()?;
+    Some(humantime::format_rfc3339_seconds(time).to_string())
+}
+
+/// Modification time of `meta` as RFC 3339.
+pub fn modified(meta: &Metadata) -> Option<String> {
+    timestamp(meta.modified())
+}
+
+/// Serialises a structured result to JSON text.
+pub fn to_json<T: serde::Serialize>(value: &T) -> String {
+    // Serialising plain structs of strings and numbers cannot fail.
+    serde_json::to_string(value).unwrap_or_else(|_| "null".into())
+}
+
+/// Human-readable byte count for messages: `1.5 MiB`.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut value = n as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}

@@ -1,0 +1,209 @@
+//! `list_directory`: the entries under a directory, down to `depth` levels.
+//!
+//! Entries come sorted as a tree (by path components), each with its type,
+//! size and modification time. Symlinks are listed as symlinks, never
+//! followed. The walk is breadth-first, so a listing cut at the entry limit
+//! keeps what lies closest to the start and says it was cut. Denied names
+//! never appear: the host's filesystem does not return them.
+
+use std::cmp::Ordering;
+
+use loomfs_guest::walk::{self, Flow};
+use loomfs_guest::{
+    Annotations, Context, Descriptor, Guest, Kind, Output, PathArgument, Permission, ToolError,
+    human_bytes, io_error, locate, modified, parse_args, to_json,
+};
+use serde::{Deserialize, Serialize};
+
+struct ListDirectory;
+
+/// Deepest listing a call may ask for.
+const MAX_DEPTH: u32 = 10;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    root: String,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    depth: Option<u32>,
+}
+
+#[derive(Serialize)]
+struct Entry {
+    path: String,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    size: Option<u64>,
+    modified: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Listing {
+    path: String,
+    entries: Vec<Entry>,
+    truncated: bool,
+    unreadable_dirs: u64,
+    note: Option<String>,
+}
+
+const INPUT_SCHEMA: &str = r#"{
+  "type": "object",
+  "properties": {
+    "root": {"type": "string", "description": "Name of the root (see list_roots)."},
+    "path": {"type": "string", "description": "Directory relative to the root; default: the root itself."},
+    "depth": {"type": "integer", "minimum": 1, "maximum": 10, "description": "Levels to list; default 1 (direct entries only)."}
+  },
+  "required": ["root"],
+  "additionalProperties": false
+}"#;
+
+const OUTPUT_SCHEMA: &str = r#"{
+  "type": "object",
+  "properties": {
+    "path": {"type": "string"},
+    "entries": {"type": "array", "items": {
+      "type": "object",
+      "properties": {
+        "path": {"type": "string", "description": "Relative to the root."},
+        "type": {"type": "string", "enum": ["file", "directory", "symlink", "fifo", "socket", "char_device", "block_device", "unknown"]},
+        "size": {"type": ["integer", "null"]},
+        "modified": {"type": ["string", "null"], "description": "RFC 3339, UTC."}
+      },
+      "required": ["path", "type", "size", "modified"]
+    }},
+    "truncated": {"type": "boolean", "description": "True when the entry limit cut the listing."},
+    "unreadable_dirs": {"type": "integer"},
+    "note": {"type": ["string", "null"]}
+  },
+  "required": ["path", "entries", "truncated", "unreadable_dirs", "note"]
+}"#;
+
+impl Guest for ListDirectory {
+    fn describe() -> Descriptor {
+        Descriptor {
+            name: "list_directory".into(),
+            description: "List a directory's entries with type, size and modification time, \
+                          sorted; `depth` (1-10) lists subdirectories too. Symlinks are shown, \
+                          not followed."
+                .into(),
+            input_schema: INPUT_SCHEMA.into(),
+            output_schema: Some(OUTPUT_SCHEMA.into()),
+            permission: Permission::Read,
+            annotations: Annotations {
+                read_only: true,
+                destructive: false,
+                idempotent: true,
+            },
+            path_arguments: vec![PathArgument {
+                root_field: "root".into(),
+                path_field: "path".into(),
+                permission: Permission::Read,
+                optional: true,
+            }],
+        }
+    }
+
+    fn call(ctx: Context, arguments: String) -> Result<Output, ToolError> {
+        let args: Args = parse_args(&arguments)?;
+        let depth = args.depth.unwrap_or(1);
+        if !(1..=MAX_DEPTH).contains(&depth) {
+            return Err(ToolError::InvalidArguments(format!(
+                "'depth' must be between 1 and {MAX_DEPTH}, not {depth}"
+            )));
+        }
+        let at = locate(&ctx, &args.root, args.path.as_deref().unwrap_or("."))?;
+        let shown = at.shown.as_str();
+        let meta = std::fs::metadata(&at.full).map_err(|e| io_error(shown, &e))?;
+        if !meta.is_dir() {
+            return Err(ToolError::Refused(format!(
+                "'{shown}' is not a directory; use get_file_info or read_file"
+            )));
+        }
+
+        let max_entries = ctx.limits.max_entries as usize;
+        let mut entries = Vec::new();
+        let mut truncated = false;
+        let stats = walk::breadth_first(&at.full, shown, depth, |e| {
+            if entries.len() == max_entries {
+                truncated = true;
+                return Flow::Stop;
+            }
+            let meta = e.dir_entry.metadata().ok();
+            let is_file = e.kind == Kind::File;
+            entries.push(Entry {
+                path: e.rel.clone(),
+                kind: e.kind.name(),
+                size: meta.as_ref().filter(|_| is_file).map(|m| m.len()),
+                modified: meta.as_ref().and_then(modified),
+            });
+            Flow::Continue
+        });
+        if stats.dirs_unreadable > 0 && stats.dirs_read == 0 {
+            // The start directory itself could not be read.
+            let err = std::fs::read_dir(&at.full).err();
+            return Err(err.map_or_else(
+                || ToolError::Io(format!("'{shown}' could not be read")),
+                |e| io_error(shown, &e),
+            ));
+        }
+        entries.sort_by(|a, b| tree_order(&a.path, &b.path));
+
+        let mut notes = Vec::new();
+        if truncated {
+            notes.push(format!(
+                "listing cut at {max_entries} entries (nearest levels first); list a \
+                 subdirectory or use a smaller depth to see the rest"
+            ));
+        }
+        if stats.dirs_unreadable > 0 {
+            notes.push(format!(
+                "{} subdirectories could not be read and were skipped",
+                stats.dirs_unreadable
+            ));
+        }
+        let listing = Listing {
+            path: shown.to_string(),
+            truncated,
+            unreadable_dirs: stats.dirs_unreadable,
+            note: (!notes.is_empty()).then(|| notes.join("; ")),
+            entries,
+        };
+        let mut text = vec![render(&listing)];
+        text.extend(listing.note.clone());
+        Ok(Output {
+            text,
+            structured: Some(to_json(&listing)),
+            images: vec![],
+        })
+    }
+}
+
+/// Orders paths as a tree: by component, so `a/x` sorts right after `a`.
+fn tree_order(a: &str, b: &str) -> Ordering {
+    a.split('/').cmp(b.split('/'))
+}
+
+/// One line per entry: type, size, modification time, path (directories end in `/`).
+fn render(listing: &Listing) -> String {
+    if listing.entries.is_empty() {
+        return format!("'{}' is empty", listing.path);
+    }
+    let mut out = String::new();
+    for e in &listing.entries {
+        let size = e.size.map(human_bytes).unwrap_or_default();
+        let slash = if e.kind == "directory" { "/" } else { "" };
+        out.push_str(&format!(
+            "{:<9} {:>10}  {:<20}  {}{}\n",
+            e.kind,
+            size,
+            e.modified.as_deref().unwrap_or("-"),
+            e.path,
+            slash
+        ));
+    }
+    out
+}
+
+loomfs_guest::tool!(ListDirectory);

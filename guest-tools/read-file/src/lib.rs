@@ -1,0 +1,491 @@
+//! `read_file`: a text file whole or by line range, or an image as image content.
+//!
+//! Size is checked with a stat before any read: a whole read of a file over the
+//! root's `max_read_bytes` is refused, while a range (`offset`/`limit`, `tail`)
+//! of a larger file is streamed and capped at that many bytes. Special files
+//! (FIFOs, sockets, devices) are refused by type and never opened. A file with
+//! a NUL byte in its first 4 KiB is binary: images are returned as image
+//! content, anything else is refused. Text that is not valid UTF-8 is decoded
+//! lossily, with a note saying so.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+
+use loomfs_guest::content::{SNIFF_BYTES, image_mime, is_binary};
+use loomfs_guest::{
+    Annotations, Context, Descriptor, Guest, Image, Kind, Output, PathArgument, Permission,
+    ToolError, human_bytes, io_error, locate, parse_args, to_json,
+};
+use serde::{Deserialize, Serialize};
+
+struct ReadFile;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    root: String,
+    path: String,
+    offset: Option<u64>,
+    limit: Option<u64>,
+    tail: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct Result_ {
+    path: String,
+    size: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mime_type: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content: Option<String>,
+    start_line: u64,
+    end_line: u64,
+    total_lines: Option<u64>,
+    truncated: bool,
+    note: Option<String>,
+}
+
+const INPUT_SCHEMA: &str = r#"{
+  "type": "object",
+  "properties": {
+    "root": {"type": "string", "description": "Name of the root (see list_roots)."},
+    "path": {"type": "string", "description": "File path relative to the root."},
+    "offset": {"type": "integer", "minimum": 1, "description": "First line to return, 1-based."},
+    "limit": {"type": "integer", "minimum": 1, "description": "Number of lines to return."},
+    "tail": {"type": "integer", "minimum": 1, "description": "Return only the last N lines (not with offset/limit)."}
+  },
+  "required": ["root", "path"],
+  "additionalProperties": false
+}"#;
+
+const OUTPUT_SCHEMA: &str = r#"{
+  "type": "object",
+  "properties": {
+    "path": {"type": "string"},
+    "size": {"type": "integer", "description": "File size in bytes."},
+    "mime_type": {"type": "string", "description": "Set for images, returned as image content."},
+    "content": {"type": "string", "description": "The text of the lines returned."},
+    "start_line": {"type": "integer", "description": "First line returned, 1-based (0 when none)."},
+    "end_line": {"type": "integer", "description": "Last line returned (0 when none)."},
+    "total_lines": {"type": ["integer", "null"], "description": "Lines in the file, when the read reached its end."},
+    "truncated": {"type": "boolean", "description": "True when the byte cap cut the range short."},
+    "note": {"type": ["string", "null"]}
+  },
+  "required": ["path", "size", "start_line", "end_line", "total_lines", "truncated", "note"]
+}"#;
+
+impl Guest for ReadFile {
+    fn describe() -> Descriptor {
+        Descriptor {
+            name: "read_file".into(),
+            description: "Read a text file, whole or by line range (offset/limit, or tail for \
+                          the last lines). Images (png, jpeg, gif, webp) come back as image \
+                          content; other binary files are refused. Files over the root's read \
+                          limit can only be read by range."
+                .into(),
+            input_schema: INPUT_SCHEMA.into(),
+            output_schema: Some(OUTPUT_SCHEMA.into()),
+            permission: Permission::Read,
+            annotations: Annotations {
+                read_only: true,
+                destructive: false,
+                idempotent: true,
+            },
+            path_arguments: vec![PathArgument {
+                root_field: "root".into(),
+                path_field: "path".into(),
+                permission: Permission::Read,
+                optional: false,
+            }],
+        }
+    }
+
+    fn call(ctx: Context, arguments: String) -> Result<Output, ToolError> {
+        let args: Args = parse_args(&arguments)?;
+        let range = Range::from_args(&args)?;
+        let at = locate(&ctx, &args.root, &args.path)?;
+        let shown = at.shown.as_str();
+        let max = at.mount.max_read_bytes;
+
+        let meta = std::fs::metadata(&at.full).map_err(|e| io_error(shown, &e))?;
+        let kind = Kind::of(meta.file_type(), &at.full, true);
+        if kind == Kind::Directory {
+            return Err(ToolError::Refused(format!(
+                "'{shown}' is a directory; use list_directory"
+            )));
+        }
+        if kind != Kind::File {
+            return Err(ToolError::Refused(format!(
+                "'{shown}' is a {} (special file): never opened",
+                kind.name()
+            )));
+        }
+        let size = meta.len();
+        if range.is_whole() && size > max {
+            return Err(ToolError::Refused(format!(
+                "'{shown}' is {}, over this root's read limit of {}; read part of it with \
+                 offset/limit or tail",
+                human_bytes(size),
+                human_bytes(max)
+            )));
+        }
+
+        let mut file = File::open(&at.full).map_err(|e| io_error(shown, &e))?;
+        let head = read_head(&mut file).map_err(|e| io_error(shown, &e))?;
+        if let Some(mime) = image_mime(&head) {
+            return read_image(&mut file, shown, size, max, mime);
+        }
+        if is_binary(&head) {
+            return Err(ToolError::Refused(format!(
+                "'{shown}' is a binary file ({}) and is not shown",
+                human_bytes(size)
+            )));
+        }
+        file.seek(SeekFrom::Start(0))
+            .map_err(|e| io_error(shown, &e))?;
+
+        let text = match range {
+            Range::Whole => read_whole(file, max),
+            Range::Lines { offset, limit } => read_lines(file, offset, limit, max),
+            Range::Tail(n) => read_tail(file, size, n, max),
+        }
+        .map_err(|e| io_error(shown, &e))?;
+        Ok(text_output(shown, size, text))
+    }
+}
+
+/// Which part of the file the call asks for.
+enum Range {
+    Whole,
+    Lines { offset: u64, limit: Option<u64> },
+    Tail(u64),
+}
+
+impl Range {
+    fn from_args(args: &Args) -> Result<Range, ToolError> {
+        let positive = |name: &str, v: Option<u64>| match v {
+            Some(0) => Err(ToolError::InvalidArguments(format!(
+                "'{name}' must be at least 1"
+            ))),
+            other => Ok(other),
+        };
+        let offset = positive("offset", args.offset)?;
+        let limit = positive("limit", args.limit)?;
+        let tail = positive("tail", args.tail)?;
+        match (offset, limit, tail) {
+            (None, None, None) => Ok(Range::Whole),
+            (None, None, Some(n)) => Ok(Range::Tail(n)),
+            (_, _, Some(_)) => Err(ToolError::InvalidArguments(
+                "'tail' cannot be combined with 'offset' or 'limit'".into(),
+            )),
+            (offset, limit, None) => Ok(Range::Lines {
+                offset: offset.unwrap_or(1),
+                limit,
+            }),
+        }
+    }
+
+    fn is_whole(&self) -> bool {
+        matches!(self, Range::Whole)
+    }
+}
+
+fn read_head(file: &mut File) -> std::io::Result<Vec<u8>> {
+    let mut head = Vec::with_capacity(SNIFF_BYTES);
+    file.by_ref().take(SNIFF_BYTES as u64).read_to_end(&mut head)?;
+    Ok(head)
+}
+
+fn read_image(
+    file: &mut File,
+    shown: &str,
+    size: u64,
+    max: u64,
+    mime: &'static str,
+) -> Result<Output, ToolError> {
+    if size > max {
+        return Err(ToolError::Refused(format!(
+            "image '{shown}' is {}, over this root's read limit of {}",
+            human_bytes(size),
+            human_bytes(max)
+        )));
+    }
+    file.seek(SeekFrom::Start(0))
+        .map_err(|e| io_error(shown, &e))?;
+    let mut data = Vec::with_capacity(size as usize);
+    // `take` keeps a file that grows after the stat within the limit.
+    file.by_ref()
+        .take(max + 1)
+        .read_to_end(&mut data)
+        .map_err(|e| io_error(shown, &e))?;
+    if data.len() as u64 > max {
+        return Err(ToolError::Refused(format!(
+            "image '{shown}' grew past this root's read limit while being read"
+        )));
+    }
+    let result = Result_ {
+        path: shown.to_string(),
+        size: data.len() as u64,
+        mime_type: Some(mime),
+        content: None,
+        start_line: 0,
+        end_line: 0,
+        total_lines: None,
+        truncated: false,
+        note: None,
+    };
+    Ok(Output {
+        text: vec![format!(
+            "image '{shown}' ({mime}, {})",
+            human_bytes(data.len() as u64)
+        )],
+        structured: Some(to_json(&result)),
+        images: vec![Image {
+            mime_type: mime.into(),
+            data,
+        }],
+    })
+}
+
+/// Lines taken from the file, as raw bytes with their line endings kept.
+struct Taken {
+    bytes: Vec<u8>,
+    start_line: u64,
+    end_line: u64,
+    total_lines: Option<u64>,
+    /// Set when the byte cap cut the range short.
+    capped: bool,
+    /// Set when the file grew past the cap during a whole read.
+    grew: bool,
+}
+
+fn read_whole(file: File, max: u64) -> std::io::Result<Taken> {
+    let mut bytes = Vec::new();
+    file.take(max + 1).read_to_end(&mut bytes)?;
+    let grew = bytes.len() as u64 > max;
+    if grew {
+        bytes.truncate(max as usize);
+        // Keep whole lines only.
+        let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        bytes.truncate(keep);
+    }
+    let lines = count_lines(&bytes);
+    Ok(Taken {
+        bytes,
+        start_line: if lines == 0 { 0 } else { 1 },
+        end_line: lines,
+        total_lines: (!grew).then_some(lines),
+        capped: false,
+        grew,
+    })
+}
+
+fn read_lines(file: File, offset: u64, limit: Option<u64>, max: u64) -> std::io::Result<Taken> {
+    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    let mut line = Vec::new();
+    let mut bytes = Vec::new();
+    // Lines consumed so far, skipped or taken.
+    let mut number = 0u64;
+    let mut end_line = 0u64;
+    let mut capped = false;
+    let mut at_eof = false;
+    loop {
+        if limit.is_some_and(|l| number >= offset - 1 + l) {
+            at_eof = reader.fill_buf()?.is_empty();
+            break;
+        }
+        if number + 1 < offset {
+            // Skipped lines are consumed in buffer-sized pieces, so one huge
+            // line before the range costs no memory.
+            if skip_line(&mut reader)? == 0 {
+                at_eof = true;
+                break;
+            }
+            number += 1;
+            continue;
+        }
+        let budget = max - bytes.len() as u64;
+        line.clear();
+        let n = (&mut reader).take(budget + 1).read_until(b'\n', &mut line)?;
+        if n == 0 {
+            at_eof = true;
+            break;
+        }
+        if n as u64 > budget {
+            capped = true;
+            break;
+        }
+        number += 1;
+        bytes.extend_from_slice(&line);
+        end_line = number;
+    }
+    Ok(Taken {
+        start_line: if end_line == 0 { 0 } else { offset },
+        end_line,
+        total_lines: at_eof.then_some(number),
+        bytes,
+        capped,
+        grew: false,
+    })
+}
+
+/// Consumes one line without keeping it; returns the bytes consumed.
+fn skip_line(reader: &mut BufReader<File>) -> std::io::Result<usize> {
+    let mut consumed = 0;
+    loop {
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(consumed);
+        }
+        match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                reader.consume(i + 1);
+                return Ok(consumed + i + 1);
+            }
+            None => {
+                let len = buf.len();
+                reader.consume(len);
+                consumed += len;
+            }
+        }
+    }
+}
+
+fn read_tail(mut file: File, size: u64, n: u64, max: u64) -> std::io::Result<Taken> {
+    if size <= max {
+        let mut all = Vec::new();
+        file.take(max + 1).read_to_end(&mut all)?;
+        let total = count_lines(&all);
+        let start = tail_start(&all, n);
+        let bytes = all[start..].to_vec();
+        let taken = count_lines(&bytes);
+        return Ok(Taken {
+            start_line: if taken == 0 { 0 } else { total - taken + 1 },
+            end_line: total,
+            total_lines: Some(total),
+            bytes,
+            capped: false,
+            grew: false,
+        });
+    }
+    // A large file: read backwards in chunks until n lines or the byte cap.
+    const CHUNK: u64 = 64 * 1024;
+    let mut pos = size;
+    let mut buf: Vec<u8> = Vec::new();
+    while pos > 0 && (buf.len() as u64) <= max && count_lines_from_end(&buf) <= n {
+        let step = CHUNK.min(pos);
+        pos -= step;
+        file.seek(SeekFrom::Start(pos))?;
+        let mut chunk = vec![0; step as usize];
+        file.read_exact(&mut chunk)?;
+        chunk.extend_from_slice(&buf);
+        buf = chunk;
+    }
+    let mut start = tail_start(&buf, n);
+    let mut capped = false;
+    if (buf.len() - start) as u64 > max {
+        // Keep the last whole lines that fit.
+        let cut = buf.len() - max as usize;
+        start = buf[cut..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(buf.len(), |i| cut + i + 1);
+        capped = true;
+    } else if start == 0 && pos > 0 {
+        // The first chunk line is probably partial: drop it.
+        start = buf.iter().position(|&b| b == b'\n').map_or(0, |i| i + 1);
+    }
+    let bytes = buf[start..].to_vec();
+    let taken = count_lines(&bytes);
+    Ok(Taken {
+        // Line numbers of a partial tail are unknown without reading the whole file.
+        start_line: 0,
+        end_line: 0,
+        total_lines: None,
+        bytes,
+        capped: capped || taken < n && pos > 0,
+        grew: false,
+    })
+}
+
+/// Number of lines: newline-terminated ones, plus a last unterminated one.
+fn count_lines(bytes: &[u8]) -> u64 {
+    let newlines = bytes.iter().filter(|&&b| b == b'\n').count() as u64;
+    newlines + u64::from(!bytes.is_empty() && !bytes.ends_with(b"\n"))
+}
+
+/// Lines fully contained in `buf` when it is the end of a file.
+fn count_lines_from_end(buf: &[u8]) -> u64 {
+    buf.iter().filter(|&&b| b == b'\n').count() as u64
+}
+
+/// Byte offset where the last `n` lines of `bytes` begin.
+fn tail_start(bytes: &[u8], n: u64) -> usize {
+    let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+    let mut seen = 0;
+    for (i, &b) in body.iter().enumerate().rev() {
+        if b == b'\n' {
+            seen += 1;
+            if seen == n {
+                return i + 1;
+            }
+        }
+    }
+    0
+}
+
+fn text_output(shown: &str, size: u64, taken: Taken) -> Output {
+    let (content, lossy) = match String::from_utf8(taken.bytes) {
+        Ok(s) => (s, false),
+        Err(e) => (String::from_utf8_lossy(e.as_bytes()).into_owned(), true),
+    };
+    let mut notes = Vec::new();
+    if lossy {
+        notes.push("the file is not valid UTF-8: invalid bytes are shown as U+FFFD".to_string());
+    }
+    if taken.capped {
+        notes.push(
+            "the range was cut short at this root's read limit; ask for fewer lines".to_string(),
+        );
+    }
+    if taken.grew {
+        notes.push("the file grew past this root's read limit while being read; only whole lines up to the limit are shown".to_string());
+    }
+    match (taken.start_line, taken.total_lines) {
+        (0, _) if !content.is_empty() => notes.push(format!(
+            "last lines of '{shown}' ({}); line numbers unknown without reading the whole file",
+            human_bytes(size)
+        )),
+        (start, Some(total)) if start > 1 || taken.end_line < total => notes.push(format!(
+            "lines {start}-{} of {total}",
+            taken.end_line
+        )),
+        (start, None) if start > 0 => notes.push(format!(
+            "lines {start}-{} of a file of {}",
+            taken.end_line,
+            human_bytes(size)
+        )),
+        _ => {}
+    }
+    let note = (!notes.is_empty()).then(|| notes.join("; "));
+    let result = Result_ {
+        path: shown.to_string(),
+        size,
+        mime_type: None,
+        content: Some(content),
+        start_line: taken.start_line,
+        end_line: taken.end_line,
+        total_lines: taken.total_lines,
+        truncated: taken.capped || taken.grew,
+        note: note.clone(),
+    };
+    let mut text = vec![result.content.clone().unwrap_or_default()];
+    text.extend(note);
+    Output {
+        text,
+        structured: Some(to_json(&result)),
+        images: vec![],
+    }
+}
+
+loomfs_guest::tool!(ReadFile);

@@ -1,0 +1,344 @@
+//! The audit log: one JSON line per path resolution (and per refusal by the
+//! guest filesystem), to a file with size-based rotation or to stderr —
+//! never stdout, which under stdio is the JSON-RPC channel.
+//!
+//! Rotation keeps `audit.log`, `audit.log.1` … `audit.log.N`: when the next
+//! line would push the live file past `max_bytes`, each backup moves up one
+//! number (the oldest is dropped) and a fresh `audit.log` starts. Writers
+//! share one mutex, so lines from concurrent calls never interleave.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
+use crate::config::AuditTarget;
+use crate::policy::Permission;
+
+/// What one audit line records.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Record<'a> {
+    pub tool: &'a str,
+    pub root: &'a str,
+    /// Root-relative, as the model wrote it.
+    pub path: &'a str,
+    pub op: &'a str,
+    pub decision: Decision,
+    /// The check that refused, or null.
+    pub rule: Option<&'a str>,
+    pub duration_ms: f64,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    Allow,
+    Deny,
+}
+
+impl<'a> Record<'a> {
+    /// A record for `op` on `root`/`path` by `tool`, allowed, zero cost.
+    pub fn new(tool: &'a str, root: &'a str, path: &'a str, op: Permission) -> Record<'a> {
+        Record {
+            tool,
+            root,
+            path,
+            op: op.as_str(),
+            decision: Decision::Allow,
+            rule: None,
+            duration_ms: 0.0,
+            bytes: 0,
+        }
+    }
+
+    pub fn denied(mut self, rule: &'a str) -> Record<'a> {
+        self.decision = Decision::Deny;
+        self.rule = Some(rule);
+        self
+    }
+
+    pub fn took(mut self, duration: Duration, bytes: u64) -> Record<'a> {
+        // Microsecond precision is plenty and keeps lines short.
+        self.duration_ms = (duration.as_secs_f64() * 1e6).round() / 1e3;
+        self.bytes = bytes;
+        self
+    }
+}
+
+#[derive(Serialize)]
+struct Line<'a> {
+    ts: String,
+    #[serde(flatten)]
+    record: &'a Record<'a>,
+}
+
+/// Where lines go.
+enum Sink {
+    Stderr,
+    File(Rotating),
+    /// Lines kept in memory (tests).
+    #[cfg(test)]
+    Memory(Vec<String>),
+}
+
+/// The audit log, shared by every call.
+pub struct Audit {
+    sink: Mutex<Sink>,
+}
+
+impl Audit {
+    /// Opens the audit target; a file that cannot be opened is an error, so
+    /// the server refuses to start rather than run unaudited.
+    pub fn open(target: &AuditTarget, max_bytes: u64, backups: u32) -> io::Result<Audit> {
+        let sink = match target {
+            AuditTarget::Stderr => Sink::Stderr,
+            AuditTarget::File(path) => Sink::File(Rotating::open(path, max_bytes, backups)?),
+        };
+        Ok(Audit {
+            sink: Mutex::new(sink),
+        })
+    }
+
+    #[cfg(test)]
+    fn memory() -> Audit {
+        Audit {
+            sink: Mutex::new(Sink::Memory(Vec::new())),
+        }
+    }
+
+    /// Writes one line. A failed write is reported on stderr, never fatal to
+    /// the call being served.
+    pub fn log(&self, record: &Record<'_>) {
+        let line = Line {
+            ts: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+            record,
+        };
+        let mut text = match serde_json::to_string(&line) {
+            Ok(text) => text,
+            Err(e) => {
+                tracing::error!("audit line not serialisable: {e}");
+                return;
+            }
+        };
+        text.push('\n');
+        let mut sink = self.sink.lock().unwrap_or_else(|p| p.into_inner());
+        let result = match &mut *sink {
+            Sink::Stderr => io::stderr().lock().write_all(text.as_bytes()),
+            Sink::File(file) => file.write_line(text.as_bytes()),
+            #[cfg(test)]
+            Sink::Memory(lines) => {
+                lines.push(text);
+                Ok(())
+            }
+        };
+        if let Err(e) = result {
+            tracing::error!("audit log write failed: {e}");
+        }
+    }
+
+    #[cfg(test)]
+    fn lines(&self) -> Vec<serde_json::Value> {
+        match &*self.sink.lock().unwrap() {
+            Sink::Memory(lines) => lines
+                .iter()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect(),
+            _ => vec![],
+        }
+    }
+}
+
+/// An append-only file rotated by size.
+struct Rotating {
+    path: PathBuf,
+    file: File,
+    size: u64,
+    max_bytes: u64,
+    backups: u32,
+}
+
+impl Rotating {
+    fn open(path: &Path, max_bytes: u64, backups: u32) -> io::Result<Rotating> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            fs::create_dir_all(dir)?;
+        }
+        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        let size = file.metadata()?.len();
+        Ok(Rotating {
+            path: path.to_path_buf(),
+            file,
+            size,
+            max_bytes,
+            backups,
+        })
+    }
+
+    fn write_line(&mut self, line: &[u8]) -> io::Result<()> {
+        if self.size > 0 && self.size + line.len() as u64 > self.max_bytes {
+            self.rotate()?;
+        }
+        self.file.write_all(line)?;
+        self.size += line.len() as u64;
+        Ok(())
+    }
+
+    fn backup(&self, n: u32) -> PathBuf {
+        let mut name = self.path.clone().into_os_string();
+        name.push(format!(".{n}"));
+        PathBuf::from(name)
+    }
+
+    fn rotate(&mut self) -> io::Result<()> {
+        if self.backups == 0 {
+            self.file.set_len(0)?;
+        } else {
+            for n in (1..self.backups).rev() {
+                let from = self.backup(n);
+                if from.exists() {
+                    fs::rename(&from, self.backup(n + 1))?;
+                }
+            }
+            fs::rename(&self.path, self.backup(1))?;
+            self.file = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&self.path)?;
+        }
+        self.size = 0;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use tempfile::TempDir;
+
+    #[test]
+    fn a_line_has_every_key() {
+        let audit = Audit::memory();
+        audit.log(
+            &Record::new("read_file", "docs", "a.txt", Permission::Read)
+                .took(Duration::from_micros(1500), 42),
+        );
+        audit.log(&Record::new("read_file", "docs", ".env", Permission::Read).denied("deny"));
+        let lines = audit.lines();
+        let first = lines[0].as_object().unwrap();
+        let keys: Vec<&str> = first.keys().map(String::as_str).collect();
+        for key in ["ts", "tool", "root", "path", "op", "decision", "rule", "duration_ms", "bytes"] {
+            assert!(keys.contains(&key), "missing {key}");
+        }
+        assert_eq!(first.len(), 9);
+        assert_eq!(first["decision"], "allow");
+        assert_eq!(first["rule"], serde_json::Value::Null);
+        assert_eq!(first["duration_ms"], 1.5);
+        assert_eq!(first["bytes"], 42);
+        assert!(first["ts"].as_str().unwrap().ends_with('Z'));
+        assert_eq!(lines[1]["decision"], "deny");
+        assert_eq!(lines[1]["rule"], "deny");
+        assert_eq!(lines[1]["path"], ".env");
+    }
+
+    fn read_lines(path: &Path) -> Vec<String> {
+        fs::read_to_string(path)
+            .map(|t| t.lines().map(str::to_string).collect())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn rotates_by_size_keeping_n_backups() {
+        let tmp = TempDir::new().unwrap();
+        let path = tmp.path().join("logs/audit.log");
+        let audit = Audit::open(&AuditTarget::File(path.clone()), 4096, 2).unwrap();
+        for i in 0..100 {
+            let p = format!("file-{i}.txt");
+            audit.log(&Record::new("read_file", "docs", &p, Permission::Read));
+        }
+        let live = read_lines(&path);
+        let one = read_lines(&tmp.path().join("logs/audit.log.1"));
+        let two = read_lines(&tmp.path().join("logs/audit.log.2"));
+        assert!(!tmp.path().join("logs/audit.log.3").exists());
+        for file in [&path, &tmp.path().join("logs/audit.log.1")] {
+            assert!(fs::metadata(file).unwrap().len() <= 4096);
+        }
+        assert!(!live.is_empty() && !one.is_empty() && !two.is_empty());
+        // Newest lines are in the live file, older ones in .1, then .2.
+        let last: serde_json::Value = serde_json::from_str(live.last().unwrap()).unwrap();
+        assert_eq!(last["path"], "file-99.txt");
+        let n = |line: &String| -> u32 {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            v["path"].as_str().unwrap()[5..].trim_end_matches(".txt").parse().unwrap()
+        };
+        assert!(n(one.last().unwrap()) < n(live.first().unwrap()));
+        assert!(n(two.last().unwrap()) < n(one.first().unwrap()));
+        // Lines are whole JSON objects, never split across files.
+        for line in live.iter().chain(&one).chain(&two) {
+            serde_json::from_str::<serde_json::Value>(line).unwrap();
+        }
+    }
+
+    #[test]
+    fn zero_backups_truncates_in_place() {
+        let tmp = TempDir::new().unwrap();
+        let path = tmp.path().join("audit.log");
+        let audit = Audit::open(&AuditTarget::File(path.clone()), 4096, 0).unwrap();
+        for i in 0..100 {
+            let p = format!("f{i}");
+            audit.log(&Record::new("t", "r", &p, Permission::Read));
+        }
+        assert!(fs::metadata(&path).unwrap().len() <= 4096);
+        assert!(!tmp.path().join("audit.log.1").exists());
+    }
+
+    #[test]
+    fn an_existing_file_is_appended_to() {
+        let tmp = TempDir::new().unwrap();
+        let path = tmp.path().join("audit.log");
+        fs::write(&path, "{\"earlier\":true}\n").unwrap();
+        let audit = Audit::open(&AuditTarget::File(path.clone()), 1 << 20, 1).unwrap();
+        audit.log(&Record::new("t", "r", "p", Permission::Read));
+        let lines = read_lines(&path);
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0], "{\"earlier\":true}");
+    }
+
+    #[test]
+    fn an_unopenable_file_is_an_error() {
+        let tmp = TempDir::new().unwrap();
+        let blocker = tmp.path().join("not-a-dir");
+        fs::write(&blocker, "").unwrap();
+        let target = AuditTarget::File(blocker.join("audit.log"));
+        assert!(Audit::open(&target, 1 << 20, 1).is_err());
+    }
+
+    #[test]
+    fn concurrent_writers_never_interleave() {
+        let tmp = TempDir::new().unwrap();
+        let path = tmp.path().join("audit.log");
+        let audit = Arc::new(Audit::open(&AuditTarget::File(path.clone()), 1 << 30, 1).unwrap());
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let audit = Arc::clone(&audit);
+                std::thread::spawn(move || {
+                    for i in 0..200 {
+                        let p = format!("thread-{t}/file-{i}-{}", "x".repeat(i % 50));
+                        audit.log(&Record::new("read_file", "docs", &p, Permission::Read));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let lines = read_lines(&path);
+        assert_eq!(lines.len(), 1600);
+        for line in &lines {
+            serde_json::from_str::<serde_json::Value>(line).unwrap();
+        }
+    }
+}

@@ -1,0 +1,7 @@
+//! loom-fs: a filesystem MCP server with roles, whose every tool runs as a
+//! WebAssembly component. See `ARCHITECTURE.md` at the repository root for
+//! the map of this crate.
+
+pub mod audit;
+pub mod config;
+pub mod policy;

@@ -1,0 +1,184 @@
+//! The security core: roles and permissions, the deny list, and [`resolve`],
+//! the one function that turns a model-supplied path into a location.
+//!
+//! Everything the model sends is untrusted. A path reaches the filesystem only
+//! as a [`Resolved`], which only [`resolve`] can build, so a tool that forgot
+//! to check cannot compile. The checks run in a fixed order (permission,
+//! confinement, deny) and each refusal names the rule that bit with a
+//! root-relative message: no host path ever reaches the model.
+
+mod deny;
+mod resolve;
+
+use std::fmt;
+use std::path::PathBuf;
+
+pub use deny::{BUILTIN_DENY, DenyError, DenyList};
+pub use resolve::{Denial, Resolved, Rule, resolve};
+
+/// What may be done on a root.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Permission {
+    Read,
+    Write,
+    Delete,
+}
+
+impl Permission {
+    pub const ALL: [Permission; 3] = [Permission::Read, Permission::Write, Permission::Delete];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Permission::Read => "read",
+            Permission::Write => "write",
+            Permission::Delete => "delete",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Permission> {
+        Permission::ALL.into_iter().find(|p| p.as_str() == s)
+    }
+}
+
+impl fmt::Display for Permission {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A set of permissions (at most three, so a bit set).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Perms(u8);
+
+impl Perms {
+    pub const NONE: Perms = Perms(0);
+
+    pub fn of(perms: &[Permission]) -> Perms {
+        perms.iter().fold(Perms::NONE, |acc, &p| acc.with(p))
+    }
+
+    fn bit(p: Permission) -> u8 {
+        1 << (p as u8)
+    }
+
+    pub fn with(self, p: Permission) -> Perms {
+        Perms(self.0 | Perms::bit(p))
+    }
+
+    pub fn contains(self, p: Permission) -> bool {
+        self.0 & Perms::bit(p) != 0
+    }
+
+    pub fn intersect(self, other: Perms) -> Perms {
+        Perms(self.0 & other.0)
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    pub fn iter(self) -> impl Iterator<Item = Permission> {
+        Permission::ALL.into_iter().filter(move |&p| self.contains(p))
+    }
+}
+
+impl fmt::Display for Perms {
+    /// `[read, write]`, the form used in messages.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = self.iter().map(Permission::as_str).collect();
+        write!(f, "[{}]", names.join(", "))
+    }
+}
+
+/// A role caps what a root may grant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Read only: documentation, other projects.
+    Reference,
+    /// Read and write, never delete: the code being worked on.
+    Sourcecode,
+    /// Read, write and delete: a scratch area.
+    Workspace,
+}
+
+impl Role {
+    pub const ALL: [Role; 3] = [Role::Reference, Role::Sourcecode, Role::Workspace];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Reference => "reference",
+            Role::Sourcecode => "sourcecode",
+            Role::Workspace => "workspace",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Role> {
+        Role::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+
+    /// The most a root of this role may grant.
+    pub fn ceiling(self) -> Perms {
+        use Permission::*;
+        match self {
+            Role::Reference => Perms::of(&[Read]),
+            Role::Sourcecode => Perms::of(&[Read, Write]),
+            Role::Workspace => Perms::of(&[Read, Write, Delete]),
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A declared root, validated: its real path, role and effective permissions.
+#[derive(Debug)]
+pub struct Root {
+    pub name: String,
+    /// The root's real path (symlinks resolved once, at load).
+    pub path: PathBuf,
+    pub role: Role,
+    /// Role ∩ `permissions` ∩ (read only if the server is read-only).
+    pub perms: Perms,
+    /// Built-in, config-wide and this root's own patterns.
+    pub deny: DenyList,
+    /// The root's own extra deny patterns, as written (for `check`).
+    pub extra_deny: Vec<String>,
+    pub max_read_bytes: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roles_are_ceilings() {
+        assert_eq!(Role::Reference.ceiling().to_string(), "[read]");
+        assert_eq!(Role::Sourcecode.ceiling().to_string(), "[read, write]");
+        assert_eq!(Role::Workspace.ceiling().to_string(), "[read, write, delete]");
+    }
+
+    #[test]
+    fn perms_set_operations() {
+        let rw = Perms::of(&[Permission::Read, Permission::Write]);
+        assert!(rw.contains(Permission::Write));
+        assert!(!rw.contains(Permission::Delete));
+        assert_eq!(rw.intersect(Role::Reference.ceiling()).to_string(), "[read]");
+        assert!(Perms::NONE.is_empty());
+        assert_eq!(Perms::NONE.to_string(), "[]");
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for p in Permission::ALL {
+            assert_eq!(Permission::parse(p.as_str()), Some(p));
+        }
+        for r in Role::ALL {
+            assert_eq!(Role::parse(r.as_str()), Some(r));
+        }
+        assert_eq!(Role::parse("admin"), None);
+        assert_eq!(Permission::parse("Read"), None);
+    }
+}

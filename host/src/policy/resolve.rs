@@ -1,0 +1,620 @@
+//! `resolve()`: the only way from a model-supplied string to a location.
+//!
+//! Refused before the three checks: an unknown root, a NUL byte, an absolute
+//! path, an empty path for a mutation. Then, in this order:
+//! 1. **permission**: the root grants the operation;
+//! 2. **confinement**: the path, with every symlink followed (a missing tail
+//!    appended to its deepest existing ancestor), never leaves the root, at
+//!    any step of the walk — the same rule `openat2(RESOLVE_BENEATH)` applies
+//!    under the guest, so what passes here also opens there;
+//! 3. **deny**: no component matches the deny list, neither as requested nor
+//!    as resolved (so `notes.txt → .env` is refused).
+//!
+//! Messages are root-relative and never carry a host path.
+
+use std::collections::VecDeque;
+use std::ffi::{OsStr, OsString};
+use std::fmt;
+use std::fs;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use super::{Permission, Root};
+
+/// More symlinks than this in one resolution is a loop.
+const MAX_SYMLINKS: u32 = 40;
+
+/// The check that refused a path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rule {
+    UnknownRoot,
+    NulByte,
+    AbsolutePath,
+    EmptyPath,
+    Permission,
+    Confinement,
+    Deny,
+}
+
+impl Rule {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rule::UnknownRoot => "unknown_root",
+            Rule::NulByte => "nul_byte",
+            Rule::AbsolutePath => "absolute_path",
+            Rule::EmptyPath => "empty_path",
+            Rule::Permission => "permission",
+            Rule::Confinement => "confinement",
+            Rule::Deny => "deny",
+        }
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A refusal: the rule that bit and the message for the model.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Denial {
+    pub rule: Rule,
+    pub message: String,
+}
+
+impl Denial {
+    fn new(rule: Rule, message: impl Into<String>) -> Denial {
+        Denial {
+            rule,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for Denial {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// A path that passed every check. Only [`resolve`] builds one, so holding a
+/// `Resolved` is proof the checks ran.
+#[derive(Clone, Debug)]
+pub struct Resolved {
+    root: Arc<Root>,
+    requested: String,
+    real: PathBuf,
+    exists: bool,
+    op: Permission,
+}
+
+impl Resolved {
+    pub fn root(&self) -> &Arc<Root> {
+        &self.root
+    }
+
+    /// The path as the model wrote it (root-relative).
+    pub fn requested(&self) -> &str {
+        &self.requested
+    }
+
+    /// The real location, symlinks resolved, relative to the root (empty for
+    /// the root itself).
+    pub fn real_rel(&self) -> &Path {
+        // `resolve` only builds a `Resolved` whose real path is under the root.
+        self.real.strip_prefix(&self.root.path).unwrap_or(Path::new(""))
+    }
+
+    /// Whether the path names the root itself (`.`, `sub/..`, ...).
+    pub fn is_root(&self) -> bool {
+        self.real == self.root.path
+    }
+
+    /// Whether the target existed when it was resolved.
+    pub fn exists(&self) -> bool {
+        self.exists
+    }
+
+    pub fn op(&self) -> Permission {
+        self.op
+    }
+}
+
+/// Resolves `path` on the root named `root` for operation `op`.
+pub fn resolve(
+    roots: &[Arc<Root>],
+    root: &str,
+    path: &str,
+    op: Permission,
+) -> Result<Resolved, Denial> {
+    let Some(found) = roots.iter().find(|r| r.name == root) else {
+        let known: Vec<&str> = roots.iter().map(|r| r.name.as_str()).collect();
+        return Err(Denial::new(
+            Rule::UnknownRoot,
+            format!("unknown root '{}'; roots: {}", shown(root), known.join(", ")),
+        ));
+    };
+    if path.contains('\0') || root.contains('\0') {
+        return Err(Denial::new(Rule::NulByte, "path contains a NUL byte"));
+    }
+    if path.starts_with('/') {
+        return Err(Denial::new(
+            Rule::AbsolutePath,
+            "absolute paths are refused; give a path relative to the root",
+        ));
+    }
+    if path.is_empty() && op != Permission::Read {
+        return Err(Denial::new(
+            Rule::EmptyPath,
+            "empty path: name a file or directory inside the root",
+        ));
+    }
+    if !found.perms.contains(op) {
+        return Err(Denial::new(
+            Rule::Permission,
+            format!(
+                "root '{}' (role {}) grants {}, not {op}",
+                found.name, found.role, found.perms
+            ),
+        ));
+    }
+    let (real, exists) = confine(&found.path, Path::new(path))?;
+    let real_rel = real.strip_prefix(&found.path).unwrap_or(Path::new(""));
+    if let Some(pattern) = found
+        .deny
+        .match_path(Path::new(path))
+        .or_else(|| found.deny.match_path(real_rel))
+    {
+        return Err(Denial::new(
+            Rule::Deny,
+            format!("matches deny pattern '{pattern}'"),
+        ));
+    }
+    Ok(Resolved {
+        root: Arc::clone(found),
+        requested: path.to_string(),
+        real,
+        exists,
+        op,
+    })
+}
+
+/// Follows `rel` from `root` one component at a time, symlinks included,
+/// and fails as soon as the walk leaves the root. Returns the real path and
+/// whether it exists (a missing tail is appended as written).
+fn confine(root: &Path, rel: &Path) -> Result<(PathBuf, bool), Denial> {
+    let escape = || Denial::new(Rule::Confinement, "path escapes the root");
+    let mut pending: VecDeque<OsString> = components(rel).collect();
+    let mut cur = root.to_path_buf();
+    let mut exists = true;
+    let mut links = 0;
+    while let Some(part) = pending.pop_front() {
+        if part == ".." {
+            cur.pop();
+        } else if !exists {
+            cur.push(&part);
+        } else {
+            let next = cur.join(&part);
+            match fs::symlink_metadata(&next) {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    links += 1;
+                    if links > MAX_SYMLINKS {
+                        return Err(Denial::new(
+                            Rule::Confinement,
+                            "path cannot be resolved: too many levels of symbolic links",
+                        ));
+                    }
+                    let target = fs::read_link(&next).map_err(|_| escape())?;
+                    if target.is_absolute() {
+                        // Under the guest, RESOLVE_BENEATH refuses absolute
+                        // links whatever they point to; so does this walk.
+                        return Err(escape());
+                    }
+                    for c in components(&target).collect::<Vec<_>>().into_iter().rev() {
+                        pending.push_front(c);
+                    }
+                    continue;
+                }
+                Ok(_) => cur = next,
+                Err(_) => {
+                    exists = false;
+                    cur = next;
+                }
+            }
+        }
+        if !cur.starts_with(root) {
+            return Err(escape());
+        }
+    }
+    Ok((cur, exists))
+}
+
+/// The `..` and normal components of a relative path (`.` dropped).
+fn components(path: &Path) -> impl Iterator<Item = OsString> + '_ {
+    path.components().filter_map(|c| match c {
+        Component::Normal(name) => Some(name.to_os_string()),
+        Component::ParentDir => Some(OsStr::new("..").to_os_string()),
+        _ => None,
+    })
+}
+
+/// A model-supplied string as it may appear in a message: control characters
+/// escaped, at most 200 characters.
+pub fn shown(s: &str) -> String {
+    const MAX: usize = 200;
+    let escaped: String = s.escape_debug().collect();
+    match escaped.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{}…", &escaped[..cut]),
+        None => escaped,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{DenyList, Perms, Role};
+    use std::os::unix::fs::symlink;
+    use tempfile::TempDir;
+
+    /// A parent directory holding the root `data` and its prefix siblings.
+    struct Fixture {
+        _tmp: TempDir,
+        parent: PathBuf,
+        roots: Vec<Arc<Root>>,
+    }
+
+    fn root(name: &str, path: &Path, role: Role, extra_deny: &[&str]) -> Arc<Root> {
+        Arc::new(Root {
+            name: name.into(),
+            path: path.to_path_buf(),
+            role,
+            perms: role.ceiling(),
+            deny: DenyList::new(extra_deny.iter().copied()).unwrap(),
+            extra_deny: extra_deny.iter().map(|s| s.to_string()).collect(),
+            max_read_bytes: 1 << 20,
+        })
+    }
+
+    fn fixture() -> Fixture {
+        let tmp = TempDir::new().unwrap();
+        let parent = fs::canonicalize(tmp.path()).unwrap();
+        let data = parent.join("data");
+        for dir in ["data/sub/deep", "data/docs", "data-secrets", "data_backup", "data.bak", "outside"] {
+            fs::create_dir_all(parent.join(dir)).unwrap();
+        }
+        for file in [
+            "data/a.txt",
+            "data/sub/b.txt",
+            "data/.env",
+            "data-secrets/key.txt",
+            "data_backup/x.txt",
+            "data.bak/y.txt",
+            "outside/secret.txt",
+        ] {
+            fs::write(parent.join(file), file).unwrap();
+        }
+        // Inside → inside (relative), and every kind of escape.
+        symlink("a.txt", data.join("link_in")).unwrap();
+        symlink("sub", data.join("linkdir_in")).unwrap();
+        symlink("../outside/secret.txt", data.join("link_out_file")).unwrap();
+        symlink("../outside", data.join("linkdir")).unwrap();
+        symlink("../../outside", data.join("sub/link_mid")).unwrap();
+        symlink("../outside/nothing-here", data.join("dangling_out")).unwrap();
+        symlink("missing.txt", data.join("dangling_in")).unwrap();
+        symlink("chain2", data.join("chain1")).unwrap();
+        symlink("link_out_file", data.join("chain2")).unwrap();
+        symlink("chain_in2", data.join("chain_in1")).unwrap();
+        symlink("sub/b.txt", data.join("chain_in2")).unwrap();
+        symlink("loop_b", data.join("loop_a")).unwrap();
+        symlink("loop_a", data.join("loop_b")).unwrap();
+        symlink(data.join("a.txt"), data.join("abs_in")).unwrap();
+        symlink("/etc/passwd", data.join("abs_out")).unwrap();
+        symlink(".env", data.join("notes.txt")).unwrap();
+        symlink("../data-secrets", data.join("sibling")).unwrap();
+        let roots = vec![
+            root("data", &data, Role::Workspace, &["*.tmp"]),
+            root("docs", &parent.join("data-secrets"), Role::Reference, &[]),
+        ];
+        Fixture {
+            _tmp: tmp,
+            parent,
+            roots,
+        }
+    }
+
+    fn check(f: &Fixture, path: &str, op: Permission) -> Result<Resolved, Denial> {
+        resolve(&f.roots, "data", path, op)
+    }
+
+    fn rule(f: &Fixture, path: &str, op: Permission) -> Option<Rule> {
+        check(f, path, op).err().map(|d| d.rule)
+    }
+
+    #[test]
+    fn plain_paths_resolve_inside() {
+        let f = fixture();
+        let r = check(&f, "sub/b.txt", Permission::Read).unwrap();
+        assert_eq!(r.real_rel(), Path::new("sub/b.txt"));
+        assert!(r.exists());
+        assert!(!r.is_root());
+        assert_eq!(r.requested(), "sub/b.txt");
+        for p in ["", ".", "./", "sub/..", "sub/deep/../..", "./sub/./../"] {
+            let r = check(&f, p, Permission::Read).unwrap();
+            assert!(r.is_root(), "{p}");
+        }
+        let new = check(&f, "sub/new/dir/file.txt", Permission::Write).unwrap();
+        assert!(!new.exists());
+        assert_eq!(new.real_rel(), Path::new("sub/new/dir/file.txt"));
+    }
+
+    #[test]
+    fn unknown_root() {
+        let f = fixture();
+        let d = resolve(&f.roots, "nope", "a.txt", Permission::Read).unwrap_err();
+        assert_eq!(d.rule, Rule::UnknownRoot);
+        assert_eq!(d.message, "unknown root 'nope'; roots: data, docs");
+    }
+
+    #[test]
+    fn refusals_before_the_checks() {
+        let f = fixture();
+        let d = check(&f, "a.txt\0/../../etc/passwd", Permission::Read).unwrap_err();
+        assert_eq!(d.rule, Rule::NulByte);
+        assert_eq!(d.message, "path contains a NUL byte");
+        let d = check(&f, "/etc/passwd", Permission::Read).unwrap_err();
+        assert_eq!(d.rule, Rule::AbsolutePath);
+        assert_eq!(
+            d.message,
+            "absolute paths are refused; give a path relative to the root"
+        );
+        let d = check(&f, "", Permission::Write).unwrap_err();
+        assert_eq!(d.rule, Rule::EmptyPath);
+        assert_eq!(d.message, "empty path: name a file or directory inside the root");
+        assert_eq!(rule(&f, "", Permission::Delete), Some(Rule::EmptyPath));
+        assert!(check(&f, "", Permission::Read).is_ok());
+    }
+
+    #[test]
+    fn permission_is_checked_first() {
+        let f = fixture();
+        let d = resolve(&f.roots, "docs", "key.txt", Permission::Write).unwrap_err();
+        assert_eq!(d.rule, Rule::Permission);
+        assert_eq!(d.message, "root 'docs' (role reference) grants [read], not write");
+        // Even a path that would also escape and be denied: permission bites first.
+        let d = resolve(&f.roots, "docs", "../data/.env", Permission::Delete).unwrap_err();
+        assert_eq!(d.message, "root 'docs' (role reference) grants [read], not delete");
+        // Narrowed permissions are named as effective.
+        let mut roots = f.roots.clone();
+        roots.push(Arc::new(Root {
+            name: "src".into(),
+            path: f.parent.join("data_backup"),
+            role: Role::Sourcecode,
+            perms: Perms::of(&[Permission::Read]),
+            deny: DenyList::new([]).unwrap(),
+            extra_deny: vec![],
+            max_read_bytes: 1,
+        }));
+        let d = resolve(&roots, "src", "x.txt", Permission::Write).unwrap_err();
+        assert_eq!(d.message, "root 'src' (role sourcecode) grants [read], not write");
+    }
+
+    #[test]
+    fn traversal_in_every_position() {
+        let f = fixture();
+        for p in [
+            "..",
+            "../",
+            "../outside/secret.txt",
+            "sub/../../outside/secret.txt",
+            "sub/deep/../../../outside",
+            "./../data/../outside",
+            "a.txt/../../outside",
+            "sub/../..",
+            "new/../../x",
+            "../data/a.txt",
+            "....//../x",
+        ] {
+            let d = check(&f, p, Permission::Read);
+            if p == "....//../x" {
+                // `....` is an ordinary name; `..` then pops it: inside.
+                assert!(d.is_ok(), "{p}");
+                continue;
+            }
+            let d = d.unwrap_err();
+            assert_eq!(d.rule, Rule::Confinement, "{p}");
+            assert_eq!(d.message, "path escapes the root", "{p}");
+        }
+    }
+
+    #[test]
+    fn prefix_siblings_are_outside() {
+        let f = fixture();
+        for p in [
+            "../data-secrets/key.txt",
+            "../data_backup/x.txt",
+            "../data.bak/y.txt",
+            "sibling/key.txt",
+            "sibling",
+        ] {
+            assert_eq!(rule(&f, p, Permission::Read), Some(Rule::Confinement), "{p}");
+        }
+    }
+
+    #[test]
+    fn symlinks_inside_are_followed() {
+        let f = fixture();
+        let r = check(&f, "link_in", Permission::Read).unwrap();
+        assert_eq!(r.real_rel(), Path::new("a.txt"));
+        let r = check(&f, "linkdir_in/deep", Permission::Read).unwrap();
+        assert_eq!(r.real_rel(), Path::new("sub/deep"));
+        let r = check(&f, "chain_in1", Permission::Read).unwrap();
+        assert_eq!(r.real_rel(), Path::new("sub/b.txt"));
+        let r = check(&f, "dangling_in", Permission::Write).unwrap();
+        assert_eq!(r.real_rel(), Path::new("missing.txt"));
+        assert!(!r.exists());
+        let r = check(&f, "linkdir_in/../a.txt", Permission::Read).unwrap();
+        assert_eq!(r.real_rel(), Path::new("a.txt"));
+    }
+
+    #[test]
+    fn symlinks_out_are_refused_in_every_position() {
+        let f = fixture();
+        for (p, op) in [
+            ("link_out_file", Permission::Read),
+            ("linkdir", Permission::Read),
+            ("linkdir/secret.txt", Permission::Read),
+            ("linkdir/payload.sh", Permission::Write),
+            ("linkdir/new/deeper/payload.sh", Permission::Write),
+            ("sub/link_mid/secret.txt", Permission::Read),
+            ("dangling_out", Permission::Write),
+            ("chain1", Permission::Read),
+            ("abs_out", Permission::Read),
+            ("abs_in", Permission::Read),
+            ("linkdir/../data/a.txt", Permission::Read),
+        ] {
+            let d = check(&f, p, op).unwrap_err();
+            assert_eq!(d.rule, Rule::Confinement, "{p}");
+            assert_eq!(d.message, "path escapes the root", "{p}");
+        }
+    }
+
+    #[test]
+    fn symlink_loops_are_refused() {
+        let f = fixture();
+        let d = check(&f, "loop_a", Permission::Read).unwrap_err();
+        assert_eq!(d.rule, Rule::Confinement);
+        assert_eq!(
+            d.message,
+            "path cannot be resolved: too many levels of symbolic links"
+        );
+        assert_eq!(rule(&f, "loop_b/x", Permission::Write), Some(Rule::Confinement));
+    }
+
+    #[test]
+    fn denied_names_as_requested_and_as_resolved() {
+        let f = fixture();
+        for (p, pattern) in [
+            (".env", ".env"),
+            (".ENV", ".env"),
+            ("sub/.env", ".env"),
+            ("sub/../.env", ".env"),
+            ("notes.txt", ".env"),
+            ("deep/dir/id_rsa", "id_rsa*"),
+            ("x/ID_RSA.pub", "id_rsa*"),
+            (".git/config", ".git"),
+            (".mcp-trash/2026/a.txt", ".mcp-trash"),
+            ("scratch.tmp", "*.tmp"),
+            (".env/../a.txt", ".env"),
+        ] {
+            let d = check(&f, p, Permission::Read).unwrap_err();
+            assert_eq!(d.rule, Rule::Deny, "{p}");
+            assert_eq!(d.message, format!("matches deny pattern '{pattern}'"), "{p}");
+        }
+        // The root's own patterns do not apply to other roots.
+        assert!(resolve(&f.roots, "docs", "x.tmp", Permission::Read).is_ok());
+    }
+
+    #[test]
+    fn confinement_bites_before_deny() {
+        let f = fixture();
+        let d = check(&f, "../outside/.env", Permission::Read).unwrap_err();
+        assert_eq!(d.rule, Rule::Confinement);
+    }
+
+    #[test]
+    fn messages_carry_no_host_path() {
+        let f = fixture();
+        let host = f.parent.to_string_lossy().to_string();
+        for p in [
+            "../outside/secret.txt",
+            "link_out_file",
+            "abs_out",
+            ".env",
+            "loop_a",
+            "/etc/passwd",
+        ] {
+            let d = check(&f, p, Permission::Read).unwrap_err();
+            assert!(!d.message.contains(&host), "{p}: {}", d.message);
+            assert!(!d.message.contains("/etc"), "{p}: {}", d.message);
+        }
+    }
+
+    #[test]
+    fn shown_escapes_and_truncates() {
+        assert_eq!(shown("a\nb"), "a\\nb");
+        let long = "x".repeat(500);
+        let s = shown(&long);
+        assert_eq!(s.chars().count(), 201);
+        assert!(s.ends_with('…'));
+    }
+
+    mod property {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn part() -> impl Strategy<Value = &'static str> {
+            prop::sample::select(vec![
+                "..", ".", "", "a.txt", "sub", "deep", "docs", "new", "é", "日本",
+                "link_in", "linkdir_in", "link_out_file", "linkdir", "link_mid",
+                "dangling_out", "dangling_in", "chain1", "chain_in1", "loop_a",
+                "abs_in", "abs_out", "sibling", "data", "outside", "data-secrets",
+                "notes.txt", ".env", "..\u{2215}", "...",
+            ])
+        }
+
+        fn path() -> impl Strategy<Value = String> {
+            (
+                prop::collection::vec(part(), 0..8),
+                prop::collection::vec(prop::sample::select(vec!["/", "//", "/./"]), 8),
+                any::<bool>(),
+            )
+                .prop_map(|(parts, seps, trailing)| {
+                    let mut s = String::new();
+                    for (i, p) in parts.iter().enumerate() {
+                        if i > 0 {
+                            s.push_str(seps[i % seps.len()]);
+                        }
+                        s.push_str(p);
+                    }
+                    if trailing {
+                        s.push('/');
+                    }
+                    s
+                })
+        }
+
+        /// Random paths from traversal parts, separators, unicode and every
+        /// symlink of the fixture: whatever is accepted lies inside the root,
+        /// agrees with the OS's own resolution, and is not denied.
+        #[test]
+        fn accepted_paths_stay_inside() {
+            let f = fixture();
+            let root_path = f.roots[0].path.clone();
+            let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+                cases: 4000,
+                ..ProptestConfig::default()
+            });
+            let accepted = std::cell::Cell::new(0u32);
+            runner
+                .run(&(path(), any::<bool>()), |(p, write)| {
+                    let op = if write { Permission::Write } else { Permission::Read };
+                    if let Ok(r) = check(&f, &p, op) {
+                        accepted.set(accepted.get() + 1);
+                        prop_assert!(r.real.starts_with(&root_path));
+                        prop_assert!(f.roots[0].deny.match_path(r.real_rel()).is_none());
+                        // What the OS itself resolves must agree, when it exists.
+                        if let Ok(os_real) = fs::canonicalize(root_path.join(&p)) {
+                            prop_assert!(os_real.starts_with(&root_path), "{} -> {:?}", p, os_real);
+                            prop_assert!(r.exists());
+                            prop_assert_eq!(&os_real, &r.real);
+                        }
+                    }
+                    Ok(())
+                })
+                .unwrap();
+            // The generator must exercise acceptance too, not only refusals.
+            assert!(accepted.get() > 100, "only {} paths accepted", accepted.get());
+        }
+    }
+}
