@@ -230,7 +230,17 @@ mod tests {
         let lines = audit.lines();
         let first = lines[0].as_object().unwrap();
         let keys: Vec<&str> = first.keys().map(String::as_str).collect();
-        for key in ["ts", "tool", "root", "path", "op", "decision", "rule", "duration_ms", "bytes"] {
+        for key in [
+            "ts",
+            "tool",
+            "root",
+            "path",
+            "op",
+            "decision",
+            "rule",
+            "duration_ms",
+            "bytes",
+        ] {
             assert!(keys.contains(&key), "missing {key}");
         }
         assert_eq!(first.len(), 9);
@@ -272,7 +282,10 @@ mod tests {
         assert_eq!(last["path"], "file-99.txt");
         let n = |line: &String| -> u32 {
             let v: serde_json::Value = serde_json::from_str(line).unwrap();
-            v["path"].as_str().unwrap()[5..].trim_end_matches(".txt").parse().unwrap()
+            v["path"].as_str().unwrap()[5..]
+                .trim_end_matches(".txt")
+                .parse()
+                .unwrap()
         };
         assert!(n(one.last().unwrap()) < n(live.first().unwrap()));
         assert!(n(two.last().unwrap()) < n(one.first().unwrap()));

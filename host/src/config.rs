@@ -48,7 +48,7 @@ pub struct Config {
 /// Why a config was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read config {path}: {source}")]
+    #[error("cannot read config {path}")]
     Read {
         path: PathBuf,
         source: std::io::Error,
@@ -243,9 +243,8 @@ fn validate(raw: RawConfig, base: &Path, read_only_flag: bool) -> Result<Config,
             AuditTarget::Stderr
         }
         Some("stdout") => {
-            problems.push(
-                "audit_log cannot be stdout: under stdio it is the JSON-RPC channel".into(),
-            );
+            problems
+                .push("audit_log cannot be stdout: under stdio it is the JSON-RPC channel".into());
             AuditTarget::Stderr
         }
         Some(path) => AuditTarget::File(absolute(base, path)),
@@ -266,7 +265,10 @@ fn validate(raw: RawConfig, base: &Path, read_only_flag: bool) -> Result<Config,
     for r in raw.roots {
         let before = problems.len();
         if let Err(reason) = check_name(&r.name) {
-            problems.push(format!("root name '{}' is invalid: {reason}", r.name.escape_debug()));
+            problems.push(format!(
+                "root name '{}' is invalid: {reason}",
+                r.name.escape_debug()
+            ));
         } else if roots.iter().any(|seen| seen.name == r.name) {
             problems.push(format!("duplicate root name '{}'", r.name));
         }
@@ -281,7 +283,13 @@ fn validate(raw: RawConfig, base: &Path, read_only_flag: bool) -> Result<Config,
             ));
         });
         let perms = role.and_then(|role| {
-            root_perms(&name, role, r.permissions.as_deref(), read_only, &mut problems)
+            root_perms(
+                &name,
+                role,
+                r.permissions.as_deref(),
+                read_only,
+                &mut problems,
+            )
         });
         let deny = DenyList::new(raw.deny.iter().chain(&r.deny).map(String::as_str));
         for pattern in &r.deny {
@@ -476,9 +484,14 @@ mod tests {
     #[test]
     fn a_valid_config_loads_with_defaults() {
         let d = Dirs::new();
-        let c = d.parse(&(root("a", "a", "sourcecode") + &root("b", "b", "reference"))).unwrap();
+        let c = d
+            .parse(&(root("a", "a", "sourcecode") + &root("b", "b", "reference")))
+            .unwrap();
         assert_eq!(c.roots.len(), 2);
-        assert_eq!(c.roots[0].path, fs::canonicalize(d.base().join("a")).unwrap());
+        assert_eq!(
+            c.roots[0].path,
+            fs::canonicalize(d.base().join("a")).unwrap()
+        );
         assert_eq!(c.roots[0].perms.to_string(), "[read, write]");
         assert_eq!(c.roots[1].perms.to_string(), "[read]");
         assert_eq!(c.roots[0].max_read_bytes, DEFAULT_MAX_READ_BYTES);
@@ -539,7 +552,10 @@ mod tests {
         let cfg = d.base().join("a/inner/roots.toml");
         fs::write(&cfg, root("up", "../../b", "reference")).unwrap();
         let c = Config::load(&cfg, false).unwrap();
-        assert_eq!(c.roots[0].path, fs::canonicalize(d.base().join("b")).unwrap());
+        assert_eq!(
+            c.roots[0].path,
+            fs::canonicalize(d.base().join("b")).unwrap()
+        );
     }
 
     #[test]
@@ -547,7 +563,10 @@ mod tests {
         let d = Dirs::new();
         symlink(d.base().join("b"), d.base().join("link-to-b")).unwrap();
         let c = d.parse(&root("b", "link-to-b", "reference")).unwrap();
-        assert_eq!(c.roots[0].path, fs::canonicalize(d.base().join("b")).unwrap());
+        assert_eq!(
+            c.roots[0].path,
+            fs::canonicalize(d.base().join("b")).unwrap()
+        );
     }
 
     #[test]
@@ -571,14 +590,26 @@ mod tests {
     fn nested_roots_in_either_order_and_the_same_directory() {
         let d = Dirs::new();
         let outer_first = root("outer", "a", "reference") + &root("inner", "a/inner", "reference");
-        assert_eq!(d.problems(&outer_first), ["root 'inner' lies inside root 'outer'"]);
+        assert_eq!(
+            d.problems(&outer_first),
+            ["root 'inner' lies inside root 'outer'"]
+        );
         let inner_first = root("inner", "a/inner", "reference") + &root("outer", "a", "reference");
-        assert_eq!(d.problems(&inner_first), ["root 'inner' lies inside root 'outer'"]);
+        assert_eq!(
+            d.problems(&inner_first),
+            ["root 'inner' lies inside root 'outer'"]
+        );
         let twice = root("one", "a", "reference") + &root("two", "a/inner/..", "reference");
-        assert_eq!(d.problems(&twice), ["roots 'one' and 'two' are the same directory"]);
+        assert_eq!(
+            d.problems(&twice),
+            ["roots 'one' and 'two' are the same directory"]
+        );
         symlink(d.base().join("a"), d.base().join("alias")).unwrap();
         let via_link = root("one", "a", "reference") + &root("two", "alias", "reference");
-        assert_eq!(d.problems(&via_link), ["roots 'one' and 'two' are the same directory"]);
+        assert_eq!(
+            d.problems(&via_link),
+            ["roots 'one' and 'two' are the same directory"]
+        );
         // Prefix siblings are not nested.
         let siblings = root("d", "data", "reference") + &root("s", "data-secrets", "reference");
         assert!(d.parse(&siblings).is_ok());
@@ -612,9 +643,15 @@ mod tests {
             ["root 'x': unknown role 'admin' (expected reference, sourcecode or workspace)"]
         );
         let widen = root("docs", "a", "reference") + "permissions = [\"read\", \"write\"]\n";
-        assert_eq!(d.problems(&widen), ["root 'docs' (role reference) cannot grant write"]);
+        assert_eq!(
+            d.problems(&widen),
+            ["root 'docs' (role reference) cannot grant write"]
+        );
         let widen = root("src", "a", "sourcecode") + "permissions = [\"delete\"]\n";
-        assert_eq!(d.problems(&widen), ["root 'src' (role sourcecode) cannot grant delete"]);
+        assert_eq!(
+            d.problems(&widen),
+            ["root 'src' (role sourcecode) cannot grant delete"]
+        );
         let unknown = root("x", "a", "workspace") + "permissions = [\"execute\"]\n";
         assert_eq!(
             d.problems(&unknown),
@@ -623,7 +660,10 @@ mod tests {
         let empty = root("x", "a", "workspace") + "permissions = []\n";
         assert_eq!(d.problems(&empty), ["root 'x' grants no permission"]);
         let narrowed = root("x", "a", "workspace") + "permissions = [\"read\"]\n";
-        assert_eq!(d.parse(&narrowed).unwrap().roots[0].perms.to_string(), "[read]");
+        assert_eq!(
+            d.parse(&narrowed).unwrap().roots[0].perms.to_string(),
+            "[read]"
+        );
     }
 
     #[test]
@@ -653,7 +693,10 @@ mod tests {
         let global = format!("deny = [\"[abc\"]\n{}", root("x", "a", "reference"));
         let problems = d.problems(&global);
         assert_eq!(problems.len(), 1);
-        assert!(problems[0].starts_with("deny: invalid deny pattern '[abc': "), "{problems:?}");
+        assert!(
+            problems[0].starts_with("deny: invalid deny pattern '[abc': "),
+            "{problems:?}"
+        );
         let local = root("x", "a", "reference") + "deny = [\"\"]\n";
         assert_eq!(d.problems(&local), ["root 'x': empty deny pattern"]);
     }
@@ -673,7 +716,10 @@ mod tests {
         for text in [
             format!("base_deny = []\n{}", root("x", "a", "reference")),
             root("x", "a", "reference") + "colour = \"red\"\n",
-            format!("{}[[components]]\npath = \"x.wasm\"\n", root("x", "a", "reference")),
+            format!(
+                "{}[[components]]\npath = \"x.wasm\"\n",
+                root("x", "a", "reference")
+            ),
         ] {
             let err = d.parse(&text).unwrap_err();
             assert!(matches!(err, ConfigError::Parse { .. }), "{err}");
@@ -685,13 +731,34 @@ mod tests {
     fn zero_and_absurd_limits() {
         let d = Dirs::new();
         for (line, message) in [
-            ("max_search_results = 0", "max_search_results = 0 is out of range (1 to 100000)"),
-            ("audit_log_max_bytes = 10", "audit_log_max_bytes = 10 is out of range (4096 to 68719476736)"),
-            ("tool_timeout_ms = 0", "tool_timeout_ms = 0 is out of range (10 to 3600000)"),
-            ("tool_memory_bytes = 99999999999", "tool_memory_bytes = 99999999999 is out of range (16777216 to 4294967296)"),
-            ("max_list_entries = 0", "max_list_entries = 0 is out of range (1 to 100000)"),
-            ("max_search_bytes = 0", "max_search_bytes = 0 is out of range (1 to 1099511627776)"),
-            ("audit_log_backups = 5000", "audit_log_backups = 5000 is out of range (0 to 1000)"),
+            (
+                "max_search_results = 0",
+                "max_search_results = 0 is out of range (1 to 100000)",
+            ),
+            (
+                "audit_log_max_bytes = 10",
+                "audit_log_max_bytes = 10 is out of range (4096 to 68719476736)",
+            ),
+            (
+                "tool_timeout_ms = 0",
+                "tool_timeout_ms = 0 is out of range (10 to 3600000)",
+            ),
+            (
+                "tool_memory_bytes = 99999999999",
+                "tool_memory_bytes = 99999999999 is out of range (16777216 to 4294967296)",
+            ),
+            (
+                "max_list_entries = 0",
+                "max_list_entries = 0 is out of range (1 to 100000)",
+            ),
+            (
+                "max_search_bytes = 0",
+                "max_search_bytes = 0 is out of range (1 to 1099511627776)",
+            ),
+            (
+                "audit_log_backups = 5000",
+                "audit_log_backups = 5000 is out of range (0 to 1000)",
+            ),
         ] {
             let text = format!("{line}\n{}", root("x", "a", "reference"));
             assert_eq!(d.problems(&text), [message]);
@@ -708,7 +775,10 @@ mod tests {
             ["root 'x': max_read_bytes = 1073741824 is out of range (1 to 67108864)"]
         );
         assert_eq!(
-            d.problems(&format!("audit_log = \"stdout\"\n{}", root("x", "a", "reference"))),
+            d.problems(&format!(
+                "audit_log = \"stdout\"\n{}",
+                root("x", "a", "reference")
+            )),
             ["audit_log cannot be stdout: under stdio it is the JSON-RPC channel"]
         );
     }
@@ -720,6 +790,9 @@ mod tests {
         let problems = d.problems(&text);
         assert_eq!(problems.len(), 2, "{problems:?}");
         let shown = ConfigError::Invalid(problems).to_string();
-        assert!(shown.starts_with("invalid config:\n  - root 'x'"), "{shown}");
+        assert!(
+            shown.starts_with("invalid config:\n  - root 'x'"),
+            "{shown}"
+        );
     }
 }

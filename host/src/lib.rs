@@ -4,4 +4,7 @@
 
 pub mod audit;
 pub mod config;
+pub mod mcp;
 pub mod policy;
+pub mod runtime;
+pub mod tools;

@@ -1,1 +1,168 @@
-fn main() {}
+//! `loom-fs-mcp`: the command line. Serves MCP over stdio (the default) or
+//! checks a config. Under stdio, stdout is the JSON-RPC channel: everything
+//! else (banner, logs, audit) goes to stderr.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use rmcp::ServiceExt;
+
+use loom_fs_mcp::audit::Audit;
+use loom_fs_mcp::config::{AuditTarget, Config};
+use loom_fs_mcp::mcp::Server;
+use loom_fs_mcp::policy::Permission;
+use loom_fs_mcp::runtime::{self, Budget, Cache, Runtime};
+use loom_fs_mcp::tools::Toolbox;
+
+#[derive(Parser)]
+#[command(
+    name = "loom-fs-mcp",
+    version,
+    about = "A filesystem MCP server with roles; every tool runs as a WebAssembly component."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// The config file (TOML): roots, roles, deny patterns, limits.
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Cap every root at read, whatever its role.
+    #[arg(long, global = true)]
+    read_only: bool,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Validate the config; print the roots and the tool surface it gives.
+    Check,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("LOOMFS_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Some(Command::Check) => check(&cli),
+        None => serve(&cli),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("loom-fs-mcp: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn load_config(cli: &Cli) -> anyhow::Result<Config> {
+    let path = cli.config.as_deref().context(
+        "no config given: pass --config FILE (roots.example.toml in the repository is a working example)",
+    )?;
+    Ok(Config::load(path, cli.read_only)?)
+}
+
+/// Config → audit → runtime with the built-in components → tool surface.
+fn toolbox(config: Config) -> anyhow::Result<Toolbox> {
+    let audit = Audit::open(&config.audit, config.audit_max_bytes, config.audit_backups)
+        .with_context(|| match &config.audit {
+            AuditTarget::File(path) => format!("cannot open the audit log {}", path.display()),
+            AuditTarget::Stderr => "cannot use stderr for the audit log".into(),
+        })?;
+    let mut runtime = Runtime::new(Budget {
+        memory_bytes: config.limits.tool_memory_bytes,
+        timeout: config.limits.tool_timeout,
+    })
+    .map_err(|e| anyhow::anyhow!("cannot start the WebAssembly runtime: {e}"))?;
+    let cache = Cache::from_env();
+    for (name, wasm) in runtime::BUILTINS {
+        let component = cache
+            .component(runtime.engine(), name, wasm)
+            .map_err(|e| anyhow::anyhow!("built-in component {name}: {e}"))?;
+        runtime
+            .load(&component, "built-in".into())
+            .map_err(|e| anyhow::anyhow!("built-in component {name}: {e}"))?;
+    }
+    Ok(Toolbox::new(config, runtime, audit)?)
+}
+
+fn check(cli: &Cli) -> anyhow::Result<()> {
+    let config = load_config(cli)?;
+    let toolbox = toolbox(config)?;
+    let config = toolbox.config();
+    println!("config is valid");
+    if config.read_only {
+        println!("read-only: every root is capped at read");
+    }
+    println!("roots:");
+    let width = config.roots.iter().map(|r| r.name.len()).max().unwrap_or(0);
+    for r in &config.roots {
+        let line = format!("  {:width$}  {:<10}  {}", r.name, r.role.as_str(), r.perms);
+        if r.extra_deny.is_empty() {
+            println!("{line}");
+        } else {
+            println!("{line:<46}  deny += {}", r.extra_deny.join(", "));
+        }
+    }
+    if !config.deny.is_empty() {
+        println!("deny (every root) += {}", config.deny.join(", "));
+    }
+    println!("tools:");
+    let surface = toolbox.surface();
+    for p in Permission::ALL {
+        let names: Vec<&str> = surface
+            .iter()
+            .filter(|(_, need)| **need == p)
+            .map(|(n, _)| *n)
+            .collect();
+        let listed = if names.is_empty() {
+            "(none)".to_string()
+        } else {
+            names.join(", ")
+        };
+        println!("  {p:<6}  {listed}");
+    }
+    Ok(())
+}
+
+fn serve(cli: &Cli) -> anyhow::Result<()> {
+    let config = load_config(cli)?;
+    let toolbox = Arc::new(toolbox(config)?);
+    let config = toolbox.config();
+    eprintln!(
+        "loom-fs-mcp {}: {} root{}{}",
+        env!("CARGO_PKG_VERSION"),
+        config.roots.len(),
+        if config.roots.len() == 1 { "" } else { "s" },
+        if config.read_only { " (read-only)" } else { "" }
+    );
+    let width = config.roots.iter().map(|r| r.name.len()).max().unwrap_or(0);
+    for r in &config.roots {
+        eprintln!("  {:width$}  {:<10}  {}", r.name, r.role.as_str(), r.perms);
+    }
+    eprintln!("serving MCP over stdio");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    rt.block_on(async move {
+        let service = Server::new(toolbox)
+            .serve(rmcp::transport::stdio())
+            .await
+            .context("MCP session failed to start")?;
+        service
+            .waiting()
+            .await
+            .context("MCP session ended with an error")?;
+        Ok(())
+    })
+}

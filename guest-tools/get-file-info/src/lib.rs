@@ -105,7 +105,7 @@ impl Guest for GetFileInfo {
             path: shown.to_string(),
             kind: kind.name(),
             is_symlink,
-            size: (kind == Kind::File).then(|| meta.len()),
+            size: (kind == Kind::File).then_some(meta.len()),
             modified: modified(&meta),
             accessed: timestamp(meta.accessed()),
             created: timestamp(meta.created()),

@@ -96,12 +96,12 @@ pub fn locate<'a>(ctx: &'a Context, root: &str, path: &str) -> Result<Located<'a
 pub fn io_error(shown: &str, err: &io::Error) -> ToolError {
     match err.kind() {
         io::ErrorKind::NotFound => ToolError::NotFound(format!("'{shown}' does not exist")),
-        io::ErrorKind::PermissionDenied => {
-            ToolError::Io(format!("'{shown}': access refused by the filesystem policy"))
-        }
-        io::ErrorKind::NotADirectory => {
-            ToolError::Io(format!("'{shown}': a component of the path is not a directory"))
-        }
+        io::ErrorKind::PermissionDenied => ToolError::Io(format!(
+            "'{shown}': access refused by the filesystem policy"
+        )),
+        io::ErrorKind::NotADirectory => ToolError::Io(format!(
+            "'{shown}': a component of the path is not a directory"
+        )),
         io::ErrorKind::IsADirectory => ToolError::Refused(format!("'{shown}' is a directory")),
         _ => ToolError::Io(format!("'{shown}': {}", io_kind_text(err))),
     }
@@ -150,22 +150,9 @@ impl Kind {
         Kind::of_std(ft).unwrap_or_else(|| Kind::at(path, follow))
     }
 
-    /// The exact kind of `path` from its mode bits (std's `FileTypeExt` for
-    /// WASI is unstable; wasi-libc, already linked by std, reports them).
+    /// The exact kind of `path`, from `wasi:filesystem` itself.
     pub fn at(path: &Path, follow: bool) -> Kind {
-        let Some(st) = sys::stat(path, follow) else {
-            return Kind::Unknown;
-        };
-        match st.st_mode & libc::S_IFMT {
-            libc::S_IFREG => Kind::File,
-            libc::S_IFDIR => Kind::Directory,
-            libc::S_IFLNK => Kind::Symlink,
-            libc::S_IFIFO => Kind::Fifo,
-            libc::S_IFSOCK => Kind::Socket,
-            libc::S_IFCHR => Kind::CharDevice,
-            libc::S_IFBLK => Kind::BlockDevice,
-            _ => Kind::Unknown,
-        }
+        sys::kind(path, follow)
     }
 
     pub fn name(self) -> &'static str {

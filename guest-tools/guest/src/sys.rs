@@ -1,26 +1,53 @@
-//! The few file facts std does not expose on WASI as stable API (exact file
-//! type, hard link count), read through wasi-libc's `stat`.
+//! File facts std cannot give on WASI: the exact type of a special file and
+//! the hard link count. std goes through wasi-libc, whose `st_mode` has no
+//! FIFO or socket; `wasi:filesystem` itself has both, so ask it directly.
 
-use std::ffi::CString;
 use std::path::Path;
 
-/// `stat` (following symlinks) or `lstat` of `path`; `None` if it fails.
-pub fn stat(path: &Path, follow: bool) -> Option<libc::stat> {
-    let c_path = CString::new(path.to_str()?).ok()?;
-    // SAFETY: `c_path` is a valid NUL-terminated string and `st` is written
-    // by the call before it is read.
-    unsafe {
-        let mut st: libc::stat = std::mem::zeroed();
-        let rc = if follow {
-            libc::stat(c_path.as_ptr(), &mut st)
-        } else {
-            libc::lstat(c_path.as_ptr(), &mut st)
-        };
-        (rc == 0).then_some(st)
+use wasip2::filesystem::preopens;
+use wasip2::filesystem::types::{DescriptorStat, DescriptorType, PathFlags};
+
+use crate::Kind;
+
+/// `stat-at` of `path` (an absolute guest path under a preopen), following a
+/// final symlink when `follow`; `None` if it fails.
+pub fn stat(path: &Path, follow: bool) -> Option<DescriptorStat> {
+    let path = path.to_str()?;
+    let dirs = preopens::get_directories();
+    // The preopen whose directory is the longest prefix of `path`.
+    let (dir, rest) = dirs
+        .iter()
+        .filter_map(|(dir, name)| {
+            let rest = path.strip_prefix(name.as_str())?;
+            match rest {
+                "" => Some((dir, ".")),
+                _ => rest.strip_prefix('/').map(|r| (dir, r)),
+            }
+        })
+        .min_by_key(|(_, rest)| rest.len())?;
+    let flags = if follow {
+        PathFlags::SYMLINK_FOLLOW
+    } else {
+        PathFlags::empty()
+    };
+    dir.stat_at(flags, rest).ok()
+}
+
+/// The kind of `path` as `wasi:filesystem` reports it.
+pub fn kind(path: &Path, follow: bool) -> Kind {
+    match stat(path, follow).map(|s| s.type_) {
+        Some(DescriptorType::RegularFile) => Kind::File,
+        Some(DescriptorType::Directory) => Kind::Directory,
+        Some(DescriptorType::SymbolicLink) => Kind::Symlink,
+        Some(DescriptorType::Fifo) => Kind::Fifo,
+        Some(DescriptorType::Socket) => Kind::Socket,
+        Some(DescriptorType::CharacterDevice) => Kind::CharDevice,
+        Some(DescriptorType::BlockDevice) => Kind::BlockDevice,
+        Some(DescriptorType::Unknown) | None => Kind::Unknown,
     }
 }
 
 /// Hard link count of `path` (symlinks followed).
 pub fn link_count(path: &Path) -> Option<u64> {
-    stat(path, true).map(|st| st.st_nlink)
+    stat(path, true).map(|s| s.link_count)
 }

@@ -192,7 +192,9 @@ impl Range {
 
 fn read_head(file: &mut File) -> std::io::Result<Vec<u8>> {
     let mut head = Vec::with_capacity(SNIFF_BYTES);
-    file.by_ref().take(SNIFF_BYTES as u64).read_to_end(&mut head)?;
+    file.by_ref()
+        .take(SNIFF_BYTES as u64)
+        .read_to_end(&mut head)?;
     Ok(head)
 }
 
@@ -306,7 +308,9 @@ fn read_lines(file: File, offset: u64, limit: Option<u64>, max: u64) -> std::io:
         }
         let budget = max - bytes.len() as u64;
         line.clear();
-        let n = (&mut reader).take(budget + 1).read_until(b'\n', &mut line)?;
+        let n = (&mut reader)
+            .take(budget + 1)
+            .read_until(b'\n', &mut line)?;
         if n == 0 {
             at_eof = true;
             break;
@@ -456,10 +460,9 @@ fn text_output(shown: &str, size: u64, taken: Taken) -> Output {
             "last lines of '{shown}' ({}); line numbers unknown without reading the whole file",
             human_bytes(size)
         )),
-        (start, Some(total)) if start > 1 || taken.end_line < total => notes.push(format!(
-            "lines {start}-{} of {total}",
-            taken.end_line
-        )),
+        (start, Some(total)) if start > 1 || taken.end_line < total => {
+            notes.push(format!("lines {start}-{} of {total}", taken.end_line))
+        }
         (start, None) if start > 0 => notes.push(format!(
             "lines {start}-{} of a file of {}",
             taken.end_line,

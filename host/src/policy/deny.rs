@@ -230,12 +230,26 @@ mod tests {
     fn path_patterns_match_prefixes() {
         let d = list(&["config/prod", "/build/*.log", "**/private/*.txt"]);
         assert_eq!(denied(&d, "config/prod").as_deref(), Some("config/prod"));
-        assert_eq!(denied(&d, "config/prod/db.yml").as_deref(), Some("config/prod"));
+        assert_eq!(
+            denied(&d, "config/prod/db.yml").as_deref(),
+            Some("config/prod")
+        );
         assert_eq!(denied(&d, "config/dev/db.yml"), None);
         assert_eq!(denied(&d, "build/x.log").as_deref(), Some("/build/*.log"));
-        assert_eq!(denied(&d, "build/sub/x.log"), None, "* stays in one segment");
-        assert_eq!(denied(&d, "a/b/private/n.txt").as_deref(), Some("**/private/*.txt"));
-        assert_eq!(denied(&d, "other/config/prod"), None, "path patterns are anchored");
+        assert_eq!(
+            denied(&d, "build/sub/x.log"),
+            None,
+            "* stays in one segment"
+        );
+        assert_eq!(
+            denied(&d, "a/b/private/n.txt").as_deref(),
+            Some("**/private/*.txt")
+        );
+        assert_eq!(
+            denied(&d, "other/config/prod"),
+            None,
+            "path patterns are anchored"
+        );
     }
 
     #[test]

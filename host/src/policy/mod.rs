@@ -14,7 +14,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 pub use deny::{BUILTIN_DENY, DenyError, DenyList};
-pub use resolve::{Denial, Resolved, Rule, resolve};
+pub use resolve::{Denial, Resolved, Rule, resolve, shown};
 
 /// What may be done on a root.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -42,7 +42,7 @@ impl Permission {
 
 impl fmt::Display for Permission {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 
@@ -78,7 +78,9 @@ impl Perms {
     }
 
     pub fn iter(self) -> impl Iterator<Item = Permission> {
-        Permission::ALL.into_iter().filter(move |&p| self.contains(p))
+        Permission::ALL
+            .into_iter()
+            .filter(move |&p| self.contains(p))
     }
 }
 
@@ -86,7 +88,7 @@ impl fmt::Display for Perms {
     /// `[read, write]`, the form used in messages.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let names: Vec<&str> = self.iter().map(Permission::as_str).collect();
-        write!(f, "[{}]", names.join(", "))
+        f.pad(&format!("[{}]", names.join(", ")))
     }
 }
 
@@ -129,7 +131,7 @@ impl Role {
 
 impl fmt::Display for Role {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 
@@ -157,7 +159,10 @@ mod tests {
     fn roles_are_ceilings() {
         assert_eq!(Role::Reference.ceiling().to_string(), "[read]");
         assert_eq!(Role::Sourcecode.ceiling().to_string(), "[read, write]");
-        assert_eq!(Role::Workspace.ceiling().to_string(), "[read, write, delete]");
+        assert_eq!(
+            Role::Workspace.ceiling().to_string(),
+            "[read, write, delete]"
+        );
     }
 
     #[test]
@@ -165,7 +170,10 @@ mod tests {
         let rw = Perms::of(&[Permission::Read, Permission::Write]);
         assert!(rw.contains(Permission::Write));
         assert!(!rw.contains(Permission::Delete));
-        assert_eq!(rw.intersect(Role::Reference.ceiling()).to_string(), "[read]");
+        assert_eq!(
+            rw.intersect(Role::Reference.ceiling()).to_string(),
+            "[read]"
+        );
         assert!(Perms::NONE.is_empty());
         assert_eq!(Perms::NONE.to_string(), "[]");
     }

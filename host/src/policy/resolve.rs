@@ -103,7 +103,9 @@ impl Resolved {
     /// the root itself).
     pub fn real_rel(&self) -> &Path {
         // `resolve` only builds a `Resolved` whose real path is under the root.
-        self.real.strip_prefix(&self.root.path).unwrap_or(Path::new(""))
+        self.real
+            .strip_prefix(&self.root.path)
+            .unwrap_or(Path::new(""))
     }
 
     /// Whether the path names the root itself (`.`, `sub/..`, ...).
@@ -132,7 +134,11 @@ pub fn resolve(
         let known: Vec<&str> = roots.iter().map(|r| r.name.as_str()).collect();
         return Err(Denial::new(
             Rule::UnknownRoot,
-            format!("unknown root '{}'; roots: {}", shown(root), known.join(", ")),
+            format!(
+                "unknown root '{}'; roots: {}",
+                shown(root),
+                known.join(", ")
+            ),
         ));
     };
     if path.contains('\0') || root.contains('\0') {
@@ -280,7 +286,14 @@ mod tests {
         let tmp = TempDir::new().unwrap();
         let parent = fs::canonicalize(tmp.path()).unwrap();
         let data = parent.join("data");
-        for dir in ["data/sub/deep", "data/docs", "data-secrets", "data_backup", "data.bak", "outside"] {
+        for dir in [
+            "data/sub/deep",
+            "data/docs",
+            "data-secrets",
+            "data_backup",
+            "data.bak",
+            "outside",
+        ] {
             fs::create_dir_all(parent.join(dir)).unwrap();
         }
         for file in [
@@ -370,7 +383,10 @@ mod tests {
         );
         let d = check(&f, "", Permission::Write).unwrap_err();
         assert_eq!(d.rule, Rule::EmptyPath);
-        assert_eq!(d.message, "empty path: name a file or directory inside the root");
+        assert_eq!(
+            d.message,
+            "empty path: name a file or directory inside the root"
+        );
         assert_eq!(rule(&f, "", Permission::Delete), Some(Rule::EmptyPath));
         assert!(check(&f, "", Permission::Read).is_ok());
     }
@@ -380,10 +396,16 @@ mod tests {
         let f = fixture();
         let d = resolve(&f.roots, "docs", "key.txt", Permission::Write).unwrap_err();
         assert_eq!(d.rule, Rule::Permission);
-        assert_eq!(d.message, "root 'docs' (role reference) grants [read], not write");
+        assert_eq!(
+            d.message,
+            "root 'docs' (role reference) grants [read], not write"
+        );
         // Even a path that would also escape and be denied: permission bites first.
         let d = resolve(&f.roots, "docs", "../data/.env", Permission::Delete).unwrap_err();
-        assert_eq!(d.message, "root 'docs' (role reference) grants [read], not delete");
+        assert_eq!(
+            d.message,
+            "root 'docs' (role reference) grants [read], not delete"
+        );
         // Narrowed permissions are named as effective.
         let mut roots = f.roots.clone();
         roots.push(Arc::new(Root {
@@ -396,7 +418,10 @@ mod tests {
             max_read_bytes: 1,
         }));
         let d = resolve(&roots, "src", "x.txt", Permission::Write).unwrap_err();
-        assert_eq!(d.message, "root 'src' (role sourcecode) grants [read], not write");
+        assert_eq!(
+            d.message,
+            "root 'src' (role sourcecode) grants [read], not write"
+        );
     }
 
     #[test]
@@ -437,7 +462,11 @@ mod tests {
             "sibling/key.txt",
             "sibling",
         ] {
-            assert_eq!(rule(&f, p, Permission::Read), Some(Rule::Confinement), "{p}");
+            assert_eq!(
+                rule(&f, p, Permission::Read),
+                Some(Rule::Confinement),
+                "{p}"
+            );
         }
     }
 
@@ -488,7 +517,10 @@ mod tests {
             d.message,
             "path cannot be resolved: too many levels of symbolic links"
         );
-        assert_eq!(rule(&f, "loop_b/x", Permission::Write), Some(Rule::Confinement));
+        assert_eq!(
+            rule(&f, "loop_b/x", Permission::Write),
+            Some(Rule::Confinement)
+        );
     }
 
     #[test]
@@ -509,7 +541,11 @@ mod tests {
         ] {
             let d = check(&f, p, Permission::Read).unwrap_err();
             assert_eq!(d.rule, Rule::Deny, "{p}");
-            assert_eq!(d.message, format!("matches deny pattern '{pattern}'"), "{p}");
+            assert_eq!(
+                d.message,
+                format!("matches deny pattern '{pattern}'"),
+                "{p}"
+            );
         }
         // The root's own patterns do not apply to other roots.
         assert!(resolve(&f.roots, "docs", "x.tmp", Permission::Read).is_ok());
@@ -555,11 +591,36 @@ mod tests {
 
         fn part() -> impl Strategy<Value = &'static str> {
             prop::sample::select(vec![
-                "..", ".", "", "a.txt", "sub", "deep", "docs", "new", "é", "日本",
-                "link_in", "linkdir_in", "link_out_file", "linkdir", "link_mid",
-                "dangling_out", "dangling_in", "chain1", "chain_in1", "loop_a",
-                "abs_in", "abs_out", "sibling", "data", "outside", "data-secrets",
-                "notes.txt", ".env", "..\u{2215}", "...",
+                "..",
+                ".",
+                "",
+                "a.txt",
+                "sub",
+                "deep",
+                "docs",
+                "new",
+                "é",
+                "日本",
+                "link_in",
+                "linkdir_in",
+                "link_out_file",
+                "linkdir",
+                "link_mid",
+                "dangling_out",
+                "dangling_in",
+                "chain1",
+                "chain_in1",
+                "loop_a",
+                "abs_in",
+                "abs_out",
+                "sibling",
+                "data",
+                "outside",
+                "data-secrets",
+                "notes.txt",
+                ".env",
+                "..\u{2215}",
+                "...",
             ])
         }
 
@@ -598,7 +659,11 @@ mod tests {
             let accepted = std::cell::Cell::new(0u32);
             runner
                 .run(&(path(), any::<bool>()), |(p, write)| {
-                    let op = if write { Permission::Write } else { Permission::Read };
+                    let op = if write {
+                        Permission::Write
+                    } else {
+                        Permission::Read
+                    };
                     if let Ok(r) = check(&f, &p, op) {
                         accepted.set(accepted.get() + 1);
                         prop_assert!(r.real.starts_with(&root_path));
@@ -614,7 +679,11 @@ mod tests {
                 })
                 .unwrap();
             // The generator must exercise acceptance too, not only refusals.
-            assert!(accepted.get() > 100, "only {} paths accepted", accepted.get());
+            assert!(
+                accepted.get() > 100,
+                "only {} paths accepted",
+                accepted.get()
+            );
         }
     }
 }

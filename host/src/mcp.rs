@@ -1,0 +1,77 @@
+//! The MCP face of the [`Toolbox`]: an rmcp `ServerHandler`.
+//!
+//! Both protocol eras are answered: `initialize` (2024-11-05 … 2025-11-25)
+//! and `server/discover` (2026-07-28), which rmcp handles from `get_info`.
+//! A `notifications/cancelled` for a running call sets its cancel flag, and
+//! the epoch check stops the guest within a tick.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+
+use crate::tools::Toolbox;
+
+const INSTRUCTIONS: &str = "Filesystem access to a few declared roots, each with a role that caps \
+what may be done there. Call list_roots first; every other tool takes a root name and a path \
+relative to that root. Refusals name the rule that bit.";
+
+#[derive(Clone)]
+pub struct Server {
+    toolbox: Arc<Toolbox>,
+}
+
+impl Server {
+    pub fn new(toolbox: Arc<Toolbox>) -> Server {
+        Server { toolbox }
+    }
+}
+
+impl ServerHandler for Server {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(
+                Implementation::new("loom-fs-mcp", env!("CARGO_PKG_VERSION")).with_title("loom-fs"),
+            )
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.toolbox.tools()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.toolbox.tool(name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let cancel = Arc::new(AtomicBool::new(false));
+        let watcher = {
+            let cancel = Arc::clone(&cancel);
+            let ct = context.ct.clone();
+            tokio::spawn(async move {
+                ct.cancelled().await;
+                cancel.store(true, Ordering::Relaxed);
+            })
+        };
+        let result = self
+            .toolbox
+            .call(&request.name, request.arguments, cancel)
+            .await;
+        watcher.abort();
+        result.map(Into::into)
+    }
+}

@@ -1,0 +1,23 @@
+//! Host bindings of the WIT tool world (`wit/tool.wit`). Kept in its own
+//! module: the generated names (`Descriptor`, `Output`, ...) would clash with
+//! rmcp's model types elsewhere.
+
+wasmtime::component::bindgen!({
+    path: "../wit",
+    world: "tool-component",
+});
+
+pub use exports::loom_fs::tool::tool::{
+    Annotations, Context, Descriptor, Image, Limits, Mount, Output, PathArgument, Permission,
+    ToolError,
+};
+
+impl From<Permission> for crate::policy::Permission {
+    fn from(p: Permission) -> Self {
+        match p {
+            Permission::Read => crate::policy::Permission::Read,
+            Permission::Write => crate::policy::Permission::Write,
+            Permission::Delete => crate::policy::Permission::Delete,
+        }
+    }
+}

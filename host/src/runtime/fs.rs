@@ -1,0 +1,829 @@
+//! The policing `wasi:filesystem`: the host's own implementation of the WASI
+//! filesystem host traits, wrapping wasmtime-wasi's.
+//!
+//! Every guest filesystem operation comes through here, for built-in and
+//! third-party components alike, so the rules hold for code the project did
+//! not write. Each path operation is checked in three steps:
+//! 1. **lexically** against the descriptor it is relative to (tracked in a
+//!    side table: descriptor → root, real root-relative path): no absolute
+//!    path, no `..` above the root, no denied component, and the root grants
+//!    the operation (read / write / delete);
+//! 2. **by its real name**: the path is probed with `openat2(O_PATH,
+//!    RESOLVE_BENEATH)` and the probe's real path (`/proc/self/fd`) is checked
+//!    against the deny list, so a symlink alias of `.env` is refused *before*
+//!    the operation (an `O_TRUNC` through an alias never happens); special
+//!    files (FIFO, socket, device) are refused by type without being opened;
+//! 3. after an `open-at`, the new descriptor's real name is checked again
+//!    (closing a race with step 2) and recorded for the paths relative to it.
+//!
+//! Directory reads skip denied names, so a walk never sees a `.venv` and a
+//! listing never shows `.env`. Descriptors the host did not hand out are
+//! refused. Every refusal is recorded for the audit log.
+//!
+//! Operations on an already-open descriptor (read, write, stat, streams) pass
+//! through once the descriptor is known to be tracked: its path was checked
+//! when it was opened, and wasmtime-wasi enforces its open mode (a read-only
+//! preopen yields no writable descriptor).
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
+use wasmtime::component::{HasData, Resource};
+use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemCtxView};
+use wasmtime_wasi::p2::bindings::filesystem::preopens;
+use wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode;
+use wasmtime_wasi::p2::bindings::sync::filesystem::types as fs;
+use wasmtime_wasi::p2::bindings::sync::io::streams;
+use wasmtime_wasi::p2::{FsError, FsResult};
+
+use crate::policy::{Permission, Perms, Root};
+
+/// A root preopened for this call.
+pub struct Mount {
+    pub root: Arc<Root>,
+    /// Where the guest sees it.
+    pub guest_dir: String,
+}
+
+/// A guest operation the policy refused, for the audit log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub root: String,
+    /// Root-relative path the guest asked for.
+    pub path: String,
+    pub op: Permission,
+    pub rule: &'static str,
+}
+
+/// What a tracked descriptor is: which mount, and its real root-relative path.
+#[derive(Clone, Debug)]
+struct Handle {
+    mount: usize,
+    rel: PathBuf,
+}
+
+/// Per-call policy state of the filesystem.
+pub struct FsGuard {
+    mounts: Vec<Mount>,
+    handles: HashMap<u32, Handle>,
+    /// Directory entry stream → the directory's handle and descriptor rep.
+    streams: HashMap<u32, (Handle, u32)>,
+    refusals: Vec<Refusal>,
+}
+
+impl FsGuard {
+    pub fn new(mounts: Vec<Mount>) -> FsGuard {
+        FsGuard {
+            mounts,
+            handles: HashMap::new(),
+            streams: HashMap::new(),
+            refusals: Vec::new(),
+        }
+    }
+
+    /// The refusals recorded so far.
+    pub fn take_refusals(&mut self) -> Vec<Refusal> {
+        std::mem::take(&mut self.refusals)
+    }
+
+    fn refuse(
+        &mut self,
+        mount: Option<usize>,
+        path: &Path,
+        op: Permission,
+        rule: &'static str,
+    ) -> FsError {
+        let root = mount.map_or_else(|| "?".to_string(), |m| self.mounts[m].root.name.clone());
+        self.refusals.push(Refusal {
+            root,
+            path: path.to_string_lossy().into_owned(),
+            op,
+            rule,
+        });
+        FsError::from(ErrorCode::Access)
+    }
+
+    fn perms(&self, mount: usize) -> Perms {
+        self.mounts[mount].root.perms
+    }
+
+    /// The tracked handle behind `rep`, or a refusal.
+    fn handle(&mut self, rep: u32, op: Permission) -> FsResult<Handle> {
+        match self.handles.get(&rep) {
+            Some(h) => Ok(h.clone()),
+            None => Err(self.refuse(None, Path::new(""), op, "untracked_descriptor")),
+        }
+    }
+
+    /// Step 1: joins `path` to the handle's path lexically and checks it.
+    fn lexical(&mut self, h: &Handle, path: &str, op: Permission) -> FsResult<PathBuf> {
+        let shown = h.rel.join(path);
+        if !self.perms(h.mount).contains(op) {
+            return Err(self.refuse(Some(h.mount), &shown, op, "permission"));
+        }
+        let Some(rel) = join_lexically(&h.rel, Path::new(path)) else {
+            return Err(self.refuse(Some(h.mount), &shown, op, "confinement"));
+        };
+        let deny = &self.mounts[h.mount].root.deny;
+        if deny.match_path(Path::new(path)).is_some() || deny.match_path(&rel).is_some() {
+            return Err(self.refuse(Some(h.mount), &rel, op, "deny"));
+        }
+        Ok(rel)
+    }
+
+    /// Steps 2 and 3: checks a real path read from an open descriptor.
+    fn real(
+        &mut self,
+        h: &Handle,
+        fd: BorrowedFd<'_>,
+        shown: &Path,
+        op: Permission,
+    ) -> FsResult<PathBuf> {
+        let root = &self.mounts[h.mount].root;
+        let real =
+            real_path(fd).and_then(|p| p.strip_prefix(&root.path).ok().map(Path::to_path_buf));
+        match real {
+            None => Err(self.refuse(Some(h.mount), shown, op, "confinement")),
+            Some(rel) if root.deny.match_path(&rel).is_some() => {
+                Err(self.refuse(Some(h.mount), shown, op, "deny"))
+            }
+            Some(rel) => Ok(rel),
+        }
+    }
+}
+
+/// `base` joined with the relative `path`, `..` resolved lexically; `None`
+/// for an absolute path or one climbing above the root.
+fn join_lexically(base: &Path, path: &Path) -> Option<PathBuf> {
+    let mut out = base.to_path_buf();
+    for c in path.components() {
+        match c {
+            Component::Normal(name) => out.push(name),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    return None;
+                }
+            }
+            Component::RootDir | Component::Prefix(_) => return None,
+        }
+    }
+    Some(out)
+}
+
+/// Whether `path` names a direct entry of its directory (one plain name):
+/// then, without following symlinks, its real path is the directory's plus
+/// the name, and no probe is needed.
+fn is_plain_name(path: &str) -> bool {
+    !path.is_empty() && path != "." && path != ".." && !path.contains('/')
+}
+
+/// The real path of an open descriptor.
+fn real_path(fd: BorrowedFd<'_>) -> Option<PathBuf> {
+    use std::os::fd::AsRawFd;
+    std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()
+}
+
+/// Opens `path` under `dir` as `O_PATH`, never leaving `dir` (the same
+/// resolution cap-std applies to the real operation).
+fn probe(dir: BorrowedFd<'_>, path: &str, follow: bool) -> Option<OwnedFd> {
+    let mut flags = OFlags::PATH | OFlags::CLOEXEC;
+    if !follow {
+        flags |= OFlags::NOFOLLOW;
+    }
+    let path = if path.is_empty() { "." } else { path };
+    rustix::fs::openat2(
+        dir,
+        path,
+        flags,
+        Mode::empty(),
+        ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+    )
+    .ok()
+}
+
+fn is_special(fd: BorrowedFd<'_>) -> bool {
+    rustix::fs::fstat(fd).is_ok_and(|st| {
+        matches!(
+            FileType::from_raw_mode(st.st_mode),
+            FileType::Fifo | FileType::Socket | FileType::CharacterDevice | FileType::BlockDevice
+        )
+    })
+}
+
+/// The WASI type of a mode, for the kinds wasmtime-wasi reports as `unknown`
+/// (it has no FIFO or socket type): guests see what the file really is.
+fn wasi_type(mode: u32) -> fs::DescriptorType {
+    match FileType::from_raw_mode(mode) {
+        FileType::Fifo => fs::DescriptorType::Fifo,
+        FileType::Socket => fs::DescriptorType::Socket,
+        FileType::CharacterDevice => fs::DescriptorType::CharacterDevice,
+        FileType::BlockDevice => fs::DescriptorType::BlockDevice,
+        FileType::RegularFile => fs::DescriptorType::RegularFile,
+        FileType::Directory => fs::DescriptorType::Directory,
+        FileType::Symlink => fs::DescriptorType::SymbolicLink,
+        FileType::Unknown => fs::DescriptorType::Unknown,
+    }
+}
+
+fn raw_fd(d: &Descriptor) -> BorrowedFd<'_> {
+    match d {
+        Descriptor::File(f) => f.file.as_fd(),
+        Descriptor::Dir(d) => d.dir.as_fd(),
+    }
+}
+
+/// Makes a new borrow of a resource, to delegate after inspecting it.
+fn again<T: 'static>(r: &Resource<T>) -> Resource<T> {
+    Resource::new_borrow(r.rep())
+}
+
+/// The view the policing filesystem works on: wasmtime-wasi's filesystem
+/// plus this call's guard.
+pub struct PolicedFs<'a> {
+    pub fs: WasiFilesystemCtxView<'a>,
+    pub guard: &'a mut FsGuard,
+}
+
+/// `HasData` marker for linking the policing filesystem.
+pub struct Policed;
+
+impl HasData for Policed {
+    type Data<'a> = PolicedFs<'a>;
+}
+
+impl PolicedFs<'_> {
+    fn dir_fd(&self, fd: &Resource<Descriptor>) -> FsResult<BorrowedFd<'_>> {
+        Ok(raw_fd(self.fs.table.get(fd)?))
+    }
+
+    /// Checks an existing path for `op`: lexically, then by the real name of
+    /// a probe (following a final symlink when `follow`). Special files are
+    /// refused when `refuse_special`.
+    fn check_existing(
+        &mut self,
+        fd: &Resource<Descriptor>,
+        path: &str,
+        op: Permission,
+        follow: bool,
+        refuse_special: bool,
+    ) -> FsResult<Handle> {
+        let h = self.guard.handle(fd.rep(), op)?;
+        let rel = self.guard.lexical(&h, path, op)?;
+        if is_plain_name(path) && !follow && !refuse_special {
+            return Ok(Handle {
+                mount: h.mount,
+                rel,
+            });
+        }
+        let Some(probe) = probe(self.dir_fd(fd)?, path, follow) else {
+            // Missing, or refused by RESOLVE_BENEATH: the operation itself
+            // fails the same way.
+            return Ok(Handle {
+                mount: h.mount,
+                rel,
+            });
+        };
+        if refuse_special && is_special(probe.as_fd()) {
+            return Err(self.guard.refuse(Some(h.mount), &rel, op, "special_file"));
+        }
+        let real = self.guard.real(&h, probe.as_fd(), &rel, op)?;
+        Ok(Handle {
+            mount: h.mount,
+            rel: real,
+        })
+    }
+
+    /// Checks a name about to be created (or replaced) for `op`: lexically,
+    /// and by the real name of its parent directory.
+    fn check_new(
+        &mut self,
+        fd: &Resource<Descriptor>,
+        path: &str,
+        op: Permission,
+    ) -> FsResult<Handle> {
+        let h = self.guard.handle(fd.rep(), op)?;
+        let rel = self.guard.lexical(&h, path, op)?;
+        let (parent, name) = match path.trim_end_matches('/').rsplit_once('/') {
+            Some((parent, name)) => (parent, name),
+            None => {
+                return Ok(Handle {
+                    mount: h.mount,
+                    rel,
+                });
+            }
+        };
+        let Some(probe) = probe(self.dir_fd(fd)?, parent, true) else {
+            return Ok(Handle {
+                mount: h.mount,
+                rel,
+            });
+        };
+        let real_parent = self.guard.real(&h, probe.as_fd(), &rel, op)?;
+        let real = real_parent.join(name);
+        if self.guard.mounts[h.mount]
+            .root
+            .deny
+            .match_path(&real)
+            .is_some()
+        {
+            return Err(self.guard.refuse(Some(h.mount), &rel, op, "deny"));
+        }
+        Ok(Handle {
+            mount: h.mount,
+            rel: real,
+        })
+    }
+
+    /// A tracked descriptor, for an operation on the descriptor itself.
+    fn tracked(&mut self, fd: &Resource<Descriptor>, op: Permission) -> FsResult<Handle> {
+        let h = self.guard.handle(fd.rep(), op)?;
+        if op != Permission::Read && !self.guard.perms(h.mount).contains(op) {
+            return Err(self.guard.refuse(Some(h.mount), &h.rel, op, "permission"));
+        }
+        Ok(h)
+    }
+}
+
+impl preopens::Host for PolicedFs<'_> {
+    fn get_directories(&mut self) -> wasmtime::Result<Vec<(Resource<Descriptor>, String)>> {
+        let dirs = preopens::Host::get_directories(&mut self.fs)?;
+        for (fd, name) in &dirs {
+            if let Some(mount) = self.guard.mounts.iter().position(|m| &m.guest_dir == name) {
+                self.guard.handles.insert(
+                    fd.rep(),
+                    Handle {
+                        mount,
+                        rel: PathBuf::new(),
+                    },
+                );
+            }
+        }
+        Ok(dirs)
+    }
+}
+
+impl fs::Host for PolicedFs<'_> {
+    fn convert_error_code(&mut self, err: FsError) -> wasmtime::Result<fs::ErrorCode> {
+        fs::Host::convert_error_code(&mut self.fs, err)
+    }
+
+    fn filesystem_error_code(
+        &mut self,
+        err: Resource<streams::Error>,
+    ) -> wasmtime::Result<Option<fs::ErrorCode>> {
+        fs::Host::filesystem_error_code(&mut self.fs, err)
+    }
+}
+
+impl fs::HostDescriptor for PolicedFs<'_> {
+    fn open_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        path_flags: fs::PathFlags,
+        path: String,
+        oflags: fs::OpenFlags,
+        flags: fs::DescriptorFlags,
+    ) -> FsResult<Resource<Descriptor>> {
+        let writes = oflags.intersects(fs::OpenFlags::CREATE | fs::OpenFlags::TRUNCATE)
+            || flags.intersects(fs::DescriptorFlags::WRITE | fs::DescriptorFlags::MUTATE_DIRECTORY);
+        let op = if writes {
+            Permission::Write
+        } else {
+            Permission::Read
+        };
+        let follow = path_flags.contains(fs::PathFlags::SYMLINK_FOLLOW);
+        let checked = if oflags.contains(fs::OpenFlags::CREATE) {
+            self.check_new(&fd, &path, op)?;
+            // An existing target is checked like any other (it may be an alias).
+            self.check_existing(&fd, &path, op, follow, true)?
+        } else {
+            self.check_existing(&fd, &path, op, follow, true)?
+        };
+        let new = fs::HostDescriptor::open_at(&mut self.fs, fd, path_flags, path, oflags, flags)?;
+        let real = {
+            let opened = raw_fd(self.fs.table.get(&new)?);
+            self.guard.real(&checked, opened, &checked.rel, op)
+        };
+        match real {
+            Ok(rel) => {
+                self.guard.handles.insert(
+                    new.rep(),
+                    Handle {
+                        mount: checked.mount,
+                        rel,
+                    },
+                );
+                Ok(new)
+            }
+            Err(refused) => {
+                fs::HostDescriptor::drop(&mut self.fs, new).map_err(FsError::trap)?;
+                Err(refused)
+            }
+        }
+    }
+
+    fn stat_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        path_flags: fs::PathFlags,
+        path: String,
+    ) -> FsResult<fs::DescriptorStat> {
+        let follow = path_flags.contains(fs::PathFlags::SYMLINK_FOLLOW);
+        self.check_existing(&fd, &path, Permission::Read, follow, false)?;
+        let mut stat =
+            fs::HostDescriptor::stat_at(&mut self.fs, again(&fd), path_flags, path.clone())?;
+        if stat.type_ == fs::DescriptorType::Unknown
+            && let Some(probe) = probe(self.dir_fd(&fd)?, &path, follow)
+            && let Ok(st) = rustix::fs::fstat(&probe)
+        {
+            stat.type_ = wasi_type(st.st_mode);
+        }
+        Ok(stat)
+    }
+
+    fn metadata_hash_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        path_flags: fs::PathFlags,
+        path: String,
+    ) -> FsResult<fs::MetadataHashValue> {
+        let follow = path_flags.contains(fs::PathFlags::SYMLINK_FOLLOW);
+        self.check_existing(&fd, &path, Permission::Read, follow, false)?;
+        fs::HostDescriptor::metadata_hash_at(&mut self.fs, fd, path_flags, path)
+    }
+
+    fn readlink_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<String> {
+        let h = self.check_existing(&fd, &path, Permission::Read, false, false)?;
+        let target = fs::HostDescriptor::readlink_at(&mut self.fs, fd, path)?;
+        // A link's text must not tell the guest about what lies outside the
+        // root or behind a denied name.
+        let parent = h.rel.parent().unwrap_or(Path::new(""));
+        match join_lexically(parent, Path::new(&target)) {
+            None => Err(self
+                .guard
+                .refuse(Some(h.mount), &h.rel, Permission::Read, "confinement")),
+            Some(to)
+                if self.guard.mounts[h.mount]
+                    .root
+                    .deny
+                    .match_path(&to)
+                    .is_some() =>
+            {
+                Err(self
+                    .guard
+                    .refuse(Some(h.mount), &h.rel, Permission::Read, "deny"))
+            }
+            Some(_) => Ok(target),
+        }
+    }
+
+    fn set_times_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        path_flags: fs::PathFlags,
+        path: String,
+        atim: fs::NewTimestamp,
+        mtim: fs::NewTimestamp,
+    ) -> FsResult<()> {
+        let follow = path_flags.contains(fs::PathFlags::SYMLINK_FOLLOW);
+        self.check_existing(&fd, &path, Permission::Write, follow, false)?;
+        fs::HostDescriptor::set_times_at(&mut self.fs, fd, path_flags, path, atim, mtim)
+    }
+
+    fn create_directory_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
+        self.check_new(&fd, &path, Permission::Write)?;
+        fs::HostDescriptor::create_directory_at(&mut self.fs, fd, path)
+    }
+
+    fn link_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        old_path_flags: fs::PathFlags,
+        old_path: String,
+        new_descriptor: Resource<Descriptor>,
+        new_path: String,
+    ) -> FsResult<()> {
+        let follow = old_path_flags.contains(fs::PathFlags::SYMLINK_FOLLOW);
+        let old = self.check_existing(&fd, &old_path, Permission::Write, follow, true)?;
+        let new = self.check_new(&new_descriptor, &new_path, Permission::Write)?;
+        if old.mount != new.mount {
+            return Err(self.guard.refuse(
+                Some(new.mount),
+                &new.rel,
+                Permission::Write,
+                "confinement",
+            ));
+        }
+        fs::HostDescriptor::link_at(
+            &mut self.fs,
+            fd,
+            old_path_flags,
+            old_path,
+            new_descriptor,
+            new_path,
+        )
+    }
+
+    fn symlink_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        src_path: String,
+        dest_path: String,
+    ) -> FsResult<()> {
+        let link = self.check_new(&fd, &dest_path, Permission::Write)?;
+        // The link's target must stay inside the root and name nothing denied.
+        let parent = link.rel.parent().unwrap_or(Path::new(""));
+        match join_lexically(parent, Path::new(&src_path)) {
+            None => {
+                return Err(self.guard.refuse(
+                    Some(link.mount),
+                    &link.rel,
+                    Permission::Write,
+                    "confinement",
+                ));
+            }
+            Some(to)
+                if self.guard.mounts[link.mount]
+                    .root
+                    .deny
+                    .match_path(&to)
+                    .is_some()
+                    || self.guard.mounts[link.mount]
+                        .root
+                        .deny
+                        .match_path(Path::new(&src_path))
+                        .is_some() =>
+            {
+                return Err(self.guard.refuse(
+                    Some(link.mount),
+                    &link.rel,
+                    Permission::Write,
+                    "deny",
+                ));
+            }
+            Some(_) => {}
+        }
+        fs::HostDescriptor::symlink_at(&mut self.fs, fd, src_path, dest_path)
+    }
+
+    fn unlink_file_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
+        self.check_existing(&fd, &path, Permission::Delete, false, false)?;
+        fs::HostDescriptor::unlink_file_at(&mut self.fs, fd, path)
+    }
+
+    fn remove_directory_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
+        self.check_existing(&fd, &path, Permission::Delete, false, false)?;
+        fs::HostDescriptor::remove_directory_at(&mut self.fs, fd, path)
+    }
+
+    fn rename_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        old_path: String,
+        new_fd: Resource<Descriptor>,
+        new_path: String,
+    ) -> FsResult<()> {
+        let old = self.check_existing(&fd, &old_path, Permission::Write, false, false)?;
+        let new = self.check_new(&new_fd, &new_path, Permission::Write)?;
+        if old.mount != new.mount && !self.guard.perms(old.mount).contains(Permission::Delete) {
+            // Moving out of a root takes the file away from it: a delete there.
+            return Err(self.guard.refuse(
+                Some(old.mount),
+                &old.rel,
+                Permission::Delete,
+                "permission",
+            ));
+        }
+        fs::HostDescriptor::rename_at(&mut self.fs, fd, old_path, new_fd, new_path)
+    }
+
+    fn read_directory(
+        &mut self,
+        fd: Resource<Descriptor>,
+    ) -> FsResult<Resource<fs::DirectoryEntryStream>> {
+        let h = self.tracked(&fd, Permission::Read)?;
+        if !self.guard.perms(h.mount).contains(Permission::Read) {
+            return Err(self
+                .guard
+                .refuse(Some(h.mount), &h.rel, Permission::Read, "permission"));
+        }
+        let dir_rep = fd.rep();
+        let stream = fs::HostDescriptor::read_directory(&mut self.fs, fd)?;
+        self.guard.streams.insert(stream.rep(), (h, dir_rep));
+        Ok(stream)
+    }
+
+    fn drop(&mut self, fd: Resource<Descriptor>) -> wasmtime::Result<()> {
+        self.guard.handles.remove(&fd.rep());
+        fs::HostDescriptor::drop(&mut self.fs, fd)
+    }
+
+    // Operations on an open descriptor: its path was checked when it was
+    // opened; only tracking (and write permission for changes) is checked.
+
+    fn read_via_stream(
+        &mut self,
+        fd: Resource<Descriptor>,
+        offset: fs::Filesize,
+    ) -> FsResult<Resource<streams::InputStream>> {
+        self.tracked(&fd, Permission::Read)?;
+        fs::HostDescriptor::read_via_stream(&mut self.fs, fd, offset)
+    }
+
+    fn write_via_stream(
+        &mut self,
+        fd: Resource<Descriptor>,
+        offset: fs::Filesize,
+    ) -> FsResult<Resource<streams::OutputStream>> {
+        self.tracked(&fd, Permission::Write)?;
+        fs::HostDescriptor::write_via_stream(&mut self.fs, fd, offset)
+    }
+
+    fn append_via_stream(
+        &mut self,
+        fd: Resource<Descriptor>,
+    ) -> FsResult<Resource<streams::OutputStream>> {
+        self.tracked(&fd, Permission::Write)?;
+        fs::HostDescriptor::append_via_stream(&mut self.fs, fd)
+    }
+
+    fn advise(
+        &mut self,
+        fd: Resource<Descriptor>,
+        offset: fs::Filesize,
+        len: fs::Filesize,
+        advice: fs::Advice,
+    ) -> FsResult<()> {
+        self.tracked(&fd, Permission::Read)?;
+        fs::HostDescriptor::advise(&mut self.fs, fd, offset, len, advice)
+    }
+
+    fn sync_data(&mut self, fd: Resource<Descriptor>) -> FsResult<()> {
+        self.tracked(&fd, Permission::Read)?;
+        fs::HostDescriptor::sync_data(&mut self.fs, fd)
+    }
+
+    fn get_flags(&mut self, fd: Resource<Descriptor>) -> FsResult<fs::DescriptorFlags> {
+        self.tracked(&fd, Permission::Read)?;
+        fs::HostDescriptor::get_flags(&mut self.fs, fd)
+    }
+
+    fn get_type(&mut self, fd: Resource<Descriptor>) -> FsResult<fs::DescriptorType> {
+        self.tracked(&fd, Permission::Read)?;
+        let ty = fs::HostDescriptor::get_type(&mut self.fs, again(&fd))?;
+        if ty == fs::DescriptorType::Unknown
+            && let Ok(st) = rustix::fs::fstat(self.dir_fd(&fd)?)
+        {
+            return Ok(wasi_type(st.st_mode));
+        }
+        Ok(ty)
+    }
+
+    fn set_size(&mut self, fd: Resource<Descriptor>, size: fs::Filesize) -> FsResult<()> {
+        self.tracked(&fd, Permission::Write)?;
+        fs::HostDescriptor::set_size(&mut self.fs, fd, size)
+    }
+
+    fn set_times(
+        &mut self,
+        fd: Resource<Descriptor>,
+        atim: fs::NewTimestamp,
+        mtim: fs::NewTimestamp,
+    ) -> FsResult<()> {
+        self.tracked(&fd, Permission::Write)?;
+        fs::HostDescriptor::set_times(&mut self.fs, fd, atim, mtim)
+    }
+
+    fn read(
+        &mut self,
+        fd: Resource<Descriptor>,
+        len: fs::Filesize,
+        offset: fs::Filesize,
+    ) -> FsResult<(Vec<u8>, bool)> {
+        self.tracked(&fd, Permission::Read)?;
+        fs::HostDescriptor::read(&mut self.fs, fd, len, offset)
+    }
+
+    fn write(
+        &mut self,
+        fd: Resource<Descriptor>,
+        buf: Vec<u8>,
+        offset: fs::Filesize,
+    ) -> FsResult<fs::Filesize> {
+        self.tracked(&fd, Permission::Write)?;
+        fs::HostDescriptor::write(&mut self.fs, fd, buf, offset)
+    }
+
+    fn sync(&mut self, fd: Resource<Descriptor>) -> FsResult<()> {
+        self.tracked(&fd, Permission::Read)?;
+        fs::HostDescriptor::sync(&mut self.fs, fd)
+    }
+
+    fn stat(&mut self, fd: Resource<Descriptor>) -> FsResult<fs::DescriptorStat> {
+        self.tracked(&fd, Permission::Read)?;
+        let mut stat = fs::HostDescriptor::stat(&mut self.fs, again(&fd))?;
+        if stat.type_ == fs::DescriptorType::Unknown
+            && let Ok(st) = rustix::fs::fstat(self.dir_fd(&fd)?)
+        {
+            stat.type_ = wasi_type(st.st_mode);
+        }
+        Ok(stat)
+    }
+
+    fn is_same_object(
+        &mut self,
+        a: Resource<Descriptor>,
+        b: Resource<Descriptor>,
+    ) -> wasmtime::Result<bool> {
+        if !self.guard.handles.contains_key(&a.rep()) || !self.guard.handles.contains_key(&b.rep())
+        {
+            return Ok(false);
+        }
+        fs::HostDescriptor::is_same_object(&mut self.fs, a, b)
+    }
+
+    fn metadata_hash(&mut self, fd: Resource<Descriptor>) -> FsResult<fs::MetadataHashValue> {
+        self.tracked(&fd, Permission::Read)?;
+        fs::HostDescriptor::metadata_hash(&mut self.fs, fd)
+    }
+}
+
+impl fs::HostDirectoryEntryStream for PolicedFs<'_> {
+    fn read_directory_entry(
+        &mut self,
+        stream: Resource<fs::DirectoryEntryStream>,
+    ) -> FsResult<Option<fs::DirectoryEntry>> {
+        let Some((h, dir_rep)) = self.guard.streams.get(&stream.rep()).cloned() else {
+            return Err(self.guard.refuse(
+                None,
+                Path::new(""),
+                Permission::Read,
+                "untracked_descriptor",
+            ));
+        };
+        loop {
+            let entry =
+                fs::HostDirectoryEntryStream::read_directory_entry(&mut self.fs, again(&stream))?;
+            match entry {
+                Some(e)
+                    if self.guard.mounts[h.mount]
+                        .root
+                        .deny
+                        .hides(&h.rel, OsStr::new(&e.name)) =>
+                {
+                    continue;
+                }
+                Some(mut e) if e.type_ == fs::DescriptorType::Unknown => {
+                    // An entry name is one component: no traversal is possible.
+                    let dir = Resource::<Descriptor>::new_borrow(dir_rep);
+                    if let Ok(st) = rustix::fs::statat(
+                        self.dir_fd(&dir)?,
+                        e.name.as_str(),
+                        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+                    ) {
+                        e.type_ = wasi_type(st.st_mode);
+                    }
+                    return Ok(Some(e));
+                }
+                other => return Ok(other),
+            }
+        }
+    }
+
+    fn drop(&mut self, stream: Resource<fs::DirectoryEntryStream>) -> wasmtime::Result<()> {
+        self.guard.streams.remove(&stream.rep());
+        fs::HostDirectoryEntryStream::drop(&mut self.fs, stream)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lexical_join_stays_below_the_root() {
+        let j = |base: &str, p: &str| join_lexically(Path::new(base), Path::new(p));
+        assert_eq!(j("", "a/b"), Some(PathBuf::from("a/b")));
+        assert_eq!(j("a", "../b"), Some(PathBuf::from("b")));
+        assert_eq!(j("a", "./b/../c"), Some(PathBuf::from("a/c")));
+        assert_eq!(j("", ".."), None);
+        assert_eq!(j("a", "../../b"), None);
+        assert_eq!(j("a", "/etc/passwd"), None);
+        assert_eq!(j("", ""), Some(PathBuf::new()));
+    }
+
+    #[test]
+    fn plain_names() {
+        assert!(is_plain_name("a.txt"));
+        assert!(is_plain_name(".env"));
+        assert!(!is_plain_name("a/b"));
+        assert!(!is_plain_name(".."));
+        assert!(!is_plain_name("."));
+        assert!(!is_plain_name(""));
+    }
+}

@@ -1,0 +1,353 @@
+//! The WebAssembly runtime: one engine, the loaded tool components, and a
+//! fresh, limited instance per call.
+//!
+//! Each call gets a new `Store` and instance built from the tool's cached
+//! `InstancePre` (an instance is never reused: after a trap it is poisoned,
+//! and a fresh one cannot see a previous call's state). The instance's only
+//! filesystem is the preopened directories of the call's roots, read-only
+//! unless the call needs write, seen through the policing filesystem
+//! ([`fs`]). It has no network, no environment, no arguments and no stdout.
+//! A memory cap and a wall-clock deadline (epoch interruption, also used to
+//! stop a cancelled call) bound every call.
+
+mod bindings;
+mod cache;
+pub mod fs;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use wasmtime::component::{Component, Linker, ResourceTable};
+use wasmtime::{Config as EngineConfig, Engine, ResourceLimiter, Store, Trap, UpdateDeadline};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+pub use bindings::{Annotations, Descriptor, Image, Output, PathArgument, Permission, ToolError};
+pub use cache::Cache;
+use fs::{FsGuard, Mount, PolicedFs, Refusal};
+
+use crate::policy::Root;
+
+/// How often the epoch advances: the granularity of deadlines and cancellation.
+const TICK: Duration = Duration::from_millis(10);
+
+/// Limits of one call.
+#[derive(Clone, Debug)]
+pub struct Budget {
+    pub memory_bytes: u64,
+    pub timeout: Duration,
+}
+
+/// Listing and search limits passed to the guest.
+#[derive(Clone, Copy, Debug)]
+pub struct GuestLimits {
+    pub max_entries: u32,
+    pub max_results: u32,
+    pub max_search_bytes: u64,
+}
+
+/// A loaded tool component.
+pub struct Tool {
+    pub descriptor: Descriptor,
+    /// Where it came from (`built-in` or a file path), for messages.
+    pub source: String,
+    pre: bindings::ToolComponentPre<CallState>,
+}
+
+/// Why a call produced no output.
+#[derive(Debug)]
+pub enum CallError {
+    /// The tool itself said no.
+    Tool(ToolError),
+    /// The deadline passed; the guest was stopped.
+    Timeout(Duration),
+    /// The client cancelled; the guest was stopped.
+    Cancelled,
+    /// The guest wanted more memory than a call may have.
+    Memory(u64),
+    /// The guest trapped; the detail is for the operator's log only.
+    Crashed(String),
+    /// The call could not be set up (e.g. a root vanished).
+    Setup(String),
+}
+
+/// What a call produced, and what the policing filesystem refused on the way.
+pub struct CallOutcome {
+    pub result: Result<Output, CallError>,
+    pub refusals: Vec<Refusal>,
+}
+
+/// One root as a call sees it.
+pub struct CallMount {
+    pub root: Arc<Root>,
+    pub writable: bool,
+}
+
+pub struct CallRequest {
+    pub mounts: Vec<CallMount>,
+    pub limits: GuestLimits,
+    pub arguments: String,
+    /// Set by the caller to stop the call (client cancellation).
+    pub cancel: Arc<AtomicBool>,
+}
+
+/// Store data of one call.
+pub struct CallState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limiter: MemoryLimiter,
+    guard: FsGuard,
+}
+
+impl WasiView for CallState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+fn policed(state: &mut CallState) -> PolicedFs<'_> {
+    PolicedFs {
+        fs: wasmtime_wasi::filesystem::WasiFilesystemCtxView {
+            ctx: state.wasi.filesystem(),
+            table: &mut state.table,
+        },
+        guard: &mut state.guard,
+    }
+}
+
+/// Refuses memory growth past the call's cap, and remembers that it did.
+struct MemoryLimiter {
+    max: usize,
+    hit: bool,
+}
+
+impl ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _max: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.max {
+            self.hit = true;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _max: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 100_000)
+    }
+}
+
+/// The engine and the loaded tools.
+pub struct Runtime {
+    engine: Engine,
+    linker: Linker<CallState>,
+    tools: Vec<Tool>,
+    budget: Budget,
+    ticker: Arc<AtomicBool>,
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.ticker.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Runtime {
+    pub fn new(budget: Budget) -> wasmtime::Result<Runtime> {
+        let mut config = EngineConfig::new();
+        config.epoch_interruption(true);
+        let engine = Engine::new(&config)?;
+
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+        // Shadow the stock filesystem with the policing one.
+        linker.allow_shadowing(true);
+        wasmtime_wasi::p2::bindings::sync::filesystem::types::add_to_linker::<
+            CallState,
+            fs::Policed,
+        >(&mut linker, policed)?;
+        wasmtime_wasi::p2::bindings::filesystem::preopens::add_to_linker::<CallState, fs::Policed>(
+            &mut linker,
+            policed,
+        )?;
+        linker.allow_shadowing(false);
+
+        let stop = Arc::new(AtomicBool::new(false));
+        let weak = engine.weak();
+        let flag = Arc::clone(&stop);
+        std::thread::Builder::new()
+            .name("epoch-ticker".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(TICK);
+                    match weak.upgrade() {
+                        Some(engine) => engine.increment_epoch(),
+                        None => break,
+                    }
+                }
+            })?;
+        Ok(Runtime {
+            engine,
+            linker,
+            tools: Vec::new(),
+            budget,
+            ticker: stop,
+        })
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    pub fn tools(&self) -> &[Tool] {
+        &self.tools
+    }
+
+    /// Loads a component, asks it to describe itself, and keeps it.
+    /// Returns its index.
+    pub fn load(&mut self, component: &Component, source: String) -> wasmtime::Result<usize> {
+        let instance_pre = self.linker.instantiate_pre(component)?;
+        let pre = bindings::ToolComponentPre::new(instance_pre)?;
+        let mut store = self.store(CallState::empty(), &self.budget.clone(), Arc::default());
+        let descriptor = pre
+            .instantiate(&mut store)?
+            .loom_fs_tool_tool()
+            .call_describe(&mut store)?;
+        self.tools.push(Tool {
+            descriptor,
+            source,
+            pre,
+        });
+        Ok(self.tools.len() - 1)
+    }
+
+    fn store(
+        &self,
+        state: CallState,
+        budget: &Budget,
+        cancel: Arc<AtomicBool>,
+    ) -> Store<CallState> {
+        let mut store = Store::new(&self.engine, state);
+        store.data_mut().limiter.max = usize::try_from(budget.memory_bytes).unwrap_or(usize::MAX);
+        store.limiter(|s| &mut s.limiter);
+        let deadline = Instant::now() + budget.timeout;
+        store.epoch_deadline_callback(move |_| {
+            if cancel.load(Ordering::Relaxed) || Instant::now() >= deadline {
+                Ok(UpdateDeadline::Interrupt)
+            } else {
+                Ok(UpdateDeadline::Continue(1))
+            }
+        });
+        store.set_epoch_deadline(1);
+        store
+    }
+
+    /// Runs tool `index` on a fresh instance that sees only `req.mounts`.
+    pub fn call(&self, index: usize, req: CallRequest) -> CallOutcome {
+        let setup = |e: String| CallOutcome {
+            result: Err(CallError::Setup(e)),
+            refusals: vec![],
+        };
+        let mut wasi = WasiCtxBuilder::new();
+        // Before any preopen: each preopen captures it (2-5x cheaper calls).
+        wasi.allow_blocking_current_thread(true);
+        let mut mounts = Vec::new();
+        let mut context_mounts = Vec::new();
+        for m in &req.mounts {
+            let guest_dir = format!("/{}", m.root.name);
+            let perms = if m.writable {
+                FsPerms::ReadWrite
+            } else {
+                FsPerms::ReadOnly
+            };
+            if wasi.preopened_dir(&m.root.path, &guest_dir, perms).is_err() {
+                return setup(format!("root '{}' cannot be opened", m.root.name));
+            }
+            context_mounts.push(bindings::Mount {
+                name: m.root.name.clone(),
+                dir: guest_dir.clone(),
+                writable: m.writable,
+                max_read_bytes: m.root.max_read_bytes,
+            });
+            mounts.push(Mount {
+                root: Arc::clone(&m.root),
+                guest_dir,
+            });
+        }
+        let stderr = MemoryOutputPipe::new(8 * 1024);
+        wasi.stderr(stderr.clone());
+        let state = CallState {
+            wasi: wasi.build(),
+            table: ResourceTable::new(),
+            limiter: MemoryLimiter { max: 0, hit: false },
+            guard: FsGuard::new(mounts),
+        };
+        let mut store = self.store(state, &self.budget, Arc::clone(&req.cancel));
+        let ctx = bindings::Context {
+            mounts: context_mounts,
+            limits: bindings::Limits {
+                max_entries: req.limits.max_entries,
+                max_results: req.limits.max_results,
+                max_search_bytes: req.limits.max_search_bytes,
+            },
+        };
+        let tool = &self.tools[index];
+        let ran = tool.pre.instantiate(&mut store).and_then(|i| {
+            i.loom_fs_tool_tool()
+                .call_call(&mut store, &ctx, &req.arguments)
+        });
+        let result = match ran {
+            Ok(Ok(output)) => Ok(output),
+            Ok(Err(e)) => Err(CallError::Tool(e)),
+            Err(_) if req.cancel.load(Ordering::Relaxed) => Err(CallError::Cancelled),
+            Err(e) if e.downcast_ref::<Trap>() == Some(&Trap::Interrupt) => {
+                Err(CallError::Timeout(self.budget.timeout))
+            }
+            Err(_) if store.data().limiter.hit => Err(CallError::Memory(self.budget.memory_bytes)),
+            Err(e) => {
+                let guest_stderr = String::from_utf8_lossy(&stderr.contents()).into_owned();
+                Err(CallError::Crashed(format!(
+                    "{e:?}; guest stderr: {}",
+                    guest_stderr.trim()
+                )))
+            }
+        };
+        CallOutcome {
+            result,
+            refusals: store.data_mut().guard.take_refusals(),
+        }
+    }
+}
+
+impl CallState {
+    /// State for `describe`: no filesystem at all.
+    fn empty() -> CallState {
+        CallState {
+            wasi: WasiCtxBuilder::new().build(),
+            table: ResourceTable::new(),
+            limiter: MemoryLimiter { max: 0, hit: false },
+            guard: FsGuard::new(vec![]),
+        }
+    }
+}
+
+/// Where the build wrote the built-in components as plain `.wasm` files.
+pub fn builtin_dir() -> PathBuf {
+    PathBuf::from(env!("LOOMFS_COMPONENTS_DIR"))
+}
+
+/// The built-in components, embedded in the binary by the build.
+pub const BUILTINS: &[(&str, &[u8])] = include!(concat!(env!("OUT_DIR"), "/builtins.rs"));

@@ -1,0 +1,446 @@
+//! The tool surface and the call path.
+//!
+//! The surface is derived from the config: a component is listed only if some
+//! root grants the permission it needs, and its description names those
+//! roots. A call goes: arguments → every declared path argument through
+//! [`resolve`] (each refusal audited and returned as an `isError` result
+//! naming the rule) → a fresh component instance that sees only the call's
+//! roots → result mapped to MCP content, structured content and images.
+//!
+//! This module is transport-agnostic: stdio and HTTP serve the same
+//! [`Toolbox`].
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+use base64::Engine as _;
+use rmcp::ErrorData;
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
+use serde_json::{Value, json};
+
+use crate::audit::{Audit, Record};
+use crate::config::Config;
+use crate::policy::{Permission, Resolved, resolve, shown};
+use crate::runtime::{self, CallError, CallMount, CallRequest, GuestLimits, Runtime, ToolError};
+
+/// Longest model-supplied string kept in an audit line.
+const AUDIT_CLIP: usize = 1024;
+
+/// What calling a listed tool does.
+enum Action {
+    ListRoots,
+    Component { index: usize, paths: Vec<PathArg> },
+}
+
+/// A path argument of a component, as declared by its `describe`.
+struct PathArg {
+    root_field: String,
+    path_field: String,
+    op: Permission,
+    optional: bool,
+}
+
+struct Entry {
+    tool: Tool,
+    action: Action,
+}
+
+/// The tools of one server: config, runtime, audit and the listed surface.
+pub struct Toolbox {
+    config: Config,
+    runtime: Runtime,
+    audit: Audit,
+    entries: Vec<Entry>,
+}
+
+/// A component whose self-description cannot be served.
+#[derive(Debug, thiserror::Error)]
+#[error("component '{name}' ({source_name}): {problem}")]
+pub struct SurfaceError {
+    name: String,
+    source_name: String,
+    problem: String,
+}
+
+impl Toolbox {
+    /// Builds the surface from the loaded components and the config.
+    pub fn new(config: Config, runtime: Runtime, audit: Audit) -> Result<Toolbox, SurfaceError> {
+        let mut entries = vec![Entry {
+            tool: list_roots_tool(),
+            action: Action::ListRoots,
+        }];
+        for (index, loaded) in runtime.tools().iter().enumerate() {
+            let d = &loaded.descriptor;
+            let problem = |problem: String| SurfaceError {
+                name: d.name.clone(),
+                source_name: loaded.source.clone(),
+                problem,
+            };
+            if entries.iter().any(|e| e.tool.name == d.name) {
+                return Err(problem("a tool of that name is already registered".into()));
+            }
+            let permission = Permission::from(d.permission);
+            let roots: Vec<String> = config
+                .roots
+                .iter()
+                .filter(|r| r.perms.contains(permission))
+                .map(|r| format!("{} ({})", r.name, r.role))
+                .collect();
+            if roots.is_empty() {
+                continue;
+            }
+            let input =
+                schema(&d.input_schema).map_err(|e| problem(format!("input schema: {e}")))?;
+            let output = d
+                .output_schema
+                .as_deref()
+                .map(schema)
+                .transpose()
+                .map_err(|e| problem(format!("output schema: {e}")))?;
+            let description = format!(
+                "{}\n\nRoots it can act on: {}.",
+                d.description,
+                roots.join(", ")
+            );
+            let annotations = ToolAnnotations::new()
+                .read_only(d.annotations.read_only)
+                .destructive(d.annotations.destructive)
+                .idempotent(d.annotations.idempotent)
+                .open_world(false);
+            let mut tool = Tool::new(d.name.clone(), description, Arc::new(input))
+                .with_annotations(annotations);
+            if let Some(output) = output {
+                tool = tool.with_raw_output_schema(Arc::new(output));
+            }
+            let paths = d
+                .path_arguments
+                .iter()
+                .map(|p| PathArg {
+                    root_field: p.root_field.clone(),
+                    path_field: p.path_field.clone(),
+                    op: p.permission.into(),
+                    optional: p.optional,
+                })
+                .collect();
+            entries.push(Entry {
+                tool,
+                action: Action::Component { index, paths },
+            });
+        }
+        Ok(Toolbox {
+            config,
+            runtime,
+            audit,
+            entries,
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The listed tools, in a stable order.
+    pub fn tools(&self) -> Vec<Tool> {
+        self.entries.iter().map(|e| e.tool.clone()).collect()
+    }
+
+    pub fn tool(&self, name: &str) -> Option<&Tool> {
+        self.entries
+            .iter()
+            .find(|e| e.tool.name == name)
+            .map(|e| &e.tool)
+    }
+
+    /// The permission each listed tool needs, by tool name (for `check`).
+    pub fn surface(&self) -> BTreeMap<&str, Permission> {
+        self.entries
+            .iter()
+            .map(|e| {
+                let p = match &e.action {
+                    Action::ListRoots => Permission::Read,
+                    Action::Component { index, .. } => {
+                        self.runtime.tools()[*index].descriptor.permission.into()
+                    }
+                };
+                (e.tool.name.as_ref(), p)
+            })
+            .collect()
+    }
+
+    /// Calls tool `name`. Unknown tools are a protocol error; everything
+    /// else, including refusals, is a tool result (`isError` when it failed).
+    pub async fn call(
+        self: &Arc<Self>,
+        name: &str,
+        arguments: Option<JsonObject>,
+        cancel: Arc<AtomicBool>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let Some(entry) = self.entries.iter().find(|e| e.tool.name == name) else {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool '{}'", shown(name)),
+                None,
+            ));
+        };
+        let arguments = arguments.unwrap_or_default();
+        match &entry.action {
+            Action::ListRoots => Ok(self.list_roots()),
+            Action::Component { index, paths } => {
+                let resolved = match self.resolve_all(name, paths, &arguments) {
+                    Ok(resolved) => resolved,
+                    Err(message) => return Ok(error_result(message)),
+                };
+                Ok(self.run(name, *index, resolved, arguments, cancel).await)
+            }
+        }
+    }
+
+    fn list_roots(&self) -> CallToolResult {
+        let roots: Vec<Value> = self
+            .config
+            .roots
+            .iter()
+            .map(|r| {
+                json!({
+                    "name": r.name,
+                    "role": r.role.as_str(),
+                    "permissions": r.perms.iter().map(Permission::as_str).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        let text = self
+            .config
+            .roots
+            .iter()
+            .map(|r| format!("{}\t{}\t{}", r.name, r.role, r.perms))
+            .collect::<Vec<_>>()
+            .join("\n");
+        structured(
+            vec![ContentBlock::text(text)],
+            json!({ "roots": roots, "read_only": self.config.read_only }),
+        )
+    }
+
+    /// Resolves every declared path argument; the first refusal ends the call.
+    fn resolve_all(
+        &self,
+        tool: &str,
+        paths: &[PathArg],
+        args: &JsonObject,
+    ) -> Result<Vec<Resolved>, String> {
+        let mut resolved = Vec::with_capacity(paths.len());
+        for p in paths {
+            let root = string_arg(args, &p.root_field, false)?.unwrap_or_default();
+            let path = string_arg(args, &p.path_field, p.optional)?.unwrap_or_default();
+            match resolve(&self.config.roots, root, path, p.op) {
+                Ok(r) => resolved.push(r),
+                Err(denial) => {
+                    let (root_c, path_c) = (clip(root), clip(path));
+                    self.audit.log(
+                        &Record::new(tool, &root_c, &path_c, p.op).denied(denial.rule.as_str()),
+                    );
+                    return Err(format!(
+                        "refused by rule '{}': {} (root '{}', path '{}')",
+                        denial.rule,
+                        denial.message,
+                        shown(root),
+                        shown(path)
+                    ));
+                }
+            }
+        }
+        Ok(resolved)
+    }
+
+    async fn run(
+        self: &Arc<Self>,
+        tool: &str,
+        index: usize,
+        resolved: Vec<Resolved>,
+        arguments: JsonObject,
+        cancel: Arc<AtomicBool>,
+    ) -> CallToolResult {
+        let mut mounts: Vec<CallMount> = Vec::new();
+        for r in &resolved {
+            let writable = r.op() != Permission::Read;
+            match mounts.iter_mut().find(|m| m.root.name == r.root().name) {
+                Some(m) => m.writable |= writable,
+                None => mounts.push(CallMount {
+                    root: Arc::clone(r.root()),
+                    writable,
+                }),
+            }
+        }
+        let limits = &self.config.limits;
+        let request = CallRequest {
+            mounts,
+            limits: GuestLimits {
+                max_entries: limits.max_list_entries,
+                max_results: limits.max_search_results,
+                max_search_bytes: limits.max_search_bytes,
+            },
+            arguments: Value::Object(arguments).to_string(),
+            cancel,
+        };
+        let started = Instant::now();
+        let this = Arc::clone(self);
+        let outcome = tokio::task::spawn_blocking(move || this.runtime.call(index, request)).await;
+        let elapsed = started.elapsed();
+        let outcome = match outcome {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                tracing::error!(tool, "tool call panicked: {e}");
+                return error_result(
+                    "the tool failed unexpectedly; the server log has details".into(),
+                );
+            }
+        };
+        let (result, bytes) = match outcome.result {
+            Ok(output) => to_result(tool, output),
+            Err(e) => (error_result(call_error_text(tool, e)), 0),
+        };
+        for r in &resolved {
+            let path = clip(r.requested());
+            self.audit
+                .log(&Record::new(tool, &r.root().name, &path, r.op()).took(elapsed, bytes));
+        }
+        for refusal in &outcome.refusals {
+            self.audit.log(
+                &Record::new(tool, &refusal.root, &clip(&refusal.path), refusal.op)
+                    .denied(refusal.rule),
+            );
+        }
+        result
+    }
+}
+
+fn list_roots_tool() -> Tool {
+    let input = json!({"type": "object", "properties": {}, "additionalProperties": false});
+    let output = json!({
+        "type": "object",
+        "properties": {
+            "roots": {"type": "array", "items": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "role": {"type": "string", "enum": ["reference", "sourcecode", "workspace"]},
+                    "permissions": {"type": "array", "items": {"type": "string", "enum": ["read", "write", "delete"]}}
+                },
+                "required": ["name", "role", "permissions"]
+            }},
+            "read_only": {"type": "boolean"}
+        },
+        "required": ["roots", "read_only"]
+    });
+    let as_object = |v: Value| match v {
+        Value::Object(o) => o,
+        _ => JsonObject::new(),
+    };
+    Tool::new(
+        "list_roots",
+        "List the roots this server exposes, with their role and permissions. Every other tool \
+         names a root and a path relative to it. Roles: reference = read; sourcecode = read, \
+         write; workspace = read, write, delete.",
+        Arc::new(as_object(input)),
+    )
+    .with_raw_output_schema(Arc::new(as_object(output)))
+    .with_annotations(
+        ToolAnnotations::new()
+            .read_only(true)
+            .destructive(false)
+            .idempotent(true)
+            .open_world(false),
+    )
+}
+
+/// A string argument: `Ok(None)` when optional and absent.
+fn string_arg<'a>(
+    args: &'a JsonObject,
+    field: &str,
+    optional: bool,
+) -> Result<Option<&'a str>, String> {
+    match args.get(field) {
+        Some(Value::String(s)) => Ok(Some(s)),
+        None | Some(Value::Null) if optional => Ok(None),
+        None | Some(Value::Null) => Err(format!("invalid arguments: missing '{field}'")),
+        Some(_) => Err(format!("invalid arguments: '{field}' must be a string")),
+    }
+}
+
+fn clip(s: &str) -> String {
+    match s.char_indices().nth(AUDIT_CLIP) {
+        Some((cut, _)) => format!("{}…", &s[..cut]),
+        None => s.to_string(),
+    }
+}
+
+/// Parses a JSON Schema text; it must be an object.
+fn schema(text: &str) -> Result<JsonObject, String> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(o)) => Ok(o),
+        Ok(_) => Err("not a JSON object".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn structured(content: Vec<ContentBlock>, value: Value) -> CallToolResult {
+    let mut result = CallToolResult::success(content);
+    result.structured_content = Some(value);
+    result
+}
+
+fn error_result(message: String) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(message)])
+}
+
+/// Maps a component's output to an MCP result, with its size in bytes.
+fn to_result(tool: &str, output: runtime::Output) -> (CallToolResult, u64) {
+    let mut bytes = 0u64;
+    let mut content = Vec::new();
+    for text in output.text {
+        bytes += text.len() as u64;
+        content.push(ContentBlock::text(text));
+    }
+    for image in output.images {
+        bytes += image.data.len() as u64;
+        let data = base64::engine::general_purpose::STANDARD.encode(&image.data);
+        content.push(ContentBlock::image(data, image.mime_type));
+    }
+    let Some(text) = output.structured else {
+        return (CallToolResult::success(content), bytes);
+    };
+    match serde_json::from_str::<Value>(&text) {
+        Ok(value) => (structured(content, value), bytes),
+        Err(e) => {
+            tracing::error!(tool, "tool returned malformed structured output: {e}");
+            (
+                error_result(format!(
+                    "tool '{tool}' returned malformed structured output"
+                )),
+                0,
+            )
+        }
+    }
+}
+
+fn call_error_text(tool: &str, e: CallError) -> String {
+    match e {
+        CallError::Tool(ToolError::InvalidArguments(m)) => format!("invalid arguments: {m}"),
+        CallError::Tool(ToolError::NotFound(m) | ToolError::Refused(m) | ToolError::Io(m)) => m,
+        CallError::Timeout(limit) => format!(
+            "the call took longer than {} ms and was stopped (tool_timeout_ms)",
+            limit.as_millis()
+        ),
+        CallError::Cancelled => "the call was cancelled".into(),
+        CallError::Memory(limit) => format!(
+            "the call needed more than {} MiB of memory and was stopped (tool_memory_bytes)",
+            limit / (1024 * 1024)
+        ),
+        CallError::Crashed(detail) => {
+            tracing::error!(tool, "tool crashed: {detail}");
+            "the tool failed unexpectedly; the server log has details".into()
+        }
+        CallError::Setup(m) => m,
+    }
+}

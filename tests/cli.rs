@@ -1,0 +1,266 @@
+//! The binary from the command line: `check`, refusals of bad configs, the
+//! start-up banner on stderr, a clean stdout and a clean exit on EOF.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn roots(env: &Env) -> std::path::PathBuf {
+    env.mkdir("docs").mkdir("work");
+    env.config(
+        r#"
+        deny = ["*.sqlite3"]
+        [[roots]]
+        name = "docs"
+        path = "docs"
+        role = "reference"
+        [[roots]]
+        name = "work"
+        path = "work"
+        role = "workspace"
+        permissions = ["read", "write"]
+        deny = ["*.tmp", "build/*.log"]
+        "#,
+    )
+}
+
+#[test]
+fn check_prints_roots_and_tool_surface() {
+    let env = Env::new();
+    let config = roots(&env);
+    let out = command()
+        .arg("check")
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines[0], "config is valid");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("  docs  reference   [read]")),
+        "{stdout}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("  work  workspace   [read, write]")
+                && l.ends_with("deny += *.tmp, build/*.log")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("deny (every root) += *.sqlite3"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("  read    get_file_info, list_directory, list_roots, read_file"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("  write   (none)"), "{stdout}");
+    assert!(stdout.contains("  delete  (none)"), "{stdout}");
+
+    let ro = command()
+        .args(["check", "--read-only", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(ro.stdout).unwrap();
+    assert!(
+        stdout.contains("read-only: every root is capped at read"),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("  work  workspace   [read]")),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn bad_configs_exit_non_zero_with_the_reason() {
+    let env = Env::new();
+    env.mkdir("docs").mkdir("docs/inner");
+    for (text, reason) in [
+        (
+            "[[roots]]\nname = \"d\"\npath = \"nowhere\"\nrole = \"reference\"\n",
+            "root 'd': path 'nowhere' does not exist",
+        ),
+        (
+            "[[roots]]\nname = \"d\"\npath = \"docs\"\nrole = \"reference\"\npermissions = [\"write\"]\n",
+            "root 'd' (role reference) cannot grant write",
+        ),
+        (
+            "[[roots]]\nname = \"a\"\npath = \"docs\"\nrole = \"reference\"\n[[roots]]\nname = \"b\"\npath = \"docs/inner\"\nrole = \"reference\"\n",
+            "root 'b' lies inside root 'a'",
+        ),
+        ("base_deny = []\n", "unknown field `base_deny`"),
+        ("", "no roots declared"),
+    ] {
+        let config = env.config(text);
+        for args in [&["check"][..], &[][..]] {
+            let out = command()
+                .args(args)
+                .arg("--config")
+                .arg(&config)
+                .output()
+                .unwrap();
+            assert!(!out.status.success(), "{text} {args:?}");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(stderr.contains(reason), "{reason} not in {stderr}");
+            if args.is_empty() {
+                assert!(
+                    out.stdout.is_empty(),
+                    "serve wrote to stdout: {:?}",
+                    out.stdout
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn no_config_and_unopenable_audit_log_refuse_to_start() {
+    let out = command().output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no config given: pass --config FILE"));
+
+    let env = Env::new();
+    env.mkdir("docs")
+        .write("blocker", "a file, not a directory");
+    let config = env.config(
+        "audit_log = \"blocker/audit.log\"\n[[roots]]\nname = \"d\"\npath = \"docs\"\nrole = \"reference\"\n",
+    );
+    let out = command().arg("--config").arg(&config).output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("cannot open the audit log"), "{stderr}");
+    assert!(out.stdout.is_empty());
+}
+
+/// Speaks raw JSON-RPC to the binary: stdout carries nothing but JSON-RPC
+/// messages, stderr carries the banner and the audit lines, and closing
+/// stdin ends the process cleanly.
+#[test]
+fn stdout_is_only_json_rpc_and_eof_exits_cleanly() {
+    let env = Env::new();
+    let config = roots(&env);
+    env.write("docs/a.txt", "hello\n");
+    let mut child = command()
+        .arg("--config")
+        .arg(&config)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let requests = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read_file","arguments":{"root":"docs","path":"a.txt"}}}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read_file","arguments":{"root":"docs","path":"../x"}}}"#,
+    ];
+    for r in requests {
+        writeln!(stdin, "{r}").unwrap();
+    }
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut seen = Vec::new();
+    let mut line = String::new();
+    while seen.len() < 3 {
+        line.clear();
+        assert!(
+            stdout.read_line(&mut line).unwrap() > 0,
+            "stdout closed early"
+        );
+        let msg: serde_json::Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("non-JSON on stdout ({e}): {line:?}"));
+        assert_eq!(msg["jsonrpc"], "2.0", "{line}");
+        seen.push(msg);
+    }
+    drop(stdin);
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "server did not exit on EOF"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status:?}");
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    assert!(rest.trim().is_empty(), "extra stdout: {rest:?}");
+
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let mut lines = stderr.lines();
+    assert_eq!(lines.next(), Some("loom-fs-mcp 0.1.0: 2 roots"));
+    assert_eq!(lines.next(), Some("  docs  reference   [read]"));
+    assert_eq!(lines.next(), Some("  work  workspace   [read, write]"));
+    assert_eq!(lines.next(), Some("serving MCP over stdio"));
+    // The audit lines (audit_log defaults to stderr): one allow, one deny.
+    let audit: Vec<serde_json::Value> = stderr
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(audit.len(), 2, "{stderr}");
+    let deny = audit.iter().find(|a| a["decision"] == "deny").unwrap();
+    assert_eq!(deny["rule"], "confinement");
+    assert_eq!(deny["path"], "../x");
+    let allow = audit.iter().find(|a| a["decision"] == "allow").unwrap();
+    assert_eq!(allow["bytes"], 6);
+    assert_eq!(allow["tool"], "read_file");
+}
+
+#[test]
+fn audit_lines_go_to_the_configured_file() {
+    let env = Env::new();
+    env.write("docs/a.txt", "hello\n");
+    let config = env.config(
+        "audit_log = \"logs/audit.log\"\n[[roots]]\nname = \"docs\"\npath = \"docs\"\nrole = \"reference\"\n",
+    );
+    let mut child = command()
+        .arg("--config")
+        .arg(&config)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for r in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read_file","arguments":{"root":"docs","path":".env"}}}"#,
+    ] {
+        writeln!(stdin, "{r}").unwrap();
+    }
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    for _ in 0..2 {
+        line.clear();
+        stdout.read_line(&mut line).unwrap();
+    }
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    let log = std::fs::read_to_string(env.path("logs/audit.log")).unwrap();
+    let entry: serde_json::Value = serde_json::from_str(log.lines().next().unwrap()).unwrap();
+    assert_eq!(entry["tool"], "read_file");
+    assert_eq!(entry["root"], "docs");
+    assert_eq!(entry["path"], ".env");
+    assert_eq!(entry["op"], "read");
+    assert_eq!(entry["decision"], "deny");
+    assert_eq!(entry["rule"], "deny");
+}

@@ -1,0 +1,203 @@
+//! Shared harness for the end-to-end tests: temporary roots, a config, the
+//! real `loom-fs-mcp` binary spawned over stdio, and an rmcp client.
+
+#![allow(dead_code)] // each test file uses part of the harness
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, ProtocolVersion, Tool};
+use rmcp::service::{ClientLifecycleMode, RunningService};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientServiceExt, RoleClient};
+use serde_json::Value;
+use tempfile::TempDir;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_loom-fs-mcp");
+
+/// Compiled components are cached per test run, not in the user's home.
+pub fn cache_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("component-cache")
+}
+
+/// A command for the real binary with the test cache.
+pub fn command() -> std::process::Command {
+    let mut cmd = std::process::Command::new(BIN);
+    cmd.env("LOOMFS_CACHE_DIR", cache_dir())
+        .env("LOOMFS_LOG", "warn");
+    cmd
+}
+
+/// A temporary tree: roots, files around them, and the config.
+pub struct Env {
+    _tmp: TempDir,
+    /// Real path of the temporary directory (what must never leak).
+    pub dir: PathBuf,
+}
+
+impl Env {
+    pub fn new() -> Env {
+        let tmp = TempDir::new().unwrap();
+        let dir = fs::canonicalize(tmp.path()).unwrap();
+        Env { _tmp: tmp, dir }
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.dir.join(rel)
+    }
+
+    pub fn write(&self, rel: &str, content: impl AsRef<[u8]>) -> &Env {
+        let p = self.path(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, content).unwrap();
+        self
+    }
+
+    pub fn mkdir(&self, rel: &str) -> &Env {
+        fs::create_dir_all(self.path(rel)).unwrap();
+        self
+    }
+
+    pub fn symlink(&self, target: &str, rel: &str) -> &Env {
+        std::os::unix::fs::symlink(target, self.path(rel)).unwrap();
+        self
+    }
+
+    pub fn fifo(&self, rel: &str) -> &Env {
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            self.path(rel),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap();
+        self
+    }
+
+    /// Writes `config.toml` with `text` and returns its path.
+    pub fn config(&self, text: &str) -> PathBuf {
+        let p = self.path("config.toml");
+        fs::write(&p, text).unwrap();
+        p
+    }
+
+    /// Every file under the temporary directory with its content, to prove
+    /// that nothing changed.
+    pub fn snapshot(&self) -> Vec<(PathBuf, Option<Vec<u8>>)> {
+        let mut out = Vec::new();
+        snapshot_into(&self.dir, &self.dir, &mut out);
+        out.sort();
+        out
+    }
+}
+
+fn snapshot_into(base: &Path, dir: &Path, out: &mut Vec<(PathBuf, Option<Vec<u8>>)>) {
+    for entry in fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let path = entry.path();
+        let ty = entry.file_type().unwrap();
+        let rel = path.strip_prefix(base).unwrap().to_path_buf();
+        if ty.is_dir() {
+            out.push((rel, None));
+            snapshot_into(base, &path, out);
+        } else if ty.is_file() {
+            out.push((rel, Some(fs::read(&path).unwrap())));
+        } else {
+            out.push((rel, None));
+        }
+    }
+}
+
+pub type Client = RunningService<RoleClient, ()>;
+
+/// Spawns the server on `config` and connects with the `initialize` handshake.
+pub async fn start(config: &Path) -> Client {
+    start_with(config, &[], ClientLifecycleMode::Initialize).await
+}
+
+pub async fn start_with(config: &Path, args: &[&str], lifecycle: ClientLifecycleMode) -> Client {
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.arg("--config")
+        .arg(config)
+        .args(args)
+        .env("LOOMFS_CACHE_DIR", cache_dir())
+        .env("LOOMFS_LOG", "warn");
+    let (transport, _stderr) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn loom-fs-mcp");
+    ().serve_with_lifecycle(transport, lifecycle)
+        .await
+        .expect("MCP handshake")
+}
+
+pub fn discover() -> ClientLifecycleMode {
+    ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    }
+}
+
+pub async fn tools(client: &Client) -> Vec<Tool> {
+    client.list_all_tools().await.expect("tools/list")
+}
+
+pub async fn call(client: &Client, name: &str, args: Value) -> CallToolResult {
+    let Value::Object(args) = args else {
+        panic!("arguments must be an object")
+    };
+    client
+        .call_tool(CallToolRequestParams::new(name.to_string()).with_arguments(args))
+        .await
+        .unwrap_or_else(|e| panic!("tools/call {name}: {e}"))
+}
+
+/// Calls and returns the raw result, protocol errors included.
+pub async fn try_call(
+    client: &Client,
+    name: &str,
+    args: JsonObject,
+) -> Result<CallToolResult, String> {
+    client
+        .call_tool(CallToolRequestParams::new(name.to_string()).with_arguments(args))
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// All text content of a result, joined by newlines.
+pub fn text(r: &CallToolResult) -> String {
+    r.content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+pub fn is_error(r: &CallToolResult) -> bool {
+    r.is_error == Some(true)
+}
+
+/// Asserts a tool error whose text contains `needle`.
+pub fn assert_refused(r: &CallToolResult, needle: &str) {
+    assert!(
+        is_error(r),
+        "expected an error containing {needle:?}, got {r:?}"
+    );
+    let t = text(r);
+    assert!(t.contains(needle), "expected {needle:?} in {t:?}");
+}
+
+pub fn structured(r: &CallToolResult) -> &Value {
+    r.structured_content.as_ref().expect("structured content")
+}
+
+/// Asserts that no response mentions the host location of the test tree.
+pub fn assert_no_host_path(env: &Env, results: &[&CallToolResult]) {
+    let host = env.dir.to_string_lossy().to_string();
+    for r in results {
+        let json = serde_json::to_string(r).unwrap();
+        assert!(!json.contains(&host), "host path leaked: {json}");
+        assert!(!json.contains("/tmp/"), "host path leaked: {json}");
+    }
+}

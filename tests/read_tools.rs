@@ -1,0 +1,659 @@
+//! End to end: the real binary over stdio with rmcp's client, every read tool
+//! on real fixtures, every refusal, and no host path in any response.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use serde_json::{Value, json};
+
+/// A PNG signature and header: binary (NUL bytes), recognised as an image.
+const PNG: &[u8] =
+    b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\x1f\x15\xc4\x89";
+
+/// The fixture tree: a `docs` root holding every kind of entry, secrets
+/// around and inside it, and a second root.
+fn fixture() -> (Env, std::path::PathBuf) {
+    let env = Env::new();
+    env.write("docs/README.md", "# Title\n\nHello.\n")
+        .write(
+            "docs/notes.txt",
+            (1..=10).map(|i| format!("line {i}\n")).collect::<String>(),
+        )
+        .write("docs/sub/deep/a.txt", "deep file\n")
+        .write("docs/sub/b.txt", "b\n")
+        .write("docs/.env", "CANARY-DOTENV\n")
+        .write("docs/sub/.env", "CANARY-SUB-DOTENV\n")
+        .write("docs/id_rsa", "CANARY-KEY\n")
+        .write("docs/.git/config", "CANARY-GIT\n")
+        .write("docs/node_modules/pkg/index.js", "CANARY-NODE\n")
+        .write("docs/big.txt", "x".repeat(99).to_string() + "\n")
+        .write("docs/image.png", PNG)
+        .write("docs/blob.bin", b"\x7fELF\0\0\0\x01binary")
+        .write("docs/latin1.txt", b"caf\xe9 au lait\n")
+        .write("docs/empty.txt", "")
+        .write("outside/secret.txt", "CANARY-OUTSIDE\n")
+        .write("docs-secrets/key.txt", "CANARY-SIBLING\n")
+        .write("other/readme.txt", "other root\n")
+        .fifo("docs/pipe")
+        .symlink("README.md", "docs/link_in")
+        .symlink("../outside/secret.txt", "docs/link_out")
+        .symlink(".env", "docs/alias")
+        .symlink("../outside", "docs/linkdir")
+        .symlink("pipe", "docs/pipe_link");
+    // big.txt: 50 lines of 100 bytes = 5000 bytes, over the 4096 cap.
+    env.write(
+        "docs/big.txt",
+        (1..=50)
+            .map(|i| format!("{:0>99}\n", i))
+            .collect::<String>(),
+    );
+    let config = env.config(
+        r#"
+        [[roots]]
+        name = "docs"
+        path = "docs"
+        role = "reference"
+        max_read_bytes = 4096
+
+        [[roots]]
+        name = "other"
+        path = "other"
+        role = "reference"
+        "#,
+    );
+    (env, config)
+}
+
+#[tokio::test]
+async fn reference_roots_get_only_read_tools() {
+    let (env, config) = fixture();
+    let client = start(&config).await;
+    let tools = tools(&client).await;
+    let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["get_file_info", "list_directory", "list_roots", "read_file"]
+    );
+    for t in &tools {
+        let a = t.annotations.as_ref().expect("annotations");
+        assert_eq!(a.read_only_hint, Some(true), "{}", t.name);
+        assert_eq!(a.destructive_hint, Some(false), "{}", t.name);
+        assert!(t.output_schema.is_some(), "{} has an output schema", t.name);
+        assert_eq!(t.input_schema.get("type"), Some(&json!("object")));
+        let d = t.description.as_deref().unwrap();
+        if t.name != "list_roots" {
+            assert!(
+                d.contains("Roots it can act on: docs (reference), other (reference)."),
+                "{d}"
+            );
+        }
+        assert!(!d.contains(&*env.dir.to_string_lossy()));
+    }
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn list_roots_shows_names_roles_and_permissions() {
+    let (env, config) = fixture();
+    let client = start(&config).await;
+    let r = call(&client, "list_roots", json!({})).await;
+    assert!(!is_error(&r));
+    assert_eq!(
+        structured(&r),
+        &json!({"roots": [
+            {"name": "docs", "role": "reference", "permissions": ["read"]},
+            {"name": "other", "role": "reference", "permissions": ["read"]},
+        ], "read_only": false})
+    );
+    assert_no_host_path(&env, &[&r]);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn read_file_whole_by_range_and_tail() {
+    let (env, config) = fixture();
+    let client = start(&config).await;
+
+    let whole = call(
+        &client,
+        "read_file",
+        json!({"root": "docs", "path": "README.md"}),
+    )
+    .await;
+    assert!(!is_error(&whole), "{whole:?}");
+    assert_eq!(whole.content.len(), 1);
+    assert_eq!(text(&whole), "# Title\n\nHello.\n");
+    let s = structured(&whole);
+    assert_eq!(s["content"], "# Title\n\nHello.\n");
+    assert_eq!(
+        (s["start_line"].clone(), s["end_line"].clone()),
+        (json!(1), json!(3))
+    );
+    assert_eq!(s["total_lines"], 3);
+    assert_eq!(s["truncated"], false);
+    assert_eq!(s["note"], Value::Null);
+
+    let range = call(
+        &client,
+        "read_file",
+        json!({"root": "docs", "path": "notes.txt", "offset": 3, "limit": 2}),
+    )
+    .await;
+    assert_eq!(range.content[0].as_text().unwrap().text, "line 3\nline 4\n");
+    let s = structured(&range);
+    assert_eq!(
+        (s["start_line"].clone(), s["end_line"].clone()),
+        (json!(3), json!(4))
+    );
+    assert!(text(&range).contains("lines 3-4"), "{}", text(&range));
+
+    let tail = call(
+        &client,
+        "read_file",
+        json!({"root": "docs", "path": "notes.txt", "tail": 2}),
+    )
+    .await;
+    assert_eq!(tail.content[0].as_text().unwrap().text, "line 9\nline 10\n");
+    let s = structured(&tail);
+    assert_eq!(
+        (
+            s["start_line"].clone(),
+            s["end_line"].clone(),
+            s["total_lines"].clone()
+        ),
+        (json!(9), json!(10), json!(10))
+    );
+
+    let past_end = call(
+        &client,
+        "read_file",
+        json!({"root": "docs", "path": "notes.txt", "offset": 50}),
+    )
+    .await;
+    assert_eq!(structured(&past_end)["content"], "");
+    assert_eq!(structured(&past_end)["total_lines"], 10);
+
+    let empty = call(
+        &client,
+        "read_file",
+        json!({"root": "docs", "path": "empty.txt"}),
+    )
+    .await;
+    assert!(!is_error(&empty));
+    assert_eq!(structured(&empty)["content"], "");
+
+    // A symlink that stays inside is followed.
+    let link = call(
+        &client,
+        "read_file",
+        json!({"root": "docs", "path": "link_in"}),
+    )
+    .await;
+    assert_eq!(text(&link), "# Title\n\nHello.\n");
+
+    // Over the root's read cap: refused whole, fine by range.
+    let big = call(
+        &client,
+        "read_file",
+        json!({"root": "docs", "path": "big.txt"}),
+    )
+    .await;
+    assert_refused(
+        &big,
+        "'big.txt' is 4.9 KiB, over this root's read limit of 4.0 KiB",
+    );
+    let big_range = call(
+        &client,
+        "read_file",
+        json!({"root": "docs", "path": "big.txt", "offset": 49}),
+    )
+    .await;
+    assert!(!is_error(&big_range), "{big_range:?}");
+    assert_eq!(structured(&big_range)["start_line"], 49);
+    assert_eq!(structured(&big_range)["end_line"], 50);
+    let big_tail = call(
+        &client,
+        "read_file",
+        json!({"root": "docs", "path": "big.txt", "tail": 1}),
+    )
+    .await;
+    assert_eq!(
+        big_tail.content[0].as_text().unwrap().text,
+        format!("{:0>99}\n", 50)
+    );
+    // A range larger than the cap is cut at whole lines and says so.
+    let capped = call(
+        &client,
+        "read_file",
+        json!({"root": "docs", "path": "big.txt", "offset": 1, "limit": 50}),
+    )
+    .await;
+    let s = structured(&capped);
+    assert_eq!(s["truncated"], true);
+    assert_eq!(s["end_line"], 40);
+    assert!(text(&capped).contains("cut short at this root's read limit"));
+
+    assert_no_host_path(&env, &[&whole, &range, &tail, &big, &big_range, &capped]);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn read_file_images_binary_and_invalid_utf8() {
+    let (env, config) = fixture();
+    let client = start(&config).await;
+
+    let image = call(
+        &client,
+        "read_file",
+        json!({"root": "docs", "path": "image.png"}),
+    )
+    .await;
+    assert!(!is_error(&image), "{image:?}");
+    let img = image
+        .content
+        .iter()
+        .find_map(|c| c.as_image())
+        .expect("image content");
+    assert_eq!(img.mime_type, "image/png");
+    use base64::Engine as _;
+    assert_eq!(
+        base64::engine::general_purpose::STANDARD
+            .decode(&img.data)
+            .unwrap(),
+        PNG
+    );
+    assert_eq!(structured(&image)["mime_type"], "image/png");
+
+    let blob = call(
+        &client,
+        "read_file",
+        json!({"root": "docs", "path": "blob.bin"}),
+    )
+    .await;
+    assert_refused(&blob, "'blob.bin' is a binary file");
+
+    let latin1 = call(
+        &client,
+        "read_file",
+        json!({"root": "docs", "path": "latin1.txt"}),
+    )
+    .await;
+    assert!(!is_error(&latin1));
+    assert_eq!(structured(&latin1)["content"], "caf\u{fffd} au lait\n");
+    assert!(text(&latin1).contains("not valid UTF-8"));
+    assert_no_host_path(&env, &[&image, &blob, &latin1]);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn read_file_refusals_name_the_rule() {
+    let (env, config) = fixture();
+    let before = env.snapshot();
+    let client = start(&config).await;
+    let mut results = Vec::new();
+    for (args, needle) in [
+        (
+            json!({"root": "docs", "path": "../outside/secret.txt"}),
+            "refused by rule 'confinement': path escapes the root",
+        ),
+        (
+            json!({"root": "docs", "path": "sub/../../outside/secret.txt"}),
+            "path escapes the root",
+        ),
+        (
+            json!({"root": "docs", "path": "../docs-secrets/key.txt"}),
+            "path escapes the root",
+        ),
+        (
+            json!({"root": "docs", "path": "link_out"}),
+            "path escapes the root",
+        ),
+        (
+            json!({"root": "docs", "path": "linkdir/secret.txt"}),
+            "path escapes the root",
+        ),
+        (
+            json!({"root": "docs", "path": ".env"}),
+            "refused by rule 'deny': matches deny pattern '.env'",
+        ),
+        (
+            json!({"root": "docs", "path": "sub/.ENV"}),
+            "matches deny pattern '.env'",
+        ),
+        (
+            json!({"root": "docs", "path": "alias"}),
+            "matches deny pattern '.env'",
+        ),
+        (
+            json!({"root": "docs", "path": "id_rsa"}),
+            "matches deny pattern 'id_rsa*'",
+        ),
+        (
+            json!({"root": "docs", "path": ".git/config"}),
+            "matches deny pattern '.git'",
+        ),
+        (
+            json!({"root": "docs", "path": "node_modules/pkg/index.js"}),
+            "matches deny pattern 'node_modules'",
+        ),
+        (
+            json!({"root": "nope", "path": "a.txt"}),
+            "refused by rule 'unknown_root': unknown root 'nope'; roots: docs, other",
+        ),
+        (
+            json!({"root": "docs", "path": "README.md\u{0}/../../x"}),
+            "refused by rule 'nul_byte'",
+        ),
+        (
+            json!({"root": "docs", "path": "/etc/passwd"}),
+            "refused by rule 'absolute_path'",
+        ),
+        (
+            json!({"root": "docs", "path": "missing.txt"}),
+            "'missing.txt' does not exist",
+        ),
+        (
+            json!({"root": "docs", "path": "sub"}),
+            "'sub' is a directory",
+        ),
+        (json!({"root": "docs"}), "invalid arguments: missing 'path'"),
+        (
+            json!({"root": 7, "path": "a"}),
+            "invalid arguments: 'root' must be a string",
+        ),
+        (
+            json!({"root": "docs", "path": "notes.txt", "offset": "x"}),
+            "invalid arguments",
+        ),
+        (
+            json!({"root": "docs", "path": "notes.txt", "tail": 2, "limit": 1}),
+            "'tail' cannot be combined",
+        ),
+        (
+            json!({"root": "docs", "path": "notes.txt", "offset": 0}),
+            "'offset' must be at least 1",
+        ),
+        (
+            json!({"root": "docs", "path": "notes.txt", "colour": "red"}),
+            "unknown field `colour`",
+        ),
+    ] {
+        let r = call(&client, "read_file", args.clone()).await;
+        assert_refused(&r, needle);
+        assert!(!text(&r).contains("CANARY"), "{args}: {}", text(&r));
+        results.push(r);
+    }
+    assert_no_host_path(&env, &results.iter().collect::<Vec<_>>());
+    assert_eq!(env.snapshot(), before, "nothing on disk changed");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn special_files_are_refused_without_blocking() {
+    let (env, config) = fixture();
+    let client = start(&config).await;
+    for path in ["pipe", "pipe_link"] {
+        let r = tokio::time::timeout(
+            Duration::from_secs(10),
+            call(&client, "read_file", json!({"root": "docs", "path": path})),
+        )
+        .await
+        .expect("a FIFO must never block a read");
+        assert_refused(&r, "is a fifo (special file): never opened");
+        assert_no_host_path(&env, &[&r]);
+    }
+    let info = call(
+        &client,
+        "get_file_info",
+        json!({"root": "docs", "path": "pipe"}),
+    )
+    .await;
+    assert_eq!(structured(&info)["type"], "fifo");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn list_directory_sorts_and_hides_denied_names() {
+    let (env, config) = fixture();
+    let client = start(&config).await;
+    let r = call(&client, "list_directory", json!({"root": "docs"})).await;
+    assert!(!is_error(&r), "{r:?}");
+    let s = structured(&r);
+    let entries = s["entries"].as_array().unwrap();
+    let listed: Vec<(&str, &str)> = entries
+        .iter()
+        .map(|e| (e["path"].as_str().unwrap(), e["type"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("README.md", "file"),
+            ("alias", "symlink"),
+            ("big.txt", "file"),
+            ("blob.bin", "file"),
+            ("empty.txt", "file"),
+            ("image.png", "file"),
+            ("latin1.txt", "file"),
+            ("link_in", "symlink"),
+            ("link_out", "symlink"),
+            ("linkdir", "symlink"),
+            ("notes.txt", "file"),
+            ("pipe", "fifo"),
+            ("pipe_link", "symlink"),
+            ("sub", "directory"),
+        ]
+    );
+    let readme = &entries[0];
+    assert_eq!(readme["size"], 16);
+    assert!(readme["modified"].as_str().unwrap().ends_with('Z'));
+    assert_eq!(s["truncated"], false);
+    let t = text(&r);
+    for hidden in [".env", "id_rsa", ".git", "node_modules"] {
+        assert!(!t.contains(hidden), "{hidden} listed: {t}");
+        assert!(!s.to_string().contains(hidden), "{hidden} in structured");
+    }
+
+    let deep = call(
+        &client,
+        "list_directory",
+        json!({"root": "docs", "path": "sub", "depth": 3}),
+    )
+    .await;
+    let paths: Vec<&str> = structured(&deep)["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        paths,
+        ["sub/b.txt", "sub/deep", "sub/deep/a.txt"],
+        "no sub/.env"
+    );
+
+    let too_deep = call(
+        &client,
+        "list_directory",
+        json!({"root": "docs", "depth": 11}),
+    )
+    .await;
+    assert_refused(&too_deep, "'depth' must be between 1 and 10");
+    let file = call(
+        &client,
+        "list_directory",
+        json!({"root": "docs", "path": "README.md"}),
+    )
+    .await;
+    assert_refused(&file, "is not a directory");
+    let denied_dir = call(
+        &client,
+        "list_directory",
+        json!({"root": "docs", "path": ".git"}),
+    )
+    .await;
+    assert_refused(&denied_dir, "matches deny pattern '.git'");
+    let out = call(
+        &client,
+        "list_directory",
+        json!({"root": "docs", "path": "linkdir"}),
+    )
+    .await;
+    assert_refused(&out, "path escapes the root");
+    assert_no_host_path(&env, &[&r, &deep, &too_deep, &file, &denied_dir, &out]);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn large_listings_are_truncated_and_say_so() {
+    let env = Env::new();
+    for i in 0..30 {
+        env.write(&format!("many/dir{i:02}/file.txt"), "x");
+    }
+    let config = env.config(
+        "max_list_entries = 25\n[[roots]]\nname = \"many\"\npath = \"many\"\nrole = \"reference\"\n",
+    );
+    let client = start(&config).await;
+    let r = call(
+        &client,
+        "list_directory",
+        json!({"root": "many", "depth": 2}),
+    )
+    .await;
+    let s = structured(&r);
+    assert_eq!(s["truncated"], true);
+    assert_eq!(s["entries"].as_array().unwrap().len(), 25);
+    // Breadth first: the 25 kept are all top-level directories.
+    assert!(
+        s["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["type"] == "directory")
+    );
+    assert!(
+        s["note"]
+            .as_str()
+            .unwrap()
+            .contains("listing cut at 25 entries")
+    );
+    assert!(text(&r).contains("listing cut at 25 entries"));
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn get_file_info_reports_kinds() {
+    let (env, config) = fixture();
+    let client = start(&config).await;
+    let file = call(
+        &client,
+        "get_file_info",
+        json!({"root": "docs", "path": "notes.txt"}),
+    )
+    .await;
+    let s = structured(&file);
+    assert_eq!(s["type"], "file");
+    assert_eq!(s["size"], 71);
+    assert_eq!(s["is_symlink"], false);
+    assert_eq!(s["links"], 1);
+    assert!(s["modified"].as_str().unwrap().ends_with('Z'));
+    let dir = call(
+        &client,
+        "get_file_info",
+        json!({"root": "docs", "path": "sub"}),
+    )
+    .await;
+    assert_eq!(structured(&dir)["type"], "directory");
+    assert_eq!(structured(&dir)["size"], Value::Null);
+    let root = call(
+        &client,
+        "get_file_info",
+        json!({"root": "docs", "path": "."}),
+    )
+    .await;
+    assert_eq!(structured(&root)["type"], "directory");
+    assert_eq!(structured(&root)["path"], ".");
+    let link = call(
+        &client,
+        "get_file_info",
+        json!({"root": "docs", "path": "link_in"}),
+    )
+    .await;
+    assert_eq!(structured(&link)["type"], "file");
+    assert_eq!(structured(&link)["is_symlink"], true);
+    let out = call(
+        &client,
+        "get_file_info",
+        json!({"root": "docs", "path": "link_out"}),
+    )
+    .await;
+    assert_refused(&out, "path escapes the root");
+    let alias = call(
+        &client,
+        "get_file_info",
+        json!({"root": "docs", "path": "alias"}),
+    )
+    .await;
+    assert_refused(&alias, "matches deny pattern '.env'");
+    assert_no_host_path(&env, &[&file, &dir, &root, &link, &out, &alias]);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn unknown_tools_are_protocol_errors() {
+    let (_env, config) = fixture();
+    let client = start(&config).await;
+    let err = try_call(&client, "write_file", serde_json::Map::new())
+        .await
+        .unwrap_err();
+    assert!(
+        err.contains("-32602") || err.contains("unknown tool"),
+        "{err}"
+    );
+    // The session goes on.
+    let r = call(&client, "list_roots", json!({})).await;
+    assert!(!is_error(&r));
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn both_protocol_eras_are_served() {
+    let (_env, config) = fixture();
+    for lifecycle in [rmcp::service::ClientLifecycleMode::Initialize, discover()] {
+        let client = start_with(&config, &[], lifecycle).await;
+        let names: Vec<String> = tools(&client)
+            .await
+            .iter()
+            .map(|t| t.name.to_string())
+            .collect();
+        assert!(names.contains(&"read_file".to_string()));
+        let r = call(
+            &client,
+            "read_file",
+            json!({"root": "other", "path": "readme.txt"}),
+        )
+        .await;
+        assert_eq!(text(&r), "other root\n");
+        client.cancel().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn concurrent_calls_are_all_served() {
+    let (_env, config) = fixture();
+    let client = std::sync::Arc::new(start(&config).await);
+    let mut tasks = Vec::new();
+    for i in 0..32 {
+        let client = client.clone();
+        tasks.push(tokio::spawn(async move {
+            let path = if i % 2 == 0 { "README.md" } else { "notes.txt" };
+            let r = call(&client, "read_file", json!({"root": "docs", "path": path})).await;
+            assert!(!is_error(&r));
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+}
