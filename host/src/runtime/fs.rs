@@ -188,22 +188,36 @@ fn real_path(fd: BorrowedFd<'_>) -> Option<PathBuf> {
     std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()
 }
 
+/// What probing a path found.
+enum Probe {
+    /// It exists: an `O_PATH` descriptor of it.
+    Found(OwnedFd),
+    /// Resolving it would leave the root (`EXDEV` from `RESOLVE_BENEATH`).
+    Escapes,
+    /// Missing, or unreachable for another reason: the operation itself
+    /// will fail the same way.
+    Absent,
+}
+
 /// Opens `path` under `dir` as `O_PATH`, never leaving `dir` (the same
 /// resolution cap-std applies to the real operation).
-fn probe(dir: BorrowedFd<'_>, path: &str, follow: bool) -> Option<OwnedFd> {
+fn probe(dir: BorrowedFd<'_>, path: &str, follow: bool) -> Probe {
     let mut flags = OFlags::PATH | OFlags::CLOEXEC;
     if !follow {
         flags |= OFlags::NOFOLLOW;
     }
     let path = if path.is_empty() { "." } else { path };
-    rustix::fs::openat2(
+    match rustix::fs::openat2(
         dir,
         path,
         flags,
         Mode::empty(),
         ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
-    )
-    .ok()
+    ) {
+        Ok(fd) => Probe::Found(fd),
+        Err(rustix::io::Errno::XDEV) => Probe::Escapes,
+        Err(_) => Probe::Absent,
+    }
 }
 
 fn is_special(fd: BorrowedFd<'_>) -> bool {
@@ -280,13 +294,17 @@ impl PolicedFs<'_> {
                 rel,
             });
         }
-        let Some(probe) = probe(self.dir_fd(fd)?, path, follow) else {
-            // Missing, or refused by RESOLVE_BENEATH: the operation itself
-            // fails the same way.
-            return Ok(Handle {
-                mount: h.mount,
-                rel,
-            });
+        let probe = match probe(self.dir_fd(fd)?, path, follow) {
+            Probe::Found(fd) => fd,
+            Probe::Escapes => {
+                return Err(self.guard.refuse(Some(h.mount), &rel, op, "confinement"));
+            }
+            Probe::Absent => {
+                return Ok(Handle {
+                    mount: h.mount,
+                    rel,
+                });
+            }
         };
         if refuse_special && is_special(probe.as_fd()) {
             return Err(self.guard.refuse(Some(h.mount), &rel, op, "special_file"));
@@ -317,11 +335,17 @@ impl PolicedFs<'_> {
                 });
             }
         };
-        let Some(probe) = probe(self.dir_fd(fd)?, parent, true) else {
-            return Ok(Handle {
-                mount: h.mount,
-                rel,
-            });
+        let probe = match probe(self.dir_fd(fd)?, parent, true) {
+            Probe::Found(fd) => fd,
+            Probe::Escapes => {
+                return Err(self.guard.refuse(Some(h.mount), &rel, op, "confinement"));
+            }
+            Probe::Absent => {
+                return Ok(Handle {
+                    mount: h.mount,
+                    rel,
+                });
+            }
         };
         let real_parent = self.guard.real(&h, probe.as_fd(), &rel, op)?;
         let real = real_parent.join(name);
@@ -438,7 +462,7 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         let mut stat =
             fs::HostDescriptor::stat_at(&mut self.fs, again(&fd), path_flags, path.clone())?;
         if stat.type_ == fs::DescriptorType::Unknown
-            && let Some(probe) = probe(self.dir_fd(&fd)?, &path, follow)
+            && let Probe::Found(probe) = probe(self.dir_fd(&fd)?, &path, follow)
             && let Ok(st) = rustix::fs::fstat(&probe)
         {
             stat.type_ = wasi_type(st.st_mode);

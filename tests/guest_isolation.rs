@@ -1,0 +1,298 @@
+//! The sandbox holds against a hostile component: a fixture tool that ignores
+//! what it is asked and attacks through raw WASI calls, invoked directly
+//! through the WIT `call` (no `resolve()` in front of it). Only the host's
+//! capability layer (preopens) and policing filesystem stand in the way.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use common::Env;
+use loom_fs_mcp::policy::{DenyList, Perms, Role, Root};
+use loom_fs_mcp::runtime::fs::Refusal;
+use loom_fs_mcp::runtime::{Budget, Cache, CallMount, CallRequest, GuestLimits, Runtime};
+use serde_json::json;
+
+/// Builds the fixture crate for wasm32-wasip2, once per test run.
+fn hostile_wasm() -> &'static [u8] {
+    static WASM: OnceLock<Vec<u8>> = OnceLock::new();
+    WASM.get_or_init(|| {
+        let crate_dir =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hostile-tool");
+        let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("fixtures-target");
+        let status = Command::new(env!("CARGO"))
+            .args([
+                "build",
+                "--release",
+                "--locked",
+                "--target",
+                "wasm32-wasip2",
+                "--manifest-path",
+            ])
+            .arg(crate_dir.join("Cargo.toml"))
+            .env("CARGO_TARGET_DIR", &target)
+            .env_remove("RUSTFLAGS")
+            .env_remove("CARGO_ENCODED_RUSTFLAGS")
+            .env_remove("CARGO_BUILD_TARGET")
+            .env_remove("RUSTC_WORKSPACE_WRAPPER")
+            .status()
+            .expect("run cargo for the fixture");
+        assert!(status.success(), "building the hostile fixture failed");
+        std::fs::read(target.join("wasm32-wasip2/release/hostile_tool.wasm")).unwrap()
+    })
+}
+
+fn runtime() -> &'static Runtime {
+    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        let mut rt = Runtime::new(Budget {
+            memory_bytes: 64 << 20,
+            timeout: Duration::from_secs(10),
+        })
+        .unwrap();
+        let cache = Cache::at(common::cache_dir());
+        let component = cache
+            .component(rt.engine(), "hostile", hostile_wasm())
+            .unwrap();
+        rt.load(&component, "fixture".into()).unwrap();
+        rt
+    })
+}
+
+fn root(env: &Env, name: &str, role: Role, perms: Perms) -> Arc<Root> {
+    Arc::new(Root {
+        name: name.into(),
+        path: env.path(name),
+        role,
+        perms,
+        deny: DenyList::new([]).unwrap(),
+        extra_deny: vec![],
+        max_read_bytes: 1 << 20,
+    })
+}
+
+/// Runs one attack on `root`, preopened read-write or not. Returns the
+/// component's report and the refusals the host recorded.
+fn attack(root: &Arc<Root>, writable: bool, args: serde_json::Value) -> (String, Vec<Refusal>) {
+    let outcome = runtime().call(
+        0,
+        CallRequest {
+            mounts: vec![CallMount {
+                root: Arc::clone(root),
+                writable,
+            }],
+            limits: GuestLimits {
+                max_entries: 100,
+                max_results: 100,
+                max_search_bytes: 1 << 20,
+            },
+            arguments: args.to_string(),
+            cancel: Arc::new(AtomicBool::new(false)),
+        },
+    );
+    let output = outcome
+        .result
+        .unwrap_or_else(|e| panic!("call failed: {e:?}"));
+    (output.text.join("\n"), outcome.refusals)
+}
+
+fn fixture() -> Env {
+    let env = Env::new();
+    env.write("ref/README.md", "readme\n")
+        .write("ref/.env", "CANARY-DOTENV\n")
+        .write("ref/sub/.env", "CANARY-SUB\n")
+        .write("ref/sub/x.txt", "x\n")
+        .write("ref/id_rsa", "CANARY-KEY\n")
+        .write("ref/.git/config", "CANARY-GIT\n")
+        .write("outside/secret.txt", "CANARY-OUTSIDE\n")
+        .write("ws/keep.txt", "keep\n")
+        .symlink(".env", "ref/alias")
+        .symlink("sub", "ref/subalias")
+        .symlink("../outside", "ref/linkdir")
+        .symlink("../outside", "ws/linkdir");
+    env
+}
+
+fn reference(env: &Env) -> Arc<Root> {
+    root(env, "ref", Role::Reference, Role::Reference.ceiling())
+}
+
+#[test]
+fn denied_names_cannot_be_opened_by_any_route() {
+    let env = fixture();
+    let before = env.snapshot();
+    let r = reference(&env);
+    for (kind, path) in [
+        ("std_read", ".env"),
+        ("std_read", "sub/.env"),
+        ("std_read", "sub/../.env"),
+        ("std_read", "alias"),
+        ("std_read", "subalias/.env"),
+        ("std_read", ".ENV"),
+        ("std_read", ".git/config"),
+        ("std_read", "id_rsa"),
+        ("std_stat", ".env"),
+        ("std_stat", "alias"),
+        ("raw_read", ".env"),
+        ("raw_read", "sub/.env"),
+        ("raw_read", "sub/../.env"),
+        ("raw_read", "./sub/./../.env"),
+        ("raw_read", "alias"),
+        ("raw_read_nofollow", "alias"),
+        ("raw_read", "subalias/.env"),
+        ("raw_stat", ".env"),
+        ("raw_stat", "alias"),
+        ("raw_list", ".git"),
+    ] {
+        let (report, refusals) = attack(&r, false, json!({"attack": kind, "path": path}));
+        assert!(report.starts_with("refused"), "{kind} {path}: {report}");
+        assert!(!report.contains("CANARY"), "{kind} {path}: {report}");
+        // Every refusal by policy is recorded for the audit log.
+        if kind != "raw_read_nofollow" {
+            assert!(
+                refusals.iter().any(|f| f.rule == "deny" && f.root == "ref"),
+                "{kind} {path}: {refusals:?}"
+            );
+        }
+    }
+    // An ordinary file still reads: the refusals are the policy, not breakage.
+    let (ok, _) = attack(
+        &r,
+        false,
+        json!({"attack": "raw_read", "path": "sub/x.txt"}),
+    );
+    assert_eq!(ok, "ok: x\n");
+    assert_eq!(env.snapshot(), before);
+}
+
+#[test]
+fn listings_never_show_denied_names() {
+    let env = fixture();
+    let r = reference(&env);
+    for kind in ["std_list", "raw_list"] {
+        let (report, _) = attack(&r, false, json!({"attack": kind, "path": "."}));
+        assert_eq!(report, "ok: README.md,alias,linkdir,sub,subalias", "{kind}");
+        let (sub, _) = attack(&r, false, json!({"attack": kind, "path": "sub"}));
+        assert_eq!(sub, "ok: x.txt", "{kind}");
+        // Through an alias of the directory too.
+        let (alias, _) = attack(&r, false, json!({"attack": kind, "path": "subalias"}));
+        assert_eq!(alias, "ok: x.txt", "{kind}");
+    }
+}
+
+#[test]
+fn escapes_are_refused() {
+    let env = fixture();
+    let r = reference(&env);
+    for (kind, path) in [
+        ("raw_read", "../outside/secret.txt"),
+        ("raw_read", "linkdir/secret.txt"),
+        ("raw_read", "sub/../../outside/secret.txt"),
+        ("std_read", "../outside/secret.txt"),
+        ("std_read", "linkdir/secret.txt"),
+        ("raw_stat", "linkdir/secret.txt"),
+        ("raw_list", "linkdir"),
+    ] {
+        let (report, _) = attack(&r, false, json!({"attack": kind, "path": path}));
+        assert!(report.starts_with("refused"), "{kind} {path}: {report}");
+        assert!(!report.contains("CANARY"), "{kind} {path}: {report}");
+    }
+}
+
+/// The guest, not the host, does the I/O: a root its role lets write is
+/// still unwritable when the call's preopen is read-only, and writable
+/// when it is read-write.
+#[test]
+fn a_read_only_preopen_cannot_be_written_even_on_a_workspace_root() {
+    let env = fixture();
+    let ws = root(&env, "ws", Role::Workspace, Role::Workspace.ceiling());
+    let before = env.snapshot();
+    for args in [
+        json!({"attack": "std_write", "path": "new.txt"}),
+        json!({"attack": "std_write", "path": "keep.txt"}),
+        json!({"attack": "raw_create", "path": "new.txt"}),
+        json!({"attack": "raw_mkdir", "path": "newdir"}),
+        json!({"attack": "raw_unlink", "path": "keep.txt"}),
+        json!({"attack": "raw_rename", "from": "keep.txt", "to": "moved.txt"}),
+        json!({"attack": "raw_symlink", "target": "keep.txt", "path": "link"}),
+    ] {
+        let (report, _) = attack(&ws, false, args.clone());
+        assert!(report.starts_with("refused"), "{args}: {report}");
+    }
+    assert_eq!(
+        env.snapshot(),
+        before,
+        "a read-only preopen changed nothing"
+    );
+
+    let (report, _) = attack(&ws, true, json!({"attack": "std_write", "path": "new.txt"}));
+    assert_eq!(report, "ok: written");
+    assert_eq!(std::fs::read(env.path("ws/new.txt")).unwrap(), b"PWNED");
+}
+
+/// With a read-write preopen, the policing filesystem still applies the role
+/// and the deny list to every mutation.
+#[test]
+fn policy_holds_on_a_writable_preopen() {
+    let env = fixture();
+    let before = env.snapshot();
+    // A reference root preopened read-write by mistake: policy still says read.
+    let r = reference(&env);
+    let (report, refusals) = attack(&r, true, json!({"attack": "std_write", "path": "new.txt"}));
+    assert!(report.starts_with("refused"), "{report}");
+    assert!(
+        refusals.iter().any(|f| f.rule == "permission"),
+        "{refusals:?}"
+    );
+
+    // A sourcecode root (read, write): no delete, no denied names, no link out.
+    let src = root(&env, "ws", Role::Sourcecode, Role::Sourcecode.ceiling());
+    for (args, rule) in [
+        (
+            json!({"attack": "raw_unlink", "path": "keep.txt"}),
+            "permission",
+        ),
+        (json!({"attack": "raw_create", "path": ".env"}), "deny"),
+        (
+            json!({"attack": "raw_create", "path": "sub/id_rsa"}),
+            "deny",
+        ),
+        (json!({"attack": "raw_mkdir", "path": ".git"}), "deny"),
+        (
+            json!({"attack": "raw_rename", "from": "keep.txt", "to": ".mcp-trash"}),
+            "deny",
+        ),
+        (
+            json!({"attack": "raw_symlink", "target": "../outside/secret.txt", "path": "out"}),
+            "confinement",
+        ),
+        (
+            json!({"attack": "raw_symlink", "target": "/etc/passwd", "path": "abs"}),
+            "confinement",
+        ),
+        (
+            json!({"attack": "raw_symlink", "target": ".env", "path": "alias2"}),
+            "deny",
+        ),
+        (
+            json!({"attack": "raw_create", "path": "linkdir/payload.sh"}),
+            "confinement",
+        ),
+        (
+            json!({"attack": "std_write", "path": "../outside/secret.txt"}),
+            "confinement",
+        ),
+    ] {
+        let (report, refusals) = attack(&src, true, args.clone());
+        assert!(report.starts_with("refused"), "{args}: {report}");
+        assert!(
+            refusals.iter().any(|f| f.rule == rule),
+            "{args}: expected {rule} in {refusals:?}"
+        );
+    }
+    assert_eq!(env.snapshot(), before, "nothing changed, inside or outside");
+}
