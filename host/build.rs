@@ -37,6 +37,8 @@ fn main() {
     ensure_wasm_target();
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)
+        // Run from guest-tools/ so its .cargo/config.toml applies.
+        .current_dir(&guests)
         .args([
             "build",
             "--release",

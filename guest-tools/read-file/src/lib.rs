@@ -107,7 +107,14 @@ impl Guest for ReadFile {
         let shown = at.shown.as_str();
         let max = at.mount.max_read_bytes;
 
-        let meta = std::fs::metadata(&at.full).map_err(|e| io_error(shown, &e))?;
+        // Open first, then look at the open file: one path lookup. The
+        // host refuses to open special files (FIFO, socket, device), so an
+        // open can never block; a refusal is named by a stat.
+        let mut file = File::open(&at.full).map_err(|e| match Kind::at(&at.full, true) {
+            kind if kind.is_special() && kind != Kind::Unknown => special(shown, kind),
+            _ => io_error(shown, &e),
+        })?;
+        let meta = file.metadata().map_err(|e| io_error(shown, &e))?;
         let kind = Kind::of(meta.file_type(), &at.full, true);
         if kind == Kind::Directory {
             return Err(ToolError::Refused(format!(
@@ -115,10 +122,7 @@ impl Guest for ReadFile {
             )));
         }
         if kind != Kind::File {
-            return Err(ToolError::Refused(format!(
-                "'{shown}' is a {} (special file): never opened",
-                kind.name()
-            )));
+            return Err(special(shown, kind));
         }
         let size = meta.len();
         if range.is_whole() && size > max {
@@ -129,29 +133,53 @@ impl Guest for ReadFile {
                 human_bytes(max)
             )));
         }
-
-        let mut file = File::open(&at.full).map_err(|e| io_error(shown, &e))?;
-        let head = read_head(&mut file).map_err(|e| io_error(shown, &e))?;
-        if let Some(mime) = image_mime(&head) {
-            return read_image(&mut file, shown, size, max, mime);
-        }
-        if is_binary(&head) {
-            return Err(ToolError::Refused(format!(
-                "'{shown}' is a binary file ({}) and is not shown",
-                human_bytes(size)
-            )));
-        }
-        file.seek(SeekFrom::Start(0))
-            .map_err(|e| io_error(shown, &e))?;
-
-        let text = match range {
-            Range::Whole => read_whole(file, max),
-            Range::Lines { offset, limit } => read_lines(file, offset, limit, max),
-            Range::Tail(n) => read_tail(file, size, n, max),
+        let taken = match range {
+            Range::Whole => return read_whole(file, shown, size, max),
+            Range::Lines { offset, limit } => {
+                check_head(&mut file, shown, size)?;
+                read_lines(file, offset, limit, max)
+            }
+            Range::Tail(n) => {
+                check_head(&mut file, shown, size)?;
+                read_tail(file, size, n, max)
+            }
         }
         .map_err(|e| io_error(shown, &e))?;
-        Ok(text_output(shown, size, text))
+        Ok(text_output(shown, size, taken))
     }
+}
+
+/// One read of a whole file: its head decides image or binary, the rest is
+/// the text.
+fn read_whole(mut file: File, shown: &str, size: u64, max: u64) -> Result<Output, ToolError> {
+    let mut bytes = Vec::with_capacity(size as usize);
+    file.by_ref()
+        .take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| io_error(shown, &e))?;
+    if let Some(mime) = image_mime(&bytes) {
+        return image(shown, bytes, max, mime);
+    }
+    if is_binary(&bytes) {
+        return Err(binary(shown, size));
+    }
+    Ok(text_output(shown, size, whole(bytes, max)))
+}
+
+/// Refuses a range read of an image or a binary file, then rewinds.
+fn check_head(file: &mut File, shown: &str, size: u64) -> Result<(), ToolError> {
+    let head = read_head(file).map_err(|e| io_error(shown, &e))?;
+    if image_mime(&head).is_some() {
+        return Err(ToolError::Refused(format!(
+            "'{shown}' is an image: read it whole, without offset/limit/tail"
+        )));
+    }
+    if is_binary(&head) {
+        return Err(binary(shown, size));
+    }
+    file.seek(SeekFrom::Start(0))
+        .map_err(|e| io_error(shown, &e))?;
+    Ok(())
 }
 
 /// Which part of the file the call asks for.
@@ -198,28 +226,21 @@ fn read_head(file: &mut File) -> std::io::Result<Vec<u8>> {
     Ok(head)
 }
 
-fn read_image(
-    file: &mut File,
-    shown: &str,
-    size: u64,
-    max: u64,
-    mime: &'static str,
-) -> Result<Output, ToolError> {
-    if size > max {
-        return Err(ToolError::Refused(format!(
-            "image '{shown}' is {}, over this root's read limit of {}",
-            human_bytes(size),
-            human_bytes(max)
-        )));
-    }
-    file.seek(SeekFrom::Start(0))
-        .map_err(|e| io_error(shown, &e))?;
-    let mut data = Vec::with_capacity(size as usize);
-    // `take` keeps a file that grows after the stat within the limit.
-    file.by_ref()
-        .take(max + 1)
-        .read_to_end(&mut data)
-        .map_err(|e| io_error(shown, &e))?;
+fn special(shown: &str, kind: Kind) -> ToolError {
+    ToolError::Refused(format!(
+        "'{shown}' is a {} (special file): never opened",
+        kind.name()
+    ))
+}
+
+fn binary(shown: &str, size: u64) -> ToolError {
+    ToolError::Refused(format!(
+        "'{shown}' is a binary file ({}) and is not shown",
+        human_bytes(size)
+    ))
+}
+
+fn image(shown: &str, data: Vec<u8>, max: u64, mime: &'static str) -> Result<Output, ToolError> {
     if data.len() as u64 > max {
         return Err(ToolError::Refused(format!(
             "image '{shown}' grew past this root's read limit while being read"
@@ -261,25 +282,24 @@ struct Taken {
     grew: bool,
 }
 
-fn read_whole(file: File, max: u64) -> std::io::Result<Taken> {
-    let mut bytes = Vec::new();
-    file.take(max + 1).read_to_end(&mut bytes)?;
+/// A whole file read with `take(max + 1)`: more than `max` bytes means it
+/// grew after the size check; then only whole lines up to `max` are kept.
+fn whole(mut bytes: Vec<u8>, max: u64) -> Taken {
     let grew = bytes.len() as u64 > max;
     if grew {
         bytes.truncate(max as usize);
-        // Keep whole lines only.
         let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
         bytes.truncate(keep);
     }
     let lines = count_lines(&bytes);
-    Ok(Taken {
+    Taken {
         bytes,
         start_line: if lines == 0 { 0 } else { 1 },
         end_line: lines,
         total_lines: (!grew).then_some(lines),
         capped: false,
         grew,
-    })
+    }
 }
 
 fn read_lines(file: File, offset: u64, limit: Option<u64>, max: u64) -> std::io::Result<Taken> {

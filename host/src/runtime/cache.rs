@@ -1,23 +1,22 @@
-//! Compiled components cached on disk, so a start deserialises (~0.2 ms)
-//! instead of compiling (~100 ms per component).
+//! Compiled components cached on disk, so a start maps compiled code
+//! (a fraction of a millisecond) instead of compiling (~100 ms per component).
 //!
-//! A cache file is keyed by the component's SHA-256 and the engine's
-//! compatibility hash (wasmtime version and settings), and carries the
-//! SHA-256 of its own payload: a truncated, corrupted or foreign file is
-//! detected before wasmtime sees it, then rebuilt. Files are written to a
-//! temporary name and renamed, so concurrent starts never read half a file.
+//! An entry is `<name>-<key>.cwasm`, the artifact exactly as wasmtime
+//! serialised it (so it can be mapped, not copied), plus `<name>-<key>.crc`
+//! holding its length and CRC-32. The key covers the component's bytes and
+//! the engine's compatibility hash (wasmtime version and settings). A
+//! truncated, corrupted or foreign file fails the check before wasmtime sees
+//! it, and is rebuilt. Entries are written under temporary names and renamed,
+//! so concurrent starts never read half a file; older entries of the same
+//! component are removed when a new one is written.
 
 use std::fs;
 use std::hash::{Hash, Hasher};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
-
-const MAGIC: &[u8; 8] = b"LOOMFSC1";
-const HEADER: usize = MAGIC.len() + 32;
 
 /// Where compiled components are kept, if anywhere.
 pub struct Cache {
@@ -61,16 +60,19 @@ impl Cache {
         let Some(dir) = &self.dir else {
             return Component::new(engine, wasm);
         };
-        let path = dir.join(format!("{name}-{}.cwasm", key(engine, wasm)));
-        if let Some(component) = load(engine, &path) {
+        let stem = format!("{name}-{}", key(engine, wasm));
+        let artifact = dir.join(format!("{stem}.cwasm"));
+        let check = dir.join(format!("{stem}.crc"));
+        if let Some(component) = load(engine, &artifact, &check) {
             return Ok(component);
         }
         let component = Component::new(engine, wasm)?;
-        if let Err(e) = store(&path, &component.serialize()?) {
-            tracing::warn!(
+        match store(dir, &stem, &component.serialize()?) {
+            Ok(()) => prune(dir, name, &stem),
+            Err(e) => tracing::warn!(
                 "compiled component cache not written ({}): {e}",
-                path.display()
-            );
+                artifact.display()
+            ),
         }
         Ok(component)
     }
@@ -79,43 +81,94 @@ impl Cache {
 fn key(engine: &Engine, wasm: &[u8]) -> String {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     engine.precompile_compatibility_hash().hash(&mut h);
-    let digest = Sha256::digest(wasm);
-    format!("{}-{:016x}", hex(&digest[..16]), h.finish())
+    format!(
+        "{:08x}{:08x}-{:016x}",
+        crc32fast::hash(wasm),
+        wasm.len() as u32,
+        h.finish()
+    )
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+/// The check record of an artifact: its length and CRC-32.
+fn check_record(bytes: &[u8]) -> [u8; 12] {
+    let mut record = [0u8; 12];
+    record[..8].copy_from_slice(&(bytes.len() as u64).to_le_bytes());
+    record[8..].copy_from_slice(&crc32fast::hash(bytes).to_le_bytes());
+    record
 }
 
 /// A verified cache entry, or `None` (missing, corrupted or incompatible).
-fn load(engine: &Engine, path: &Path) -> Option<Component> {
-    let bytes = fs::read(path).ok()?;
-    if bytes.len() < HEADER || &bytes[..MAGIC.len()] != MAGIC {
-        tracing::warn!("ignoring malformed cache file {}", path.display());
+fn load(engine: &Engine, artifact: &Path, check: &Path) -> Option<Component> {
+    let expected = fs::read(check).ok()?;
+    let file = fs::File::open(artifact).ok()?;
+    let len = usize::try_from(file.metadata().ok()?.len()).ok()?;
+    if len == 0 {
         return None;
     }
-    let payload = &bytes[HEADER..];
-    if Sha256::digest(payload).as_slice() != &bytes[MAGIC.len()..HEADER] {
-        tracing::warn!("ignoring corrupted cache file {}", path.display());
+    // SAFETY: a private read-only mapping of a file we only read from; it is
+    // dropped before the file is used again.
+    let mapped = unsafe {
+        rustix::mm::mmap(
+            std::ptr::null_mut(),
+            len,
+            rustix::mm::ProtFlags::READ,
+            rustix::mm::MapFlags::PRIVATE,
+            &file,
+            0,
+        )
+    }
+    .ok()?;
+    // SAFETY: `mapped` points at `len` readable bytes until the munmap below.
+    let record = check_record(unsafe { std::slice::from_raw_parts(mapped.cast::<u8>(), len) });
+    // SAFETY: unmapping exactly what was mapped above.
+    let _ = unsafe { rustix::mm::munmap(mapped, len) };
+    if expected != record {
+        tracing::warn!("ignoring corrupted cache file {}", artifact.display());
         return None;
     }
-    // SAFETY: the payload is exactly what `Component::serialize` wrote for
-    // this engine configuration (checksum verified above), in the user's own
-    // cache directory; wasmtime also checks its own header for compatibility.
-    unsafe { Component::deserialize(engine, payload) }
-        .inspect_err(|e| tracing::warn!("ignoring unusable cache file {}: {e}", path.display()))
+    // SAFETY: the file is exactly what `Component::serialize` wrote for this
+    // engine configuration (length and checksum verified above), in the
+    // user's own cache directory; wasmtime also checks its own header.
+    unsafe { Component::deserialize_file(engine, artifact) }
+        .inspect_err(|e| tracing::warn!("ignoring unusable cache file {}: {e}", artifact.display()))
         .ok()
 }
 
-fn store(path: &Path, payload: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
+fn store(dir: &Path, stem: &str, artifact: &[u8]) -> std::io::Result<()> {
     fs::create_dir_all(dir)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.write_all(MAGIC)?;
-    tmp.write_all(&Sha256::digest(payload))?;
-    tmp.write_all(payload)?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    let write = |suffix: &str, bytes: &[u8]| -> std::io::Result<()> {
+        let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+        tmp.write_all(bytes)?;
+        tmp.persist(dir.join(format!("{stem}.{suffix}")))
+            .map_err(|e| e.error)?;
+        Ok(())
+    };
+    // The artifact first: a check record never describes a missing file.
+    write("cwasm", artifact)?;
+    write("crc", &check_record(artifact))
+}
+
+/// Removes other entries of component `name` (older versions).
+fn prune(dir: &Path, name: &str, keep: &str) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    let prefix = format!("{name}-");
+    for entry in entries.flatten() {
+        let file = entry.file_name();
+        let file = file.to_string_lossy();
+        let stem = file
+            .strip_suffix(".cwasm")
+            .or_else(|| file.strip_suffix(".crc"));
+        if let Some(stem) = stem
+            && stem != keep
+            && stem
+                .strip_prefix(&prefix)
+                .is_some_and(|key| key.chars().all(|c| c.is_ascii_hexdigit() || c == '-'))
+        {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
 }
 
 #[cfg(test)]
@@ -125,35 +178,60 @@ mod tests {
     /// The smallest valid component: the preamble alone.
     const EMPTY_COMPONENT: &[u8] = &[0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00];
 
+    fn files(dir: &Path, suffix: &str) -> Vec<PathBuf> {
+        fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_string_lossy().ends_with(suffix))
+            .collect()
+    }
+
     #[test]
     fn cached_then_reused_and_corruption_rebuilt() {
         let tmp = tempfile::TempDir::new().unwrap();
         let engine = Engine::default();
-        let wasm = EMPTY_COMPONENT;
         let cache = Cache::at(tmp.path());
-        cache.component(&engine, "t", wasm).unwrap();
-        let files: Vec<_> = fs::read_dir(tmp.path())
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect();
-        assert_eq!(files.len(), 1);
-        let file = &files[0];
-        let first = fs::read(file).unwrap();
-        assert!(load(&engine, file).is_some());
+        cache.component(&engine, "t", EMPTY_COMPONENT).unwrap();
+        let artifacts = files(tmp.path(), ".cwasm");
+        assert_eq!(artifacts.len(), 1);
+        let artifact = &artifacts[0];
+        let check = artifact.with_extension("crc");
+        let first = fs::read(artifact).unwrap();
+        assert!(load(&engine, artifact, &check).is_some());
 
-        // Flip one payload byte: detected, ignored, rebuilt.
+        // Flip one byte: detected, ignored, rebuilt identically.
         let mut bad = first.clone();
         let last = bad.len() - 1;
         bad[last] ^= 0xff;
-        fs::write(file, &bad).unwrap();
-        assert!(load(&engine, file).is_none());
-        cache.component(&engine, "t", wasm).unwrap();
-        assert_eq!(fs::read(file).unwrap(), first);
+        fs::write(artifact, &bad).unwrap();
+        assert!(load(&engine, artifact, &check).is_none());
+        cache.component(&engine, "t", EMPTY_COMPONENT).unwrap();
+        assert_eq!(fs::read(artifact).unwrap(), first);
 
-        // A foreign file in its place is ignored too.
-        fs::write(file, b"not a cache file").unwrap();
-        assert!(load(&engine, file).is_none());
-        cache.component(&engine, "t", wasm).unwrap();
-        assert!(load(&engine, file).is_some());
+        // Truncated, or a foreign file in its place: ignored too.
+        fs::write(artifact, &first[..first.len() / 2]).unwrap();
+        assert!(load(&engine, artifact, &check).is_none());
+        fs::write(artifact, b"not a cache file").unwrap();
+        assert!(load(&engine, artifact, &check).is_none());
+        cache.component(&engine, "t", EMPTY_COMPONENT).unwrap();
+        assert!(load(&engine, artifact, &check).is_some());
+    }
+
+    #[test]
+    fn older_entries_are_pruned() {
+        let tmp = tempfile::TempDir::new().unwrap();
+        for stale in ["t-0000-1.cwasm", "t-0000-1.crc", "other-0000-1.cwasm"] {
+            fs::write(tmp.path().join(stale), b"x").unwrap();
+        }
+        Cache::at(tmp.path())
+            .component(&Engine::default(), "t", EMPTY_COMPONENT)
+            .unwrap();
+        assert_eq!(
+            files(tmp.path(), ".cwasm").len(),
+            2,
+            "t's new entry and other's"
+        );
+        assert!(!tmp.path().join("t-0000-1.crc").exists());
+        assert!(tmp.path().join("other-0000-1.cwasm").exists());
     }
 }

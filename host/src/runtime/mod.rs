@@ -20,7 +20,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use wasmtime::component::{Component, Linker, ResourceTable};
-use wasmtime::{Config as EngineConfig, Engine, ResourceLimiter, Store, Trap, UpdateDeadline};
+use wasmtime::{
+    Config as EngineConfig, Engine, InstanceAllocationStrategy, PoolingAllocationConfig,
+    ResourceLimiter, Store, Trap, UpdateDeadline,
+};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
@@ -32,6 +35,11 @@ use crate::policy::Root;
 
 /// How often the epoch advances: the granularity of deadlines and cancellation.
 const TICK: Duration = Duration::from_millis(10);
+
+/// Most component instances alive at once (calls in flight, plus `describe`
+/// at load). Slots are reserved up front by the pooling allocator, so a call
+/// reuses a warm slot instead of mapping and unmapping fresh memory.
+pub const MAX_INSTANCES: u32 = 64;
 
 /// Limits of one call.
 #[derive(Clone, Debug)]
@@ -169,6 +177,22 @@ impl Runtime {
     pub fn new(budget: Budget) -> wasmtime::Result<Runtime> {
         let mut config = EngineConfig::new();
         config.epoch_interruption(true);
+        let mut pool = PoolingAllocationConfig::new();
+        pool.total_component_instances(MAX_INSTANCES)
+            // A wasip2 component holds a few core instances, memories and tables.
+            .total_core_instances(MAX_INSTANCES * 8)
+            .total_memories(MAX_INSTANCES * 2)
+            .total_tables(MAX_INSTANCES * 4)
+            // Wasm never runs async here: reserving fiber stacks would cost
+            // milliseconds at every start.
+            .total_stacks(0)
+            .max_memory_size(usize::try_from(budget.memory_bytes).unwrap_or(usize::MAX))
+            // Reset the first 256 KiB with memset instead of madvise: the
+            // guests' 128 KiB stack, statics and first heap pages (see
+            // guest-tools/.cargo/config.toml) stay mapped, no page faults.
+            .linear_memory_keep_resident(256 << 10)
+            .table_keep_resident(64 << 10);
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&config)?;
 
         let mut linker = Linker::new(&engine);

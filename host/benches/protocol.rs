@@ -1,0 +1,169 @@
+//! Protocol-level speed of the real binary, each figure with its baseline
+//! from the same run (the machines are shared and noisy; read the ratios):
+//!
+//! - `startup/loom-fs-mcp`: spawn → `initialize` response, against
+//!   `startup/cat`: spawning `cat` and reading back one line (the cost of a
+//!   process and a pipe round trip on this machine).
+//! - `roundtrip/read_file_4k`: one `tools/call` of `read_file` on a 4 KiB file
+//!   (component instantiated, file read in the guest through the policing
+//!   filesystem), against `roundtrip/list_roots`: a `tools/call` answered by
+//!   the host alone, the protocol floor; and `roundtrip/get_file_info`, a
+//!   component call with a small answer (fixed cost of a call vs. size of
+//!   the answer).
+//!
+//! Run with `cargo bench -p loom-fs-mcp --bench protocol`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::Duration;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+
+const BIN: &str = env!("CARGO_BIN_EXE_loom-fs-mcp");
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"0"}}}"#;
+
+struct Fixture {
+    _tmp: tempfile::TempDir,
+    config: PathBuf,
+}
+
+fn fixture() -> Fixture {
+    let tmp = tempfile::TempDir::new().unwrap();
+    let root = tmp.path().join("docs");
+    std::fs::create_dir_all(&root).unwrap();
+    let line = "The quick brown fox jumps over the lazy dog, 0123456789 abcdefghij\n";
+    let text: String = line.repeat(4096 / line.len() + 1)[..4096].to_string();
+    std::fs::write(root.join("page.txt"), text).unwrap();
+    let config = tmp.path().join("roots.toml");
+    std::fs::write(
+        &config,
+        "audit_log = \"audit.log\"\n[[roots]]\nname = \"docs\"\npath = \"docs\"\nrole = \"reference\"\n",
+    )
+    .unwrap();
+    Fixture { _tmp: tmp, config }
+}
+
+fn spawn(config: &Path) -> Child {
+    Command::new(BIN)
+        .arg("--config")
+        .arg(config)
+        .env(
+            "LOOMFS_CACHE_DIR",
+            concat!(env!("CARGO_TARGET_TMPDIR"), "/bench-cache"),
+        )
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// A session kept open across iterations.
+struct Session {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    line: String,
+}
+
+impl Session {
+    fn open(config: &Path) -> Session {
+        let mut child = spawn(config);
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut s = Session {
+            child,
+            stdin,
+            stdout,
+            line: String::new(),
+        };
+        s.request(INITIALIZE);
+        writeln!(
+            s.stdin,
+            r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+        )
+        .unwrap();
+        s
+    }
+
+    fn request(&mut self, json: &str) -> usize {
+        writeln!(self.stdin, "{json}").unwrap();
+        self.line.clear();
+        self.stdout.read_line(&mut self.line).unwrap()
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn startup(c: &mut Criterion) {
+    let f = fixture();
+    // Warm the compiled-component cache: a start must not compile.
+    drop(Session::open(&f.config));
+    let mut group = c.benchmark_group("startup");
+    group
+        .sample_size(30)
+        .measurement_time(Duration::from_secs(8));
+    group.bench_function("cat", |b| {
+        b.iter(|| {
+            let mut child = Command::new("cat")
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut stdin = child.stdin.take().unwrap();
+            writeln!(stdin, "{INITIALIZE}").unwrap();
+            let mut line = String::new();
+            BufReader::new(child.stdout.take().unwrap())
+                .read_line(&mut line)
+                .unwrap();
+            drop(stdin);
+            child.wait().unwrap();
+        })
+    });
+    group.bench_function("loom-fs-mcp", |b| {
+        b.iter(|| {
+            let mut child = spawn(&f.config);
+            let mut stdin = child.stdin.take().unwrap();
+            writeln!(stdin, "{INITIALIZE}").unwrap();
+            let mut line = String::new();
+            BufReader::new(child.stdout.take().unwrap())
+                .read_line(&mut line)
+                .unwrap();
+            assert!(line.contains("\"result\""), "{line}");
+            drop(stdin);
+            child.wait().unwrap();
+        })
+    });
+    group.finish();
+}
+
+fn roundtrip(c: &mut Criterion) {
+    let f = fixture();
+    let mut s = Session::open(&f.config);
+    let list_roots = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_roots","arguments":{}}}"#;
+    let read_file = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read_file","arguments":{"root":"docs","path":"page.txt"}}}"#;
+    let file_info = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"get_file_info","arguments":{"root":"docs","path":"page.txt"}}}"#;
+    s.request(read_file);
+    assert!(
+        s.line.contains("quick brown fox") && !s.line.contains("isError\":true"),
+        "{}",
+        s.line
+    );
+    let mut group = c.benchmark_group("roundtrip");
+    group
+        .sample_size(50)
+        .measurement_time(Duration::from_secs(8));
+    group.bench_function("list_roots", |b| b.iter(|| s.request(list_roots)));
+    group.bench_function("read_file_4k", |b| b.iter(|| s.request(read_file)));
+    group.bench_function("get_file_info", |b| b.iter(|| s.request(file_info)));
+    group.finish();
+}
+
+criterion_group!(benches, startup, roundtrip);
+criterion_main!(benches);

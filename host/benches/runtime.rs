@@ -1,0 +1,69 @@
+//! The component call alone, without MCP: a fresh instance per call reading
+//! a 4 KiB file through the policing filesystem (`runtime/read_file_4k`),
+//! against the same call on `get_file_info` of that file, which does no
+//! read (`runtime/get_file_info`): the difference is the read itself.
+//!
+//! Run with `cargo bench -p loom-fs-mcp --bench runtime`.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use loom_fs_mcp::policy::{DenyList, Role, Root};
+use loom_fs_mcp::runtime::{self, Budget, Cache, CallMount, CallRequest, GuestLimits, Runtime};
+
+fn bench(c: &mut Criterion) {
+    let tmp = tempfile::TempDir::new().unwrap();
+    let dir = std::fs::canonicalize(tmp.path()).unwrap();
+    std::fs::write(dir.join("page.txt"), "x".repeat(4095) + "\n").unwrap();
+    let root = Arc::new(Root {
+        name: "docs".into(),
+        path: dir,
+        role: Role::Reference,
+        perms: Role::Reference.ceiling(),
+        deny: DenyList::new([]).unwrap(),
+        extra_deny: vec![],
+        max_read_bytes: 1 << 20,
+    });
+    let mut rt = Runtime::new(Budget {
+        memory_bytes: 256 << 20,
+        timeout: Duration::from_secs(30),
+    })
+    .unwrap();
+    let cache = Cache::at(concat!(env!("CARGO_TARGET_TMPDIR"), "/bench-cache"));
+    let mut index = std::collections::HashMap::new();
+    for (name, wasm) in runtime::BUILTINS {
+        let component = cache.component(rt.engine(), name, wasm).unwrap();
+        index.insert(*name, rt.load(&component, "built-in".into()).unwrap());
+    }
+    let call = |tool: &str| {
+        let out = rt.call(
+            index[tool],
+            CallRequest {
+                mounts: vec![CallMount {
+                    root: Arc::clone(&root),
+                    writable: false,
+                }],
+                limits: GuestLimits {
+                    max_entries: 1000,
+                    max_results: 200,
+                    max_search_bytes: 1 << 26,
+                },
+                arguments: r#"{"root":"docs","path":"page.txt"}"#.into(),
+                cancel: Arc::new(AtomicBool::new(false)),
+            },
+        );
+        assert!(out.result.is_ok());
+    };
+    let mut group = c.benchmark_group("runtime");
+    group
+        .sample_size(50)
+        .measurement_time(Duration::from_secs(6));
+    group.bench_function("get_file_info", |b| b.iter(|| call("get_file_info")));
+    group.bench_function("read_file_4k", |b| b.iter(|| call("read_file")));
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
