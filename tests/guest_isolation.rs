@@ -113,7 +113,10 @@ fn fixture() -> Env {
         .symlink(".env", "ref/alias")
         .symlink("sub", "ref/subalias")
         .symlink("../outside", "ref/linkdir")
-        .symlink("../outside", "ws/linkdir");
+        .symlink("../outside", "ws/linkdir")
+        .symlink(".env", "ws/notes_alias")
+        .symlink("new_target.txt", "ws/dangling_in")
+        .symlink("sub/.env/..", "ref/sneaky");
     env
 }
 
@@ -147,6 +150,8 @@ fn denied_names_cannot_be_opened_by_any_route() {
         ("raw_stat", ".env"),
         ("raw_stat", "alias"),
         ("raw_list", ".git"),
+        ("raw_readlink", "alias"),
+        ("raw_readlink", "sneaky"),
     ] {
         let (report, refusals) = attack(&r, false, json!({"attack": kind, "path": path}));
         assert!(report.starts_with("refused"), "{kind} {path}: {report}");
@@ -175,7 +180,10 @@ fn listings_never_show_denied_names() {
     let r = reference(&env);
     for kind in ["std_list", "raw_list"] {
         let (report, _) = attack(&r, false, json!({"attack": kind, "path": "."}));
-        assert_eq!(report, "ok: README.md,alias,linkdir,sub,subalias", "{kind}");
+        assert_eq!(
+            report, "ok: README.md,alias,linkdir,sneaky,sub,subalias",
+            "{kind}"
+        );
         let (sub, _) = attack(&r, false, json!({"attack": kind, "path": "sub"}));
         assert_eq!(sub, "ok: x.txt", "{kind}");
         // Through an alias of the directory too.
@@ -286,6 +294,15 @@ fn policy_holds_on_a_writable_preopen() {
             json!({"attack": "std_write", "path": "../outside/secret.txt"}),
             "confinement",
         ),
+        // Creating through a dangling symlink would create its target unchecked.
+        (
+            json!({"attack": "raw_create", "path": "notes_alias"}),
+            "confinement",
+        ),
+        (
+            json!({"attack": "raw_create", "path": "dangling_in"}),
+            "confinement",
+        ),
     ] {
         let (report, refusals) = attack(&src, true, args.clone());
         assert!(report.starts_with("refused"), "{args}: {report}");
@@ -295,4 +312,21 @@ fn policy_holds_on_a_writable_preopen() {
         );
     }
     assert_eq!(env.snapshot(), before, "nothing changed, inside or outside");
+    assert!(!env.path("ws/.env").exists());
+}
+
+#[test]
+fn a_call_cannot_exhaust_the_servers_descriptors() {
+    let env = fixture();
+    let r = reference(&env);
+    let (report, refusals) = attack(&r, false, json!({"attack": "open_many"}));
+    assert!(report.starts_with("refused: after 25"), "{report}");
+    assert!(refusals.iter().any(|f| f.rule == "too_many_descriptors"));
+    // The next call starts afresh.
+    let (ok, _) = attack(
+        &r,
+        false,
+        json!({"attack": "raw_read", "path": "README.md"}),
+    );
+    assert_eq!(ok, "ok: readme\n");
 }

@@ -95,6 +95,17 @@ fn toolbox(config: Config) -> anyhow::Result<Toolbox> {
     Ok(Toolbox::new(config, runtime, audit)?)
 }
 
+/// Each call holds a few file descriptors (its roots, the files it opens):
+/// use the hard limit, not the often small soft one.
+fn raise_open_file_limit() {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current < limit.maximum {
+        limit.current = limit.maximum;
+        let _ = setrlimit(Resource::Nofile, limit);
+    }
+}
+
 fn check(cli: &Cli) -> anyhow::Result<()> {
     let config = load_config(cli)?;
     let toolbox = toolbox(config)?;
@@ -136,6 +147,7 @@ fn check(cli: &Cli) -> anyhow::Result<()> {
 
 fn serve(cli: &Cli) -> anyhow::Result<()> {
     let config = load_config(cli)?;
+    raise_open_file_limit();
     let toolbox = Arc::new(toolbox(config)?);
     let config = toolbox.config();
     eprintln!(

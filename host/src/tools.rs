@@ -82,6 +82,20 @@ impl Toolbox {
                 return Err(problem("a tool of that name is already registered".into()));
             }
             let permission = Permission::from(d.permission);
+            // A path argument may not do more than the tool declares: the
+            // declaration decides where the tool is listed and how it is
+            // annotated.
+            if let Some(p) = d
+                .path_arguments
+                .iter()
+                .find(|p| Permission::from(p.permission) > permission)
+            {
+                return Err(problem(format!(
+                    "path argument '{}' needs {} but the tool declares only {permission}",
+                    p.path_field,
+                    Permission::from(p.permission)
+                )));
+            }
             let roots: Vec<String> = config
                 .roots
                 .iter()
@@ -104,9 +118,13 @@ impl Toolbox {
                 d.description,
                 roots.join(", ")
             );
+            // Hints follow the declared permission whatever the component says.
             let annotations = ToolAnnotations::new()
-                .read_only(d.annotations.read_only)
-                .destructive(d.annotations.destructive)
+                .read_only(permission == Permission::Read)
+                .destructive(
+                    permission != Permission::Read && d.annotations.destructive
+                        || permission == Permission::Delete,
+                )
                 .idempotent(d.annotations.idempotent)
                 .open_world(false);
             let mut tool = Tool::new(d.name.clone(), description, Arc::new(input))

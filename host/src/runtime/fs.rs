@@ -59,6 +59,10 @@ pub struct Refusal {
     pub rule: &'static str,
 }
 
+/// Most descriptors one call may hold open at once (each is a host file
+/// descriptor: a guest must not exhaust the server's).
+pub const MAX_DESCRIPTORS: usize = 256;
+
 /// What a tracked descriptor is: which mount, and its real root-relative path.
 #[derive(Clone, Debug)]
 struct Handle {
@@ -70,8 +74,9 @@ struct Handle {
 pub struct FsGuard {
     mounts: Vec<Mount>,
     handles: HashMap<u32, Handle>,
-    /// Directory entry stream → the directory's handle and descriptor rep.
-    streams: HashMap<u32, (Handle, u32)>,
+    /// Directory entry stream → the directory's handle and a descriptor of
+    /// its own (the guest may drop the directory's before the stream's).
+    streams: HashMap<u32, (Handle, Arc<OwnedFd>)>,
     refusals: Vec<Refusal>,
 }
 
@@ -194,9 +199,13 @@ enum Probe {
     Found(OwnedFd),
     /// Resolving it would leave the root (`EXDEV` from `RESOLVE_BENEATH`).
     Escapes,
-    /// Missing, or unreachable for another reason: the operation itself
-    /// will fail the same way.
+    /// Missing, or unreachable in a way the operation itself will hit the
+    /// same way (not a directory, a symlink loop, no access).
     Absent,
+    /// The probe failed for a reason that says nothing about the path
+    /// (e.g. `openat2` filtered by seccomp): refuse, never fall back to the
+    /// lexical check alone.
+    Failed,
 }
 
 /// Opens `path` under `dir` as `O_PATH`, never leaving `dir` (the same
@@ -207,16 +216,43 @@ fn probe(dir: BorrowedFd<'_>, path: &str, follow: bool) -> Probe {
         flags |= OFlags::NOFOLLOW;
     }
     let path = if path.is_empty() { "." } else { path };
-    match rustix::fs::openat2(
-        dir,
-        path,
-        flags,
-        Mode::empty(),
-        ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
-    ) {
-        Ok(fd) => Probe::Found(fd),
-        Err(rustix::io::Errno::XDEV) => Probe::Escapes,
-        Err(_) => Probe::Absent,
+    use rustix::io::Errno;
+    // openat2 returns EAGAIN when a rename raced the lookup of a path with `..`.
+    for _ in 0..4 {
+        match rustix::fs::openat2(
+            dir,
+            path,
+            flags,
+            Mode::empty(),
+            ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+        ) {
+            Ok(fd) => return Probe::Found(fd),
+            Err(Errno::XDEV) => return Probe::Escapes,
+            Err(
+                Errno::NOENT | Errno::NOTDIR | Errno::LOOP | Errno::NAMETOOLONG | Errno::ACCESS,
+            ) => return Probe::Absent,
+            Err(Errno::AGAIN) => continue,
+            Err(_) => return Probe::Failed,
+        }
+    }
+    Probe::Failed
+}
+
+/// Checks at start that the kernel gives what the policing filesystem
+/// relies on: `openat2` with `RESOLVE_BENEATH` (Linux 5.6+) and
+/// `/proc/self/fd` to read a descriptor's real path.
+pub fn self_test() -> Result<(), String> {
+    let root = std::fs::File::open("/").map_err(|e| format!("cannot open /: {e}"))?;
+    let Probe::Found(probe) = probe(root.as_fd(), ".", true) else {
+        return Err(
+            "openat2(RESOLVE_BENEATH) is unavailable (Linux 5.6 or later is needed, \
+                    and no seccomp filter may block it)"
+                .into(),
+        );
+    };
+    match real_path(probe.as_fd()) {
+        Some(p) if p == Path::new("/") => Ok(()),
+        _ => Err("/proc/self/fd is unavailable: mount /proc".into()),
     }
 }
 
@@ -299,6 +335,9 @@ impl PolicedFs<'_> {
             Probe::Escapes => {
                 return Err(self.guard.refuse(Some(h.mount), &rel, op, "confinement"));
             }
+            Probe::Failed => {
+                return Err(self.guard.refuse(Some(h.mount), &rel, op, "probe_failed"));
+            }
             Probe::Absent => {
                 return Ok(Handle {
                     mount: h.mount,
@@ -340,6 +379,9 @@ impl PolicedFs<'_> {
             Probe::Escapes => {
                 return Err(self.guard.refuse(Some(h.mount), &rel, op, "confinement"));
             }
+            Probe::Failed => {
+                return Err(self.guard.refuse(Some(h.mount), &rel, op, "probe_failed"));
+            }
             Probe::Absent => {
                 return Ok(Handle {
                     mount: h.mount,
@@ -361,6 +403,17 @@ impl PolicedFs<'_> {
             mount: h.mount,
             rel: real,
         })
+    }
+
+    /// Whether `path` is a symlink whose target does not exist (or leaves the root).
+    fn is_dangling_symlink(&self, fd: &Resource<Descriptor>, path: &str) -> FsResult<bool> {
+        let dir = self.dir_fd(fd)?;
+        let Probe::Found(link) = probe(dir, path, false) else {
+            return Ok(false);
+        };
+        let is_link = rustix::fs::fstat(&link)
+            .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Symlink);
+        Ok(is_link && !matches!(probe(dir, path, true), Probe::Found(_)))
     }
 
     /// A tracked descriptor, for an operation on the descriptor itself.
@@ -421,10 +474,28 @@ impl fs::HostDescriptor for PolicedFs<'_> {
             Permission::Read
         };
         let follow = path_flags.contains(fs::PathFlags::SYMLINK_FOLLOW);
+        if self.guard.handles.len() >= MAX_DESCRIPTORS {
+            let h = self.guard.handle(fd.rep(), op)?;
+            let shown = h.rel.join(&path);
+            return Err(self
+                .guard
+                .refuse(Some(h.mount), &shown, op, "too_many_descriptors"));
+        }
         let checked = if oflags.contains(fs::OpenFlags::CREATE) {
             self.check_new(&fd, &path, op)?;
             // An existing target is checked like any other (it may be an alias).
-            self.check_existing(&fd, &path, op, follow, true)?
+            let checked = self.check_existing(&fd, &path, op, follow, true)?;
+            // Creating through a symlink whose target is missing would create
+            // a file the checks never saw (`notes.txt -> .env`): refused.
+            if follow && self.is_dangling_symlink(&fd, &path)? {
+                return Err(self.guard.refuse(
+                    Some(checked.mount),
+                    &checked.rel,
+                    op,
+                    "confinement",
+                ));
+            }
+            checked
         } else {
             self.check_existing(&fd, &path, op, follow, true)?
         };
@@ -496,7 +567,12 @@ impl fs::HostDescriptor for PolicedFs<'_> {
                     .root
                     .deny
                     .match_path(&to)
-                    .is_some() =>
+                    .is_some()
+                    || self.guard.mounts[h.mount]
+                        .root
+                        .deny
+                        .match_path(Path::new(&target))
+                        .is_some() =>
             {
                 Err(self
                     .guard
@@ -636,9 +712,10 @@ impl fs::HostDescriptor for PolicedFs<'_> {
                 .guard
                 .refuse(Some(h.mount), &h.rel, Permission::Read, "permission"));
         }
-        let dir_rep = fd.rep();
+        let dir = rustix::io::dup(self.dir_fd(&fd)?)
+            .map_err(|e| FsError::from(std::io::Error::from(e)))?;
         let stream = fs::HostDescriptor::read_directory(&mut self.fs, fd)?;
-        self.guard.streams.insert(stream.rep(), (h, dir_rep));
+        self.guard.streams.insert(stream.rep(), (h, Arc::new(dir)));
         Ok(stream)
     }
 
@@ -782,7 +859,7 @@ impl fs::HostDirectoryEntryStream for PolicedFs<'_> {
         &mut self,
         stream: Resource<fs::DirectoryEntryStream>,
     ) -> FsResult<Option<fs::DirectoryEntry>> {
-        let Some((h, dir_rep)) = self.guard.streams.get(&stream.rep()).cloned() else {
+        let Some((h, dir)) = self.guard.streams.get(&stream.rep()).cloned() else {
             return Err(self.guard.refuse(
                 None,
                 Path::new(""),
@@ -804,9 +881,8 @@ impl fs::HostDirectoryEntryStream for PolicedFs<'_> {
                 }
                 Some(mut e) if e.type_ == fs::DescriptorType::Unknown => {
                     // An entry name is one component: no traversal is possible.
-                    let dir = Resource::<Descriptor>::new_borrow(dir_rep);
                     if let Ok(st) = rustix::fs::statat(
-                        self.dir_fd(&dir)?,
+                        dir.as_fd(),
                         e.name.as_str(),
                         rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
                     ) {

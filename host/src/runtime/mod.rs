@@ -175,6 +175,7 @@ impl Drop for Runtime {
 
 impl Runtime {
     pub fn new(budget: Budget) -> wasmtime::Result<Runtime> {
+        fs::self_test().map_err(wasmtime::Error::msg)?;
         let mut config = EngineConfig::new();
         config.epoch_interruption(true);
         let mut pool = PoolingAllocationConfig::new();
@@ -313,9 +314,13 @@ impl Runtime {
         }
         let stderr = MemoryOutputPipe::new(8 * 1024);
         wasi.stderr(stderr.clone());
+        let mut table = ResourceTable::new();
+        // Streams, pollables and descriptors together; descriptors alone are
+        // capped lower by the policing filesystem.
+        table.set_max_capacity(4 * fs::MAX_DESCRIPTORS);
         let state = CallState {
             wasi: wasi.build(),
-            table: ResourceTable::new(),
+            table,
             limiter: MemoryLimiter { max: 0, hit: false },
             guard: FsGuard::new(mounts),
         };
