@@ -14,7 +14,9 @@ use std::time::Duration;
 use common::Env;
 use loom_fs_mcp::policy::{DenyList, Perms, Role, Root};
 use loom_fs_mcp::runtime::fs::Refusal;
-use loom_fs_mcp::runtime::{Budget, Cache, CallMount, CallRequest, GuestLimits, Runtime};
+use loom_fs_mcp::runtime::{
+    Budget, Cache, CallError, CallMount, CallOutcome, CallRequest, GuestLimits, Runtime,
+};
 use serde_json::json;
 
 /// Builds the fixture crate for wasm32-wasip2, once per test run.
@@ -46,20 +48,23 @@ fn hostile_wasm() -> &'static [u8] {
     })
 }
 
+fn runtime_with(budget: Budget) -> Runtime {
+    let mut rt = Runtime::new(budget).unwrap();
+    let cache = Cache::at(common::cache_dir());
+    let component = cache
+        .component(rt.engine(), "hostile", hostile_wasm())
+        .unwrap();
+    rt.load(&component, "fixture".into()).unwrap();
+    rt
+}
+
 fn runtime() -> &'static Runtime {
     static RUNTIME: OnceLock<Runtime> = OnceLock::new();
     RUNTIME.get_or_init(|| {
-        let mut rt = Runtime::new(Budget {
+        runtime_with(Budget {
             memory_bytes: 64 << 20,
             timeout: Duration::from_secs(10),
         })
-        .unwrap();
-        let cache = Cache::at(common::cache_dir());
-        let component = cache
-            .component(rt.engine(), "hostile", hostile_wasm())
-            .unwrap();
-        rt.load(&component, "fixture".into()).unwrap();
-        rt
     })
 }
 
@@ -75,25 +80,31 @@ fn root(env: &Env, name: &str, role: Role, perms: Perms) -> Arc<Root> {
     })
 }
 
+fn request(
+    root: &Arc<Root>,
+    writable: bool,
+    args: &serde_json::Value,
+    cancel: Arc<AtomicBool>,
+) -> CallRequest {
+    CallRequest {
+        mounts: vec![CallMount {
+            root: Arc::clone(root),
+            writable,
+        }],
+        limits: GuestLimits {
+            max_entries: 100,
+            max_results: 100,
+            max_search_bytes: 1 << 20,
+        },
+        arguments: args.to_string(),
+        cancel,
+    }
+}
+
 /// Runs one attack on `root`, preopened read-write or not. Returns the
 /// component's report and the refusals the host recorded.
 fn attack(root: &Arc<Root>, writable: bool, args: serde_json::Value) -> (String, Vec<Refusal>) {
-    let outcome = runtime().call(
-        0,
-        CallRequest {
-            mounts: vec![CallMount {
-                root: Arc::clone(root),
-                writable,
-            }],
-            limits: GuestLimits {
-                max_entries: 100,
-                max_results: 100,
-                max_search_bytes: 1 << 20,
-            },
-            arguments: args.to_string(),
-            cancel: Arc::new(AtomicBool::new(false)),
-        },
-    );
+    let outcome = runtime().call(0, request(root, writable, &args, Arc::default()));
     let output = outcome
         .result
         .unwrap_or_else(|e| panic!("call failed: {e:?}"));
@@ -329,4 +340,62 @@ fn a_call_cannot_exhaust_the_servers_descriptors() {
         json!({"attack": "raw_read", "path": "README.md"}),
     );
     assert_eq!(ok, "ok: readme\n");
+}
+
+/// A guest that loops, hoards memory or sleeps is stopped by the call's
+/// limits with an error saying which; a cancelled call stops within ticks;
+/// the runtime serves the next call normally.
+#[test]
+fn runaway_guests_are_stopped_by_the_limits() {
+    let env = fixture();
+    let r = reference(&env);
+    let rt = runtime_with(Budget {
+        memory_bytes: 32 << 20,
+        timeout: Duration::from_millis(300),
+    });
+    let run = |attack: &str, cancel: Arc<AtomicBool>| -> (CallOutcome, Duration) {
+        let started = std::time::Instant::now();
+        let outcome = rt.call(0, request(&r, false, &json!({"attack": attack}), cancel));
+        (outcome, started.elapsed())
+    };
+    for attack in ["spin", "sleep"] {
+        let (outcome, took) = run(attack, Arc::default());
+        assert!(
+            matches!(outcome.result, Err(CallError::Timeout(t)) if t == Duration::from_millis(300)),
+            "{attack}: {:?}",
+            outcome.result.err()
+        );
+        assert!(took < Duration::from_secs(5), "{attack} took {took:?}");
+    }
+    let (hog, _) = run("hog", Arc::default());
+    assert!(
+        matches!(hog.result, Err(CallError::Memory(m)) if m == 32 << 20),
+        "{:?}",
+        hog.result.err()
+    );
+
+    let cancel = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&cancel);
+    let canceller = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        flag.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    let (cancelled, _) = run("spin", cancel);
+    canceller.join().unwrap();
+    assert!(
+        matches!(cancelled.result, Err(CallError::Cancelled)),
+        "{:?}",
+        cancelled.result.err()
+    );
+
+    let ok = rt.call(
+        0,
+        request(
+            &r,
+            false,
+            &json!({"attack": "raw_read", "path": "README.md"}),
+            Arc::default(),
+        ),
+    );
+    assert_eq!(ok.result.unwrap().text, ["ok: readme\n"]);
 }

@@ -12,6 +12,7 @@
 
 mod bindings;
 mod cache;
+mod clock;
 pub mod fs;
 
 use std::path::PathBuf;
@@ -103,6 +104,8 @@ pub struct CallRequest {
 
 /// Store data of one call.
 pub struct CallState {
+    /// When the call must end; clock waits are clamped to it.
+    deadline: Instant,
     wasi: WasiCtx,
     table: ResourceTable,
     limiter: MemoryLimiter,
@@ -115,6 +118,15 @@ impl WasiView for CallState {
             ctx: &mut self.wasi,
             table: &mut self.table,
         }
+    }
+}
+
+fn capped_clock(state: &mut CallState) -> clock::CappedClock<'_> {
+    use wasmtime_wasi::clocks::WasiClocksView;
+    let deadline = state.deadline;
+    clock::CappedClock {
+        clock: state.clocks(),
+        deadline,
     }
 }
 
@@ -208,6 +220,10 @@ impl Runtime {
             &mut linker,
             policed,
         )?;
+        wasmtime_wasi::p2::bindings::clocks::monotonic_clock::add_to_linker::<
+            CallState,
+            clock::Capped,
+        >(&mut linker, capped_clock)?;
         linker.allow_shadowing(false);
 
         let stop = Arc::new(AtomicBool::new(false));
@@ -246,7 +262,11 @@ impl Runtime {
     pub fn load(&mut self, component: &Component, source: String) -> wasmtime::Result<usize> {
         let instance_pre = self.linker.instantiate_pre(component)?;
         let pre = bindings::ToolComponentPre::new(instance_pre)?;
-        let mut store = self.store(CallState::empty(), &self.budget.clone(), Arc::default());
+        let mut store = self.store(
+            CallState::empty(self.budget.timeout),
+            &self.budget.clone(),
+            Arc::default(),
+        );
         let descriptor = pre
             .instantiate(&mut store)?
             .loom_fs_tool_tool()
@@ -268,7 +288,7 @@ impl Runtime {
         let mut store = Store::new(&self.engine, state);
         store.data_mut().limiter.max = usize::try_from(budget.memory_bytes).unwrap_or(usize::MAX);
         store.limiter(|s| &mut s.limiter);
-        let deadline = Instant::now() + budget.timeout;
+        let deadline = store.data().deadline;
         store.epoch_deadline_callback(move |_| {
             if cancel.load(Ordering::Relaxed) || Instant::now() >= deadline {
                 Ok(UpdateDeadline::Interrupt)
@@ -319,6 +339,7 @@ impl Runtime {
         // capped lower by the policing filesystem.
         table.set_max_capacity(4 * fs::MAX_DESCRIPTORS);
         let state = CallState {
+            deadline: Instant::now() + self.budget.timeout,
             wasi: wasi.build(),
             table,
             limiter: MemoryLimiter { max: 0, hit: false },
@@ -363,8 +384,9 @@ impl Runtime {
 
 impl CallState {
     /// State for `describe`: no filesystem at all.
-    fn empty() -> CallState {
+    fn empty(timeout: Duration) -> CallState {
         CallState {
+            deadline: Instant::now() + timeout,
             wasi: WasiCtxBuilder::new().build(),
             table: ResourceTable::new(),
             limiter: MemoryLimiter { max: 0, hit: false },
