@@ -101,6 +101,20 @@ impl Drop for Session {
     }
 }
 
+/// Sends `initialize` to a fresh process, reads the first line back, and
+/// lets the process end (EOF on its stdin).
+fn first_line(mut child: Child) -> String {
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "{INITIALIZE}").unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    drop(stdin);
+    child.wait().unwrap();
+    line
+}
+
 fn startup(c: &mut Criterion) {
     let f = fixture();
     // Warm the compiled-component cache: a start must not compile.
@@ -111,33 +125,18 @@ fn startup(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(8));
     group.bench_function("cat", |b| {
         b.iter(|| {
-            let mut child = Command::new("cat")
+            let cat = Command::new("cat")
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .spawn()
                 .unwrap();
-            let mut stdin = child.stdin.take().unwrap();
-            writeln!(stdin, "{INITIALIZE}").unwrap();
-            let mut line = String::new();
-            BufReader::new(child.stdout.take().unwrap())
-                .read_line(&mut line)
-                .unwrap();
-            drop(stdin);
-            child.wait().unwrap();
+            first_line(cat);
         })
     });
     group.bench_function("loom-fs-mcp", |b| {
         b.iter(|| {
-            let mut child = spawn(&f.config);
-            let mut stdin = child.stdin.take().unwrap();
-            writeln!(stdin, "{INITIALIZE}").unwrap();
-            let mut line = String::new();
-            BufReader::new(child.stdout.take().unwrap())
-                .read_line(&mut line)
-                .unwrap();
+            let line = first_line(spawn(&f.config));
             assert!(line.contains("\"result\""), "{line}");
-            drop(stdin);
-            child.wait().unwrap();
         })
     });
     group.finish();

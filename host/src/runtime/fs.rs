@@ -311,6 +311,26 @@ impl PolicedFs<'_> {
         Ok(raw_fd(self.fs.table.get(fd)?))
     }
 
+    /// Probes `path` under `fd`: the probe when found, `None` when absent (the
+    /// operation itself will fail the same way), a refusal when it escapes
+    /// or the probe cannot tell.
+    fn probe_checked(
+        &mut self,
+        fd: &Resource<Descriptor>,
+        path: &str,
+        follow: bool,
+        h: &Handle,
+        rel: &Path,
+        op: Permission,
+    ) -> FsResult<Option<OwnedFd>> {
+        match probe(self.dir_fd(fd)?, path, follow) {
+            Probe::Found(fd) => Ok(Some(fd)),
+            Probe::Absent => Ok(None),
+            Probe::Escapes => Err(self.guard.refuse(Some(h.mount), rel, op, "confinement")),
+            Probe::Failed => Err(self.guard.refuse(Some(h.mount), rel, op, "probe_failed")),
+        }
+    }
+
     /// Checks an existing path for `op`: lexically, then by the real name of
     /// a probe (following a final symlink when `follow`). Special files are
     /// refused when `refuse_special`.
@@ -330,20 +350,11 @@ impl PolicedFs<'_> {
                 rel,
             });
         }
-        let probe = match probe(self.dir_fd(fd)?, path, follow) {
-            Probe::Found(fd) => fd,
-            Probe::Escapes => {
-                return Err(self.guard.refuse(Some(h.mount), &rel, op, "confinement"));
-            }
-            Probe::Failed => {
-                return Err(self.guard.refuse(Some(h.mount), &rel, op, "probe_failed"));
-            }
-            Probe::Absent => {
-                return Ok(Handle {
-                    mount: h.mount,
-                    rel,
-                });
-            }
+        let Some(probe) = self.probe_checked(fd, path, follow, &h, &rel, op)? else {
+            return Ok(Handle {
+                mount: h.mount,
+                rel,
+            });
         };
         if refuse_special && is_special(probe.as_fd()) {
             return Err(self.guard.refuse(Some(h.mount), &rel, op, "special_file"));
@@ -374,20 +385,11 @@ impl PolicedFs<'_> {
                 });
             }
         };
-        let probe = match probe(self.dir_fd(fd)?, parent, true) {
-            Probe::Found(fd) => fd,
-            Probe::Escapes => {
-                return Err(self.guard.refuse(Some(h.mount), &rel, op, "confinement"));
-            }
-            Probe::Failed => {
-                return Err(self.guard.refuse(Some(h.mount), &rel, op, "probe_failed"));
-            }
-            Probe::Absent => {
-                return Ok(Handle {
-                    mount: h.mount,
-                    rel,
-                });
-            }
+        let Some(probe) = self.probe_checked(fd, parent, true, &h, &rel, op)? else {
+            return Ok(Handle {
+                mount: h.mount,
+                rel,
+            });
         };
         let real_parent = self.guard.real(&h, probe.as_fd(), &rel, op)?;
         let real = real_parent.join(name);
