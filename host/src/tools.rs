@@ -462,3 +462,53 @@ fn call_error_text(tool: &str, e: CallError) -> String {
         CallError::Setup(m) => m,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn limit_errors_name_the_limit_and_no_detail() {
+        let timeout = call_error_text("t", CallError::Timeout(Duration::from_millis(1500)));
+        assert_eq!(
+            timeout,
+            "the call took longer than 1500 ms and was stopped (tool_timeout_ms)"
+        );
+        let memory = call_error_text("t", CallError::Memory(64 << 20));
+        assert_eq!(
+            memory,
+            "the call needed more than 64 MiB of memory and was stopped (tool_memory_bytes)"
+        );
+        let crash = call_error_text("t", CallError::Crashed("wasm trap at /home/me/x".into()));
+        assert_eq!(
+            crash,
+            "the tool failed unexpectedly; the server log has details"
+        );
+        assert_eq!(
+            call_error_text("t", CallError::Cancelled),
+            "the call was cancelled"
+        );
+        let invalid = call_error_text(
+            "t",
+            CallError::Tool(ToolError::InvalidArguments("missing field `path`".into())),
+        );
+        assert_eq!(invalid, "invalid arguments: missing field `path`");
+    }
+
+    #[test]
+    fn string_arguments() {
+        let args: JsonObject = serde_json::from_str(r#"{"root":"docs","n":1,"p":null}"#).unwrap();
+        assert_eq!(string_arg(&args, "root", false), Ok(Some("docs")));
+        assert_eq!(string_arg(&args, "path", true), Ok(None));
+        assert_eq!(string_arg(&args, "p", true), Ok(None));
+        assert_eq!(
+            string_arg(&args, "path", false),
+            Err("invalid arguments: missing 'path'".to_string())
+        );
+        assert_eq!(
+            string_arg(&args, "n", false),
+            Err("invalid arguments: 'n' must be a string".to_string())
+        );
+    }
+}
