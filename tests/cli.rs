@@ -23,7 +23,7 @@ fn roots(env: &Env) -> std::path::PathBuf {
         path = "work"
         role = "workspace"
         permissions = ["read", "write"]
-        deny = ["*.tmp", "build/*.log"]
+        deny = ["*.tmp", "*.log"]
         "#,
     )
 }
@@ -52,7 +52,7 @@ fn check_prints_roots_and_tool_surface() {
         lines
             .iter()
             .any(|l| l.starts_with("  work  workspace   [read, write]")
-                && l.ends_with("deny += *.tmp, build/*.log")),
+                && l.ends_with("deny += *.tmp, *.log")),
         "{stdout}"
     );
     assert!(

@@ -345,8 +345,8 @@ fn check_name(name: &str) -> Result<(), &'static str> {
         Err("it contains whitespace")
     } else if name.chars().any(char::is_control) {
         Err("it contains a control character")
-    } else if name == "." || name == ".." {
-        Err("'.' and '..' are reserved")
+    } else if name.starts_with('.') {
+        Err("it starts with '.' (reserved)")
     } else if name.chars().count() > 64 {
         Err("it is longer than 64 characters")
     } else {
@@ -626,7 +626,8 @@ mod tests {
             ("my docs", "it contains whitespace"),
             ("tab\\there", "it contains whitespace"),
             ("bell\\u0007", "it contains a control character"),
-            ("..", "'.' and '..' are reserved"),
+            ("..", "it starts with '.' (reserved)"),
+            (".hidden", "it starts with '.' (reserved)"),
         ] {
             let problems = d.problems(&root(name, "a", "reference"));
             assert_eq!(problems.len(), 1, "{name}: {problems:?}");

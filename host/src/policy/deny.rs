@@ -4,15 +4,15 @@
 //! config can switch it off), the config's `deny`, and each root's `deny`.
 //! They are compiled once per root into a [`DenyList`] with `globset`.
 //!
-//! A pattern without `/` is matched against every component of a path, so
-//! `.env` refuses `.env`, `sub/.env` and `.env/x`. A pattern with `/` is
-//! matched against the root-relative path and each of its prefixes, so
-//! `config/prod` also refuses everything below `config/prod`. Matching is
-//! case-insensitive (`.ENV`, `ID_RSA`): case-insensitive filesystems exist, and
-//! a differently cased secret is still a secret.
+//! A pattern is a name: it is matched against every component of a path, so
+//! `.env` refuses `.env`, `sub/.env` and `.env/x`. Patterns holding `/` are
+//! refused: a rule on names holds wherever a directory is moved, a rule on
+//! paths would not (moving `config` away would uncover `config/prod`).
+//! Matching is case-insensitive (`.ENV`, `ID_RSA`): case-insensitive
+//! filesystems exist, and a differently cased secret is still a secret.
 
 use std::ffi::OsStr;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Component, Path};
 
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 
@@ -52,97 +52,71 @@ pub const BUILTIN_DENY: &[&str] = &[
 pub enum DenyError {
     #[error("empty deny pattern")]
     Empty,
+    #[error(
+        "deny pattern '{0}' holds '/': patterns are names, matched against every component of a path (write '{1}')"
+    )]
+    Path(String, String),
     #[error("invalid deny pattern '{pattern}': {reason}")]
     Invalid { pattern: String, reason: String },
 }
 
-/// A compiled deny list, matched per path component (and per path prefix for
-/// patterns holding `/`).
+/// A compiled deny list, matched per path component.
 #[derive(Debug, Clone)]
 pub struct DenyList {
     names: GlobSet,
-    name_patterns: Vec<String>,
-    paths: GlobSet,
-    path_patterns: Vec<String>,
+    patterns: Vec<String>,
 }
 
 impl DenyList {
     /// Compiles the built-in patterns plus `extra`, in order.
     pub fn new<'a>(extra: impl IntoIterator<Item = &'a str>) -> Result<DenyList, DenyError> {
         let mut names = GlobSetBuilder::new();
-        let mut name_patterns = Vec::new();
-        let mut paths = GlobSetBuilder::new();
-        let mut path_patterns = Vec::new();
+        let mut patterns = Vec::new();
         for pattern in BUILTIN_DENY.iter().copied().chain(extra) {
-            let glob = compile(pattern)?;
-            if pattern.contains('/') {
-                paths.add(glob);
-                path_patterns.push(pattern.to_string());
-            } else {
-                names.add(glob);
-                name_patterns.push(pattern.to_string());
-            }
+            names.add(compile(pattern)?);
+            patterns.push(pattern.to_string());
         }
-        let build = |b: GlobSetBuilder| {
-            b.build().map_err(|e| DenyError::Invalid {
-                pattern: String::new(),
-                reason: e.to_string(),
-            })
-        };
-        Ok(DenyList {
-            names: build(names)?,
-            name_patterns,
-            paths: build(paths)?,
-            path_patterns,
-        })
+        let names = names.build().map_err(|e| DenyError::Invalid {
+            pattern: String::new(),
+            reason: e.to_string(),
+        })?;
+        Ok(DenyList { names, patterns })
     }
 
     /// The pattern denying a single entry name, if any.
     pub fn match_name(&self, name: &OsStr) -> Option<&str> {
         let i = self.names.matches(Path::new(name)).into_iter().next()?;
-        Some(&self.name_patterns[i])
+        Some(&self.patterns[i])
     }
 
-    /// The first pattern denying a root-relative path: any of its components
-    /// by name, or the path or one of its prefixes by a `/` pattern.
-    /// `.` components are ignored; the path is expected to be normal (no `..`).
+    /// The first pattern denying a component of a root-relative path.
     pub fn match_path(&self, rel: &Path) -> Option<&str> {
-        let mut prefix = PathBuf::new();
-        for component in rel.components() {
-            let Component::Normal(name) = component else {
-                continue;
-            };
-            if let Some(p) = self.match_name(name) {
-                return Some(p);
-            }
-            prefix.push(name);
-            if !self.path_patterns.is_empty()
-                && let Some(i) = self.paths.matches(&prefix).into_iter().next()
-            {
-                return Some(&self.path_patterns[i]);
-            }
-        }
-        None
+        rel.components().find_map(|c| match c {
+            Component::Normal(name) => self.match_name(name),
+            _ => None,
+        })
     }
 
-    /// Whether the entry `name` of the directory at root-relative `dir` must be
-    /// hidden from listings and walks.
-    pub fn hides(&self, dir: &Path, name: &OsStr) -> bool {
-        if self.match_name(name).is_some() {
-            return true;
-        }
-        !self.path_patterns.is_empty() && self.paths.is_match(dir.join(name))
+    /// Whether a directory entry called `name` must be hidden from listings
+    /// and walks.
+    pub fn hides(&self, name: &OsStr) -> bool {
+        self.match_name(name).is_some()
     }
 }
 
 fn compile(pattern: &str) -> Result<Glob, DenyError> {
-    // A leading `/` anchors a path pattern at the root, which path patterns
-    // are anyway: matching is always against root-relative paths.
-    let body = pattern.strip_prefix('/').unwrap_or(pattern);
-    if body.is_empty() {
+    if pattern.is_empty() {
         return Err(DenyError::Empty);
     }
-    GlobBuilder::new(body)
+    if pattern.contains('/') {
+        let last = pattern
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .unwrap_or("");
+        return Err(DenyError::Path(pattern.to_string(), last.to_string()));
+    }
+    GlobBuilder::new(pattern)
         .case_insensitive(true)
         .literal_separator(true)
         .build()
@@ -227,39 +201,12 @@ mod tests {
     }
 
     #[test]
-    fn path_patterns_match_prefixes() {
-        let d = list(&["config/prod", "/build/*.log", "**/private/*.txt"]);
-        assert_eq!(denied(&d, "config/prod").as_deref(), Some("config/prod"));
-        assert_eq!(
-            denied(&d, "config/prod/db.yml").as_deref(),
-            Some("config/prod")
-        );
-        assert_eq!(denied(&d, "config/dev/db.yml"), None);
-        assert_eq!(denied(&d, "build/x.log").as_deref(), Some("/build/*.log"));
-        assert_eq!(
-            denied(&d, "build/sub/x.log"),
-            None,
-            "* stays in one segment"
-        );
-        assert_eq!(
-            denied(&d, "a/b/private/n.txt").as_deref(),
-            Some("**/private/*.txt")
-        );
-        assert_eq!(
-            denied(&d, "other/config/prod"),
-            None,
-            "path patterns are anchored"
-        );
-    }
-
-    #[test]
     fn hides_entries() {
-        let d = list(&["config/prod"]);
-        assert!(d.hides(Path::new("sub"), OsStr::new(".env")));
-        assert!(d.hides(Path::new("config"), OsStr::new("prod")));
-        assert!(d.hides(Path::new(""), OsStr::new("ID_RSA.pub")));
-        assert!(!d.hides(Path::new("config"), OsStr::new("dev")));
-        assert!(!d.hides(Path::new(""), OsStr::new("main.rs")));
+        let d = list(&["secrets"]);
+        assert!(d.hides(OsStr::new(".env")));
+        assert!(d.hides(OsStr::new("SECRETS")));
+        assert!(d.hides(OsStr::new("ID_RSA.pub")));
+        assert!(!d.hides(OsStr::new("main.rs")));
     }
 
     #[test]
@@ -272,7 +219,13 @@ mod tests {
     #[test]
     fn bad_patterns_are_rejected() {
         assert_eq!(DenyList::new([""]).unwrap_err(), DenyError::Empty);
-        assert_eq!(DenyList::new(["/"]).unwrap_err(), DenyError::Empty);
+        let err = DenyList::new(["config/prod"]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "deny pattern 'config/prod' holds '/': patterns are names, matched against every \
+             component of a path (write 'prod')"
+        );
+        assert!(DenyList::new(["/abs"]).is_err());
         let err = DenyList::new(["[abc"]).unwrap_err();
         assert!(
             err.to_string().starts_with("invalid deny pattern '[abc': "),

@@ -10,6 +10,10 @@
 //! 3. **deny**: no component matches the deny list, neither as requested nor
 //!    as resolved (so `notes.txt → .env` is refused).
 //!
+//! Last, a write or delete whose target is the root itself (`.`, `sub/..`,
+//! `link-to-dot`) is refused: a root can be neither replaced, moved nor
+//! deleted.
+//!
 //! Messages are root-relative and never carry a host path.
 
 use std::collections::VecDeque;
@@ -34,6 +38,7 @@ pub enum Rule {
     Permission,
     Confinement,
     Deny,
+    RootItself,
 }
 
 impl Rule {
@@ -46,6 +51,7 @@ impl Rule {
             Rule::Permission => "permission",
             Rule::Confinement => "confinement",
             Rule::Deny => "deny",
+            Rule::RootItself => "root_itself",
         }
     }
 }
@@ -175,6 +181,12 @@ pub fn resolve(
         return Err(Denial::new(
             Rule::Deny,
             format!("matches deny pattern '{pattern}'"),
+        ));
+    }
+    if op != Permission::Read && real == found.path {
+        return Err(Denial::new(
+            Rule::RootItself,
+            "the root itself cannot be written, moved or deleted",
         ));
     }
     Ok(Resolved {
@@ -359,6 +371,30 @@ mod tests {
         let new = check(&f, "sub/new/dir/file.txt", Permission::Write).unwrap();
         assert!(!new.exists());
         assert_eq!(new.real_rel(), Path::new("sub/new/dir/file.txt"));
+    }
+
+    #[test]
+    fn the_root_itself_is_never_mutated() {
+        let f = fixture();
+        symlink(".", f.roots[0].path.join("dot")).unwrap();
+        for p in [
+            ".",
+            "./",
+            "sub/..",
+            "sub/deep/../..",
+            "dot",
+            "linkdir_in/..",
+        ] {
+            for op in [Permission::Write, Permission::Delete] {
+                let d = check(&f, p, op).unwrap_err();
+                assert_eq!(d.rule, Rule::RootItself, "{p}");
+                assert_eq!(
+                    d.message,
+                    "the root itself cannot be written, moved or deleted"
+                );
+            }
+            assert!(check(&f, p, Permission::Read).unwrap().is_root(), "{p}");
+        }
     }
 
     #[test]

@@ -877,7 +877,7 @@ impl fs::HostDirectoryEntryStream for PolicedFs<'_> {
                     if self.guard.mounts[h.mount]
                         .root
                         .deny
-                        .hides(&h.rel, OsStr::new(&e.name)) =>
+                        .hides(OsStr::new(&e.name)) =>
                 {
                     continue;
                 }
