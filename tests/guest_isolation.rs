@@ -97,6 +97,7 @@ fn request(
             max_search_bytes: 1 << 20,
         },
         arguments: args.to_string(),
+        stamp: None,
         cancel,
     }
 }
@@ -398,4 +399,82 @@ fn runaway_guests_are_stopped_by_the_limits() {
         ),
     );
     assert_eq!(ok.result.unwrap().text, ["ok: readme\n"]);
+}
+
+/// A call that keeps history gets its root's trash, in which it may only
+/// create directories and move or link entries in: never read, list,
+/// remove or take anything out. What goes in is recorded for the audit.
+#[test]
+fn the_trash_only_takes_things_in() {
+    let env = fixture();
+    env.write("ws/.mcp-trash/old/secret.txt", "CANARY-TRASHED\n")
+        .write("ws/b.txt", "b\n");
+    let ws = root(&env, "ws", Role::Workspace, Role::Workspace.ceiling());
+    let call = |args: serde_json::Value| {
+        let mut req = request(&ws, true, &args, Arc::default());
+        req.stamp = Some("20261129T000000.000001Z".into());
+        let outcome = runtime().call(0, req);
+        let text = outcome.result.unwrap().text.join("\n");
+        (text, outcome.refusals, outcome.kept)
+    };
+    for args in [
+        json!({"attack": "trash_read", "path": "old/secret.txt"}),
+        json!({"attack": "trash_list"}),
+        json!({"attack": "trash_unlink", "path": "old/secret.txt"}),
+        json!({"attack": "trash_out", "path": "old/secret.txt"}),
+        json!({"attack": "std_read", "path": ".mcp-trash/old/secret.txt"}),
+        json!({"attack": "raw_list", "path": ".mcp-trash"}),
+    ] {
+        let (report, refusals) = {
+            let (r, f, _) = call(args.clone());
+            (r, f)
+        };
+        assert!(report.starts_with("refused"), "{args}: {report}");
+        assert!(!report.contains("CANARY"), "{args}: {report}");
+        assert!(!refusals.is_empty(), "{args}: refusal not recorded");
+    }
+    let (made, _, _) = call(json!({"attack": "trash_mkdir", "path": "20261129T000000.000001Z"}));
+    assert_eq!(made, "ok: created");
+    let (linked, _, kept) = call(json!({"attack": "trash_link", "path": "keep.txt",
+        "to": "20261129T000000.000001Z/keep.txt"}));
+    assert_eq!(linked, "ok: linked in");
+    assert_eq!(kept.len(), 1);
+    assert_eq!(kept[0].from, "keep.txt");
+    assert_eq!(kept[0].to, ".mcp-trash/20261129T000000.000001Z/keep.txt");
+    let (moved, _, kept) = call(json!({"attack": "trash_in", "path": "b.txt",
+        "to": "20261129T000000.000001Z/b.txt"}));
+    assert_eq!(moved, "ok: moved in");
+    assert_eq!(kept[0].to, ".mcp-trash/20261129T000000.000001Z/b.txt");
+    assert_eq!(
+        std::fs::read(env.path("ws/.mcp-trash/20261129T000000.000001Z/b.txt")).unwrap(),
+        b"b\n"
+    );
+    assert!(!env.path("ws/b.txt").exists());
+    assert_eq!(
+        std::fs::read(env.path("ws/.mcp-trash/old/secret.txt")).unwrap(),
+        b"CANARY-TRASHED\n"
+    );
+}
+
+/// A `.mcp-trash` that is a symlink (planted to widen the capability) is
+/// never followed.
+#[test]
+fn a_planted_trash_symlink_is_not_followed() {
+    let env = fixture();
+    env.symlink("../outside", "ws/.mcp-trash");
+    let ws = root(&env, "ws", Role::Workspace, Role::Workspace.ceiling());
+    let mut req = request(
+        &ws,
+        true,
+        &json!({"attack": "trash_mkdir", "path": "x"}),
+        Arc::default(),
+    );
+    req.stamp = Some("20261129T000000.000002Z".into());
+    let outcome = runtime().call(0, req);
+    assert!(
+        matches!(outcome.result, Err(CallError::Setup(ref m)) if m == "the trash of root 'ws' cannot be opened"),
+        "{:?}",
+        outcome.result.err()
+    );
+    assert!(!env.path("outside/x").exists());
 }

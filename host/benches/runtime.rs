@@ -51,6 +51,7 @@ fn bench(c: &mut Criterion) {
                     max_search_bytes: 1 << 26,
                 },
                 arguments: r#"{"root":"docs","path":"page.txt"}"#.into(),
+                stamp: None,
                 cancel: Arc::new(AtomicBool::new(false)),
             },
         );

@@ -31,6 +31,10 @@ pub struct Record<'a> {
     pub rule: Option<&'a str>,
     pub duration_ms: f64,
     pub bytes: u64,
+    /// Where the previous content of the path went (`.mcp-trash/…`), for a
+    /// change that kept it.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub trash: &'a [&'a str],
 }
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
@@ -52,7 +56,13 @@ impl<'a> Record<'a> {
             rule: None,
             duration_ms: 0.0,
             bytes: 0,
+            trash: &[],
         }
+    }
+
+    pub fn kept(mut self, trash: &'a [&'a str]) -> Record<'a> {
+        self.trash = trash;
+        self
     }
 
     pub fn denied(mut self, rule: &'a str) -> Record<'a> {

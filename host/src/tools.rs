@@ -11,6 +11,7 @@
 //! [`Toolbox`].
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
@@ -31,14 +32,21 @@ const AUDIT_CLIP: usize = 1024;
 /// What calling a listed tool does.
 enum Action {
     ListRoots,
-    Component { index: usize, paths: Vec<PathArg> },
+    Component {
+        index: usize,
+        paths: Vec<PathArg>,
+        /// Whether the tool keeps replaced and deleted content in the trash.
+        keeps_history: bool,
+    },
 }
 
 /// A path argument of a component, as declared by its `describe`.
 struct PathArg {
     root_field: String,
+    root_fallback: Option<String>,
     path_field: String,
     op: Permission,
+    across_roots: Option<Permission>,
     optional: bool,
 }
 
@@ -85,11 +93,11 @@ impl Toolbox {
             // A path argument may not do more than the tool declares: the
             // declaration decides where the tool is listed and how it is
             // annotated.
-            if let Some(p) = d
-                .path_arguments
-                .iter()
-                .find(|p| Permission::from(p.permission) > permission)
-            {
+            if let Some(p) = d.path_arguments.iter().find(|p| {
+                Permission::from(p.permission) > permission
+                    || p.across_roots
+                        .is_some_and(|a| Permission::from(a) > permission)
+            }) {
                 return Err(problem(format!(
                     "path argument '{}' needs {} but the tool declares only {permission}",
                     p.path_field,
@@ -137,14 +145,20 @@ impl Toolbox {
                 .iter()
                 .map(|p| PathArg {
                     root_field: p.root_field.clone(),
+                    root_fallback: p.root_fallback.clone(),
                     path_field: p.path_field.clone(),
                     op: p.permission.into(),
+                    across_roots: p.across_roots.map(Into::into),
                     optional: p.optional,
                 })
                 .collect();
             entries.push(Entry {
                 tool,
-                action: Action::Component { index, paths },
+                action: Action::Component {
+                    index,
+                    paths,
+                    keeps_history: d.keeps_history,
+                },
             });
         }
         Ok(Toolbox {
@@ -204,12 +218,19 @@ impl Toolbox {
         let arguments = arguments.unwrap_or_default();
         match &entry.action {
             Action::ListRoots => Ok(self.list_roots()),
-            Action::Component { index, paths } => {
+            Action::Component {
+                index,
+                paths,
+                keeps_history,
+            } => {
                 let resolved = match self.resolve_all(name, paths, &arguments) {
                     Ok(resolved) => resolved,
                     Err(message) => return Ok(error_result(message)),
                 };
-                Ok(self.run(name, *index, resolved, arguments, cancel).await)
+                let stamp = keeps_history.then(runtime::trash_stamp);
+                Ok(self
+                    .run(name, *index, resolved, arguments, stamp, cancel)
+                    .await)
             }
         }
     }
@@ -247,17 +268,29 @@ impl Toolbox {
         paths: &[PathArg],
         args: &JsonObject,
     ) -> Result<Vec<Resolved>, String> {
-        let mut resolved = Vec::with_capacity(paths.len());
+        let mut named = Vec::with_capacity(paths.len());
         for p in paths {
-            let root = string_arg(args, &p.root_field, false)?.unwrap_or_default();
+            let root = match (string_arg(args, &p.root_field, true)?, &p.root_fallback) {
+                (Some(root), _) => root,
+                (None, Some(fallback)) => string_arg(args, fallback, false)?.unwrap_or_default(),
+                (None, None) => string_arg(args, &p.root_field, false)?.unwrap_or_default(),
+            };
             let path = string_arg(args, &p.path_field, p.optional)?.unwrap_or_default();
-            match resolve(&self.config.roots, root, path, p.op) {
+            named.push((root, path, p));
+        }
+        let across = named.windows(2).any(|w| w[0].0 != w[1].0);
+        let mut resolved = Vec::with_capacity(named.len());
+        for (root, path, p) in named {
+            let op = match p.across_roots {
+                Some(stronger) if across => stronger,
+                _ => p.op,
+            };
+            match resolve(&self.config.roots, root, path, op) {
                 Ok(r) => resolved.push(r),
                 Err(denial) => {
                     let (root_c, path_c) = (clip(root), clip(path));
-                    self.audit.log(
-                        &Record::new(tool, &root_c, &path_c, p.op).denied(denial.rule.as_str()),
-                    );
+                    self.audit
+                        .log(&Record::new(tool, &root_c, &path_c, op).denied(denial.rule.as_str()));
                     return Err(format!(
                         "refused by rule '{}': {} (root '{}', path '{}')",
                         denial.rule,
@@ -277,6 +310,7 @@ impl Toolbox {
         index: usize,
         resolved: Vec<Resolved>,
         arguments: JsonObject,
+        stamp: Option<String>,
         cancel: Arc<AtomicBool>,
     ) -> CallToolResult {
         let mut mounts: Vec<CallMount> = Vec::new();
@@ -299,6 +333,7 @@ impl Toolbox {
                 max_search_bytes: limits.max_search_bytes,
             },
             arguments: Value::Object(arguments).to_string(),
+            stamp,
             cancel,
         };
         let started = Instant::now();
@@ -320,8 +355,18 @@ impl Toolbox {
         };
         for r in &resolved {
             let path = clip(r.requested());
-            self.audit
-                .log(&Record::new(tool, &r.root().name, &path, r.op()).took(elapsed, bytes));
+            // Where the previous content of this path went, if anywhere.
+            let kept: Vec<&str> = outcome
+                .kept
+                .iter()
+                .filter(|k| k.root == r.root().name && Path::new(&k.from) == r.real_rel())
+                .map(|k| k.to.as_str())
+                .collect();
+            self.audit.log(
+                &Record::new(tool, &r.root().name, &path, r.op())
+                    .took(elapsed, bytes)
+                    .kept(&kept),
+            );
         }
         for refusal in &outcome.refusals {
             self.audit.log(

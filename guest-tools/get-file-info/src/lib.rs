@@ -76,10 +76,13 @@ impl Guest for GetFileInfo {
             },
             path_arguments: vec![PathArgument {
                 root_field: "root".into(),
+                root_fallback: None,
                 path_field: "path".into(),
                 permission: Permission::Read,
+                across_roots: None,
                 optional: false,
             }],
+            keeps_history: false,
         }
     }
 

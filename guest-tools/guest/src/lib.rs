@@ -36,7 +36,7 @@ pub mod bindings {
 
 pub use bindings::exports::loom_fs::tool::tool::{
     Annotations, Context, Descriptor, Guest, Image, Limits, Mount, Output, PathArgument,
-    Permission, ToolError,
+    Permission, ToolError, Trash,
 };
 
 /// Registers a type implementing [`Guest`] as this component's tool.

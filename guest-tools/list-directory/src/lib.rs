@@ -98,10 +98,13 @@ impl Guest for ListDirectory {
             },
             path_arguments: vec![PathArgument {
                 root_field: "root".into(),
+                root_fallback: None,
                 path_field: "path".into(),
                 permission: Permission::Read,
+                across_roots: None,
                 optional: true,
             }],
+            keeps_history: false,
         }
     }
 

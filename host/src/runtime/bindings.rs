@@ -9,7 +9,7 @@ wasmtime::component::bindgen!({
 
 pub use exports::loom_fs::tool::tool::{
     Annotations, Context, Descriptor, Image, Limits, Mount, Output, PathArgument, Permission,
-    ToolError,
+    ToolError, Trash,
 };
 
 impl From<Permission> for crate::policy::Permission {

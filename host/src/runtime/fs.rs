@@ -25,7 +25,7 @@
 //! when it was opened, and wasmtime-wasi enforces its open mode (a read-only
 //! preopen yields no writable descriptor).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
@@ -42,11 +42,52 @@ use wasmtime_wasi::p2::{FsError, FsResult};
 
 use crate::policy::{Permission, Perms, Root};
 
-/// A root preopened for this call.
+/// A directory preopened for this call: a root, or a root's trash.
 pub struct Mount {
     pub root: Arc<Root>,
     /// Where the guest sees it.
     pub guest_dir: String,
+    /// The host directory it opens: the root, or `<root>/.mcp-trash`.
+    pub host: PathBuf,
+    /// Whether this is the root's trash: entries may be moved or linked in
+    /// and directories created; nothing is read, listed or removed there.
+    pub trash: bool,
+}
+
+impl Mount {
+    pub fn root(root: Arc<Root>, guest_dir: String) -> Mount {
+        let host = root.path.clone();
+        Mount {
+            root,
+            guest_dir,
+            host,
+            trash: false,
+        }
+    }
+
+    pub fn trash(root: Arc<Root>, guest_dir: String) -> Mount {
+        let host = root.path.join(TRASH_DIR);
+        Mount {
+            root,
+            guest_dir,
+            host,
+            trash: true,
+        }
+    }
+}
+
+/// The trash directory of every root.
+pub const TRASH_DIR: &str = ".mcp-trash";
+
+/// Something a call moved or linked into a root's trash: where the previous
+/// content of a path went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Kept {
+    pub root: String,
+    /// Root-relative path it was taken from.
+    pub from: String,
+    /// Root-relative path in the trash (`.mcp-trash/<stamp>/…`).
+    pub to: String,
 }
 
 /// A guest operation the policy refused, for the audit log.
@@ -77,7 +118,11 @@ pub struct FsGuard {
     /// Directory entry stream → the directory's handle and a descriptor of
     /// its own (the guest may drop the directory's before the stream's).
     streams: HashMap<u32, (Handle, Arc<OwnedFd>)>,
+    /// Files and directories this call created: it may remove them again
+    /// without delete permission (a temporary file whose write failed).
+    created: HashSet<(usize, PathBuf)>,
     refusals: Vec<Refusal>,
+    kept: Vec<Kept>,
 }
 
 impl FsGuard {
@@ -86,13 +131,69 @@ impl FsGuard {
             mounts,
             handles: HashMap::new(),
             streams: HashMap::new(),
+            created: HashSet::new(),
             refusals: Vec::new(),
+            kept: Vec::new(),
         }
     }
 
     /// The refusals recorded so far.
     pub fn take_refusals(&mut self) -> Vec<Refusal> {
         std::mem::take(&mut self.refusals)
+    }
+
+    /// What the call moved or linked into a trash.
+    pub fn take_kept(&mut self) -> Vec<Kept> {
+        std::mem::take(&mut self.kept)
+    }
+
+    /// Refuses any operation on a trash other than creating directories and
+    /// moving or linking entries in.
+    fn not_trash(&mut self, h: &Handle, rel: &Path, op: Permission) -> FsResult<()> {
+        if self.mounts[h.mount].trash {
+            return Err(self.refuse(Some(h.mount), rel, op, "trash"));
+        }
+        Ok(())
+    }
+
+    fn same_root(&self, a: usize, b: usize) -> bool {
+        Arc::ptr_eq(&self.mounts[a].root, &self.mounts[b].root)
+    }
+
+    /// Whether two roots deny the same names (built-in and config-wide
+    /// patterns are shared; compare their own).
+    fn same_deny(&self, a: usize, b: usize) -> bool {
+        let own = |m: usize| {
+            let mut p = self.mounts[m].root.extra_deny.clone();
+            p.sort();
+            p
+        };
+        own(a) == own(b)
+    }
+
+    /// Records what a rename or link put into a trash.
+    fn keep(&mut self, from: &Handle, to: &Handle) {
+        if self.mounts[to.mount].trash && !self.mounts[from.mount].trash {
+            self.kept.push(Kept {
+                root: self.mounts[from.mount].root.name.clone(),
+                from: from.rel.to_string_lossy().into_owned(),
+                to: Path::new(TRASH_DIR)
+                    .join(&to.rel)
+                    .to_string_lossy()
+                    .into_owned(),
+            });
+        }
+    }
+
+    /// Forgets every descriptor under `rel` of `mount`: after a rename their
+    /// recorded paths would be wrong, and nothing may act on a stale path.
+    fn forget_under(&mut self, mount: usize, rel: &Path) {
+        self.handles
+            .retain(|_, h| !(h.mount == mount && h.rel.starts_with(rel)));
+        self.streams
+            .retain(|_, (h, _)| !(h.mount == mount && h.rel.starts_with(rel)));
+        self.created
+            .retain(|(m, p)| !(*m == mount && p.starts_with(rel)));
     }
 
     fn refuse(
@@ -103,6 +204,12 @@ impl FsGuard {
         rule: &'static str,
     ) -> FsError {
         let root = mount.map_or_else(|| "?".to_string(), |m| self.mounts[m].root.name.clone());
+        let in_trash = mount.is_some_and(|m| self.mounts[m].trash);
+        let path = if in_trash {
+            Path::new(TRASH_DIR).join(path)
+        } else {
+            path.to_path_buf()
+        };
         self.refusals.push(Refusal {
             root,
             path: path.to_string_lossy().into_owned(),
@@ -127,7 +234,8 @@ impl FsGuard {
     /// Step 1: joins `path` to the handle's path lexically and checks it.
     fn lexical(&mut self, h: &Handle, path: &str, op: Permission) -> FsResult<PathBuf> {
         let shown = h.rel.join(path);
-        if !self.perms(h.mount).contains(op) {
+        // A trash has no role of its own: each operation is gated by `not_trash`.
+        if !self.mounts[h.mount].trash && !self.perms(h.mount).contains(op) {
             return Err(self.refuse(Some(h.mount), &shown, op, "permission"));
         }
         let Some(rel) = join_lexically(&h.rel, Path::new(path)) else {
@@ -148,9 +256,10 @@ impl FsGuard {
         shown: &Path,
         op: Permission,
     ) -> FsResult<PathBuf> {
-        let root = &self.mounts[h.mount].root;
+        let mount = &self.mounts[h.mount];
+        let root = &mount.root;
         let real =
-            real_path(fd).and_then(|p| p.strip_prefix(&root.path).ok().map(Path::to_path_buf));
+            real_path(fd).and_then(|p| p.strip_prefix(&mount.host).ok().map(Path::to_path_buf));
         match real {
             None => Err(self.refuse(Some(h.mount), shown, op, "confinement")),
             Some(rel) if root.deny.match_path(&rel).is_some() => {
@@ -407,6 +516,32 @@ impl PolicedFs<'_> {
         })
     }
 
+    /// Checks a path about to be unlinked or removed: delete permission,
+    /// unless this call created it; never in a trash.
+    fn check_removal(&mut self, fd: &Resource<Descriptor>, path: &str) -> FsResult<Handle> {
+        let h = self.guard.handle(fd.rep(), Permission::Delete)?;
+        let own = join_lexically(&h.rel, Path::new(path))
+            .is_some_and(|rel| self.guard.created.contains(&(h.mount, rel)));
+        let op = if own {
+            Permission::Write
+        } else {
+            Permission::Delete
+        };
+        let target = self.check_existing(fd, path, op, false, false)?;
+        self.guard
+            .not_trash(&target, &target.rel, Permission::Delete)?;
+        Ok(target)
+    }
+
+    /// Whether `path` (not following a final symlink) is a directory.
+    fn is_directory(&self, fd: &Resource<Descriptor>, path: &str) -> FsResult<bool> {
+        let Probe::Found(found) = probe(self.dir_fd(fd)?, path, false) else {
+            return Ok(false);
+        };
+        Ok(rustix::fs::fstat(&found)
+            .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory))
+    }
+
     /// Whether `path` is a symlink whose target does not exist (or leaves the root).
     fn is_dangling_symlink(&self, fd: &Resource<Descriptor>, path: &str) -> FsResult<bool> {
         let dir = self.dir_fd(fd)?;
@@ -432,7 +567,14 @@ impl preopens::Host for PolicedFs<'_> {
     fn get_directories(&mut self) -> wasmtime::Result<Vec<(Resource<Descriptor>, String)>> {
         let dirs = preopens::Host::get_directories(&mut self.fs)?;
         for (fd, name) in &dirs {
-            if let Some(mount) = self.guard.mounts.iter().position(|m| &m.guest_dir == name) {
+            let Some(mount) = self.guard.mounts.iter().position(|m| &m.guest_dir == name) else {
+                continue;
+            };
+            // The preopen must be the very directory meant: a root swapped
+            // for a symlink, or a `.mcp-trash` planted as one, is left
+            // untracked, so every use of it is refused.
+            let opened = raw_fd(self.fs.table.get(fd)?);
+            if real_path(opened).as_deref() == Some(self.guard.mounts[mount].host.as_path()) {
                 self.guard.handles.insert(
                     fd.rep(),
                     Handle {
@@ -440,6 +582,10 @@ impl preopens::Host for PolicedFs<'_> {
                         rel: PathBuf::new(),
                     },
                 );
+            } else {
+                let root = Some(mount);
+                self.guard
+                    .refuse(root, Path::new(""), Permission::Read, "confinement");
             }
         }
         Ok(dirs)
@@ -483,6 +629,20 @@ impl fs::HostDescriptor for PolicedFs<'_> {
                 .guard
                 .refuse(Some(h.mount), &shown, op, "too_many_descriptors"));
         }
+        // In a trash, only an exclusive create for writing (a copy kept when
+        // a hard link is impossible).
+        let h = self.guard.handle(fd.rep(), op)?;
+        if self.guard.mounts[h.mount].trash
+            && !(oflags.contains(fs::OpenFlags::CREATE | fs::OpenFlags::EXCLUSIVE)
+                && flags.contains(fs::DescriptorFlags::WRITE)
+                && !flags.contains(fs::DescriptorFlags::READ))
+        {
+            return Err(self
+                .guard
+                .refuse(Some(h.mount), &h.rel.join(&path), op, "trash"));
+        }
+        let creates = oflags.contains(fs::OpenFlags::CREATE)
+            && !matches!(probe(self.dir_fd(&fd)?, &path, follow), Probe::Found(_));
         let checked = if oflags.contains(fs::OpenFlags::CREATE) {
             self.check_new(&fd, &path, op)?;
             // An existing target is checked like any other (it may be an alias).
@@ -508,6 +668,9 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         };
         match real {
             Ok(rel) => {
+                if creates {
+                    self.guard.created.insert((checked.mount, rel.clone()));
+                }
                 self.guard.handles.insert(
                     new.rep(),
                     Handle {
@@ -556,6 +719,7 @@ impl fs::HostDescriptor for PolicedFs<'_> {
 
     fn readlink_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<String> {
         let h = self.check_existing(&fd, &path, Permission::Read, false, false)?;
+        self.guard.not_trash(&h, &h.rel, Permission::Read)?;
         let target = fs::HostDescriptor::readlink_at(&mut self.fs, fd, path)?;
         // A link's text must not tell the guest about what lies outside the
         // root or behind a denied name.
@@ -593,13 +757,16 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         mtim: fs::NewTimestamp,
     ) -> FsResult<()> {
         let follow = path_flags.contains(fs::PathFlags::SYMLINK_FOLLOW);
-        self.check_existing(&fd, &path, Permission::Write, follow, false)?;
+        let h = self.check_existing(&fd, &path, Permission::Write, follow, false)?;
+        self.guard.not_trash(&h, &h.rel, Permission::Write)?;
         fs::HostDescriptor::set_times_at(&mut self.fs, fd, path_flags, path, atim, mtim)
     }
 
     fn create_directory_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
-        self.check_new(&fd, &path, Permission::Write)?;
-        fs::HostDescriptor::create_directory_at(&mut self.fs, fd, path)
+        let dir = self.check_new(&fd, &path, Permission::Write)?;
+        fs::HostDescriptor::create_directory_at(&mut self.fs, fd, path)?;
+        self.guard.created.insert((dir.mount, dir.rel));
+        Ok(())
     }
 
     fn link_at(
@@ -612,8 +779,9 @@ impl fs::HostDescriptor for PolicedFs<'_> {
     ) -> FsResult<()> {
         let follow = old_path_flags.contains(fs::PathFlags::SYMLINK_FOLLOW);
         let old = self.check_existing(&fd, &old_path, Permission::Write, follow, true)?;
+        self.guard.not_trash(&old, &old.rel, Permission::Write)?;
         let new = self.check_new(&new_descriptor, &new_path, Permission::Write)?;
-        if old.mount != new.mount {
+        if !self.guard.same_root(old.mount, new.mount) {
             return Err(self.guard.refuse(
                 Some(new.mount),
                 &new.rel,
@@ -628,7 +796,9 @@ impl fs::HostDescriptor for PolicedFs<'_> {
             old_path,
             new_descriptor,
             new_path,
-        )
+        )?;
+        self.guard.keep(&old, &new);
+        Ok(())
     }
 
     fn symlink_at(
@@ -638,49 +808,46 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         dest_path: String,
     ) -> FsResult<()> {
         let link = self.check_new(&fd, &dest_path, Permission::Write)?;
-        // The link's target must stay inside the root and name nothing denied.
-        let parent = link.rel.parent().unwrap_or(Path::new(""));
-        match join_lexically(parent, Path::new(&src_path)) {
-            None => {
-                return Err(self.guard.refuse(
-                    Some(link.mount),
-                    &link.rel,
-                    Permission::Write,
-                    "confinement",
-                ));
-            }
-            Some(to)
-                if self.guard.mounts[link.mount]
-                    .root
-                    .deny
-                    .match_path(&to)
-                    .is_some()
-                    || self.guard.mounts[link.mount]
-                        .root
-                        .deny
-                        .match_path(Path::new(&src_path))
-                        .is_some() =>
-            {
-                return Err(self.guard.refuse(
-                    Some(link.mount),
-                    &link.rel,
-                    Permission::Write,
-                    "deny",
-                ));
-            }
-            Some(_) => {}
+        self.guard.not_trash(&link, &link.rel, Permission::Write)?;
+        // A new link may only point down from where it sits: no absolute
+        // target and no `..`, so no chain of links can climb out of the root.
+        let target = Path::new(&src_path);
+        if target
+            .components()
+            .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+        {
+            return Err(self.guard.refuse(
+                Some(link.mount),
+                &link.rel,
+                Permission::Write,
+                "confinement",
+            ));
+        }
+        if self.guard.mounts[link.mount]
+            .root
+            .deny
+            .match_path(target)
+            .is_some()
+        {
+            return Err(self
+                .guard
+                .refuse(Some(link.mount), &link.rel, Permission::Write, "deny"));
         }
         fs::HostDescriptor::symlink_at(&mut self.fs, fd, src_path, dest_path)
     }
 
     fn unlink_file_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
-        self.check_existing(&fd, &path, Permission::Delete, false, false)?;
-        fs::HostDescriptor::unlink_file_at(&mut self.fs, fd, path)
+        let target = self.check_removal(&fd, &path)?;
+        fs::HostDescriptor::unlink_file_at(&mut self.fs, fd, path)?;
+        self.guard.forget_under(target.mount, &target.rel);
+        Ok(())
     }
 
     fn remove_directory_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
-        self.check_existing(&fd, &path, Permission::Delete, false, false)?;
-        fs::HostDescriptor::remove_directory_at(&mut self.fs, fd, path)
+        let target = self.check_removal(&fd, &path)?;
+        fs::HostDescriptor::remove_directory_at(&mut self.fs, fd, path)?;
+        self.guard.forget_under(target.mount, &target.rel);
+        Ok(())
     }
 
     fn rename_at(
@@ -691,17 +858,42 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         new_path: String,
     ) -> FsResult<()> {
         let old = self.check_existing(&fd, &old_path, Permission::Write, false, false)?;
+        self.guard.not_trash(&old, &old.rel, Permission::Write)?;
         let new = self.check_new(&new_fd, &new_path, Permission::Write)?;
-        if old.mount != new.mount && !self.guard.perms(old.mount).contains(Permission::Delete) {
-            // Moving out of a root takes the file away from it: a delete there.
-            return Err(self.guard.refuse(
-                Some(old.mount),
-                &old.rel,
-                Permission::Delete,
-                "permission",
-            ));
+        if !self.guard.same_root(old.mount, new.mount) {
+            if self.guard.mounts[new.mount].trash {
+                // Into another root's trash: never.
+                return Err(self.guard.refuse(
+                    Some(new.mount),
+                    &new.rel,
+                    Permission::Write,
+                    "trash",
+                ));
+            }
+            if !self.guard.perms(old.mount).contains(Permission::Delete) {
+                // Moving out of a root takes the file away from it: a delete there.
+                return Err(self.guard.refuse(
+                    Some(old.mount),
+                    &old.rel,
+                    Permission::Delete,
+                    "permission",
+                ));
+            }
+            // A directory carries entries hidden by its root's deny list; in
+            // a root that denies less they would appear.
+            if self.is_directory(&fd, &old_path)? && !self.guard.same_deny(old.mount, new.mount) {
+                return Err(self.guard.refuse(
+                    Some(old.mount),
+                    &old.rel,
+                    Permission::Write,
+                    "deny",
+                ));
+            }
         }
-        fs::HostDescriptor::rename_at(&mut self.fs, fd, old_path, new_fd, new_path)
+        fs::HostDescriptor::rename_at(&mut self.fs, fd, old_path, new_fd, new_path)?;
+        self.guard.forget_under(old.mount, &old.rel);
+        self.guard.keep(&old, &new);
+        Ok(())
     }
 
     fn read_directory(
@@ -709,6 +901,7 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         fd: Resource<Descriptor>,
     ) -> FsResult<Resource<fs::DirectoryEntryStream>> {
         let h = self.tracked(&fd, Permission::Read)?;
+        self.guard.not_trash(&h, &h.rel, Permission::Read)?;
         if !self.guard.perms(h.mount).contains(Permission::Read) {
             return Err(self
                 .guard

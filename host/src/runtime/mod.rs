@@ -30,7 +30,7 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 pub use bindings::{Annotations, Descriptor, Image, Output, PathArgument, Permission, ToolError};
 pub use cache::Cache;
-use fs::{FsGuard, Mount, PolicedFs, Refusal};
+use fs::{FsGuard, Kept, Mount, PolicedFs, Refusal, TRASH_DIR};
 
 use crate::policy::Root;
 
@@ -86,6 +86,8 @@ pub enum CallError {
 pub struct CallOutcome {
     pub result: Result<Output, CallError>,
     pub refusals: Vec<Refusal>,
+    /// What the call moved or linked into a trash.
+    pub kept: Vec<Kept>,
 }
 
 /// One root as a call sees it.
@@ -96,6 +98,9 @@ pub struct CallMount {
 
 pub struct CallRequest {
     pub mounts: Vec<CallMount>,
+    /// For a tool that keeps history: this call's trash entry name. The
+    /// trash of every writable mount is then preopened.
+    pub stamp: Option<String>,
     pub limits: GuestLimits,
     pub arguments: String,
     /// Set by the caller to stop the call (client cancellation).
@@ -305,6 +310,7 @@ impl Runtime {
         let setup = |e: String| CallOutcome {
             result: Err(CallError::Setup(e)),
             refusals: vec![],
+            kept: vec![],
         };
         let mut wasi = WasiCtxBuilder::new();
         // Before any preopen: each preopen captures it (2-5x cheaper calls).
@@ -321,16 +327,37 @@ impl Runtime {
             if wasi.preopened_dir(&m.root.path, &guest_dir, perms).is_err() {
                 return setup(format!("root '{}' cannot be opened", m.root.name));
             }
+            let trash = match (&req.stamp, m.writable) {
+                (Some(stamp), true) => {
+                    let dir = format!("/.trash/{}", m.root.name);
+                    if open_trash(&m.root.path)
+                        .and_then(|host| {
+                            wasi.preopened_dir(&host, &dir, FsPerms::ReadWrite)
+                                .map_err(|e| std::io::Error::other(e.to_string()))
+                        })
+                        .is_err()
+                    {
+                        return setup(format!(
+                            "the trash of root '{}' cannot be opened",
+                            m.root.name
+                        ));
+                    }
+                    mounts.push(Mount::trash(Arc::clone(&m.root), dir.clone()));
+                    Some(bindings::Trash {
+                        dir,
+                        stamp: stamp.clone(),
+                    })
+                }
+                _ => None,
+            };
             context_mounts.push(bindings::Mount {
                 name: m.root.name.clone(),
                 dir: guest_dir.clone(),
                 writable: m.writable,
                 max_read_bytes: m.root.max_read_bytes,
+                trash,
             });
-            mounts.push(Mount {
-                root: Arc::clone(&m.root),
-                guest_dir,
-            });
+            mounts.push(Mount::root(Arc::clone(&m.root), guest_dir));
         }
         let stderr = MemoryOutputPipe::new(8 * 1024);
         wasi.stderr(stderr.clone());
@@ -375,9 +402,11 @@ impl Runtime {
                 )))
             }
         };
+        let guard = &mut store.data_mut().guard;
         CallOutcome {
             result,
-            refusals: store.data_mut().guard.take_refusals(),
+            refusals: guard.take_refusals(),
+            kept: guard.take_kept(),
         }
     }
 }
@@ -393,6 +422,40 @@ impl CallState {
             guard: FsGuard::new(vec![]),
         }
     }
+}
+
+/// The trash directory of a root, created if missing. It must be a real
+/// directory: a symlink of that name is refused, never followed.
+fn open_trash(root: &std::path::Path) -> std::io::Result<PathBuf> {
+    let trash = root.join(TRASH_DIR);
+    match std::fs::create_dir(&trash) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    if !std::fs::symlink_metadata(&trash)?.is_dir() {
+        return Err(std::io::Error::other("the trash is not a directory"));
+    }
+    Ok(trash)
+}
+
+/// A trash entry name for a call: UTC time to the microsecond
+/// (`20261129T203000.123456Z`), strictly increasing within the process so
+/// two calls never share an entry.
+pub fn trash_stamp() -> String {
+    use std::sync::Mutex;
+    use std::time::{SystemTime, UNIX_EPOCH};
+    static LAST: Mutex<u128> = Mutex::new(0);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros());
+    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+    let micros = now.max(*last + 1);
+    *last = micros;
+    let time = UNIX_EPOCH + Duration::from_micros(micros as u64);
+    humantime::format_rfc3339_micros(time)
+        .to_string()
+        .replace(['-', ':'], "")
 }
 
 /// Where the build wrote the built-in components as plain `.wasm` files.
