@@ -12,7 +12,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// The tool crates of `guest-tools/`, by the name of the `.wasm` they produce.
-const TOOLS: &[&str] = &["read_file", "list_directory", "get_file_info"];
+const TOOLS: &[&str] = &[
+    "read_file",
+    "list_directory",
+    "get_file_info",
+    "write_file",
+    "create_directory",
+    "delete_file",
+];
 
 const TARGET: &str = "wasm32-wasip2";
 

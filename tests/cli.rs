@@ -63,7 +63,11 @@ fn check_prints_roots_and_tool_surface() {
         stdout.contains("  read    get_file_info, list_directory, list_roots, read_file"),
         "{stdout}"
     );
-    assert!(stdout.contains("  write   (none)"), "{stdout}");
+    assert!(
+        stdout.contains("  write   create_directory, write_file"),
+        "{stdout}"
+    );
+    // `work` narrows its role to read and write: no root grants delete.
     assert!(stdout.contains("  delete  (none)"), "{stdout}");
 
     let ro = command()

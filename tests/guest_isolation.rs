@@ -418,10 +418,13 @@ fn the_trash_only_takes_things_in() {
         (text, outcome.refusals, outcome.kept)
     };
     for args in [
-        json!({"attack": "trash_read", "path": "old/secret.txt"}),
+        json!({"attack": "trash_read", "path": ".mcp-trash/old/secret.txt"}),
         json!({"attack": "trash_list"}),
-        json!({"attack": "trash_unlink", "path": "old/secret.txt"}),
-        json!({"attack": "trash_out", "path": "old/secret.txt"}),
+        json!({"attack": "trash_unlink", "path": ".mcp-trash/old/secret.txt"}),
+        json!({"attack": "trash_out", "path": ".mcp-trash/old/secret.txt"}),
+        // Through the trash mount, nothing but the trash.
+        json!({"attack": "trash_read", "path": "keep.txt"}),
+        json!({"attack": "trash_mkdir", "path": "elsewhere"}),
         json!({"attack": "std_read", "path": ".mcp-trash/old/secret.txt"}),
         json!({"attack": "raw_list", "path": ".mcp-trash"}),
     ] {
@@ -433,16 +436,17 @@ fn the_trash_only_takes_things_in() {
         assert!(!report.contains("CANARY"), "{args}: {report}");
         assert!(!refusals.is_empty(), "{args}: refusal not recorded");
     }
-    let (made, _, _) = call(json!({"attack": "trash_mkdir", "path": "20261129T000000.000001Z"}));
-    assert_eq!(made, "ok: created");
+    let (made, refused, _) =
+        call(json!({"attack": "trash_mkdir", "path": ".mcp-trash/20261129T000000.000001Z"}));
+    assert_eq!(made, "ok: created", "{refused:?}");
     let (linked, _, kept) = call(json!({"attack": "trash_link", "path": "keep.txt",
-        "to": "20261129T000000.000001Z/keep.txt"}));
+        "to": ".mcp-trash/20261129T000000.000001Z/keep.txt"}));
     assert_eq!(linked, "ok: linked in");
     assert_eq!(kept.len(), 1);
     assert_eq!(kept[0].from, "keep.txt");
     assert_eq!(kept[0].to, ".mcp-trash/20261129T000000.000001Z/keep.txt");
     let (moved, _, kept) = call(json!({"attack": "trash_in", "path": "b.txt",
-        "to": "20261129T000000.000001Z/b.txt"}));
+        "to": ".mcp-trash/20261129T000000.000001Z/b.txt"}));
     assert_eq!(moved, "ok: moved in");
     assert_eq!(kept[0].to, ".mcp-trash/20261129T000000.000001Z/b.txt");
     assert_eq!(
@@ -466,15 +470,17 @@ fn a_planted_trash_symlink_is_not_followed() {
     let mut req = request(
         &ws,
         true,
-        &json!({"attack": "trash_mkdir", "path": "x"}),
+        &json!({"attack": "trash_mkdir", "path": ".mcp-trash/x"}),
         Arc::default(),
     );
     req.stamp = Some("20261129T000000.000002Z".into());
     let outcome = runtime().call(0, req);
+    let report = outcome.result.unwrap().text.join("");
+    assert!(report.starts_with("refused"), "{report}");
     assert!(
-        matches!(outcome.result, Err(CallError::Setup(ref m)) if m == "the trash of root 'ws' cannot be opened"),
+        outcome.refusals.iter().any(|r| r.rule == "confinement"),
         "{:?}",
-        outcome.result.err()
+        outcome.refusals
     );
     assert!(!env.path("outside/x").exists());
 }

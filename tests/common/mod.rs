@@ -86,8 +86,34 @@ impl Env {
     /// Every file under the temporary directory with its content, to prove
     /// that nothing changed.
     pub fn snapshot(&self) -> Vec<(PathBuf, Option<Vec<u8>>)> {
+        self.snapshot_of("")
+    }
+
+    /// Every file under `rel` with its content.
+    pub fn snapshot_of(&self, rel: &str) -> Vec<(PathBuf, Option<Vec<u8>>)> {
         let mut out = Vec::new();
-        snapshot_into(&self.dir, &self.dir, &mut out);
+        let base = self.path(rel);
+        snapshot_into(&base, &base, &mut out);
+        out.sort();
+        out
+    }
+
+    /// The entries of `<root>/.mcp-trash`: `(stamp, path inside it, content)`.
+    pub fn trash(&self, root: &str) -> Vec<(String, PathBuf, Option<Vec<u8>>)> {
+        let dir = self.path(&format!("{root}/.mcp-trash"));
+        if !dir.exists() {
+            return vec![];
+        }
+        let mut out = Vec::new();
+        for stamp in fs::read_dir(&dir).unwrap() {
+            let stamp = stamp.unwrap();
+            let name = stamp.file_name().to_string_lossy().into_owned();
+            let mut files = Vec::new();
+            snapshot_into(&stamp.path(), &stamp.path(), &mut files);
+            for (path, content) in files {
+                out.push((name.clone(), path, content));
+            }
+        }
         out.sort();
         out
     }

@@ -16,6 +16,7 @@
 pub mod content;
 pub mod sys;
 pub mod walk;
+pub mod write;
 
 use std::fs::{FileType, Metadata};
 use std::io;

@@ -47,10 +47,11 @@ pub struct Mount {
     pub root: Arc<Root>,
     /// Where the guest sees it.
     pub guest_dir: String,
-    /// The host directory it opens: the root, or `<root>/.mcp-trash`.
+    /// The host directory it opens (the root).
     pub host: PathBuf,
-    /// Whether this is the root's trash: entries may be moved or linked in
-    /// and directories created; nothing is read, listed or removed there.
+    /// Whether this is the root's trash mount: only `.mcp-trash/…` is
+    /// reachable, where entries may be moved or linked in and directories
+    /// created; nothing is read, listed or removed there.
     pub trash: bool,
 }
 
@@ -65,8 +66,10 @@ impl Mount {
         }
     }
 
+    /// The root again, through which only `.mcp-trash/…` can be reached
+    /// (and created, the first time something is kept).
     pub fn trash(root: Arc<Root>, guest_dir: String) -> Mount {
-        let host = root.path.join(TRASH_DIR);
+        let host = root.path.clone();
         Mount {
             root,
             guest_dir,
@@ -156,6 +159,18 @@ impl FsGuard {
         Ok(())
     }
 
+    /// Whether the deny list refuses `rel` (root-relative) in `mount`; in a
+    /// trash mount, what lies below `.mcp-trash`.
+    fn denies(&self, mount: usize, rel: &Path) -> bool {
+        let m = &self.mounts[mount];
+        let checked = if m.trash {
+            rel.strip_prefix(TRASH_DIR).unwrap_or(rel)
+        } else {
+            rel
+        };
+        m.root.deny.match_path(checked).is_some()
+    }
+
     fn same_root(&self, a: usize, b: usize) -> bool {
         Arc::ptr_eq(&self.mounts[a].root, &self.mounts[b].root)
     }
@@ -177,10 +192,7 @@ impl FsGuard {
             self.kept.push(Kept {
                 root: self.mounts[from.mount].root.name.clone(),
                 from: from.rel.to_string_lossy().into_owned(),
-                to: Path::new(TRASH_DIR)
-                    .join(&to.rel)
-                    .to_string_lossy()
-                    .into_owned(),
+                to: to.rel.to_string_lossy().into_owned(),
             });
         }
     }
@@ -204,12 +216,6 @@ impl FsGuard {
         rule: &'static str,
     ) -> FsError {
         let root = mount.map_or_else(|| "?".to_string(), |m| self.mounts[m].root.name.clone());
-        let in_trash = mount.is_some_and(|m| self.mounts[m].trash);
-        let path = if in_trash {
-            Path::new(TRASH_DIR).join(path)
-        } else {
-            path.to_path_buf()
-        };
         self.refusals.push(Refusal {
             root,
             path: path.to_string_lossy().into_owned(),
@@ -241,6 +247,17 @@ impl FsGuard {
         let Some(rel) = join_lexically(&h.rel, Path::new(path)) else {
             return Err(self.refuse(Some(h.mount), &shown, op, "confinement"));
         };
+        if self.mounts[h.mount].trash {
+            // Through a trash mount only the trash is reachable; below it the
+            // deny list applies as anywhere.
+            return match rel.strip_prefix(TRASH_DIR) {
+                Ok(inside) if self.mounts[h.mount].root.deny.match_path(inside).is_none() => {
+                    Ok(rel)
+                }
+                Ok(_) => Err(self.refuse(Some(h.mount), &rel, op, "deny")),
+                Err(_) => Err(self.refuse(Some(h.mount), &rel, op, "trash")),
+            };
+        }
         let deny = &self.mounts[h.mount].root.deny;
         if deny.match_path(Path::new(path)).is_some() || deny.match_path(&rel).is_some() {
             return Err(self.refuse(Some(h.mount), &rel, op, "deny"));
@@ -260,12 +277,18 @@ impl FsGuard {
         let root = &mount.root;
         let real =
             real_path(fd).and_then(|p| p.strip_prefix(&mount.host).ok().map(Path::to_path_buf));
-        match real {
-            None => Err(self.refuse(Some(h.mount), shown, op, "confinement")),
-            Some(rel) if root.deny.match_path(&rel).is_some() => {
+        let checked = match &real {
+            Some(rel) if mount.trash => rel.strip_prefix(TRASH_DIR).ok(),
+            Some(rel) => Some(rel.as_path()),
+            None => None,
+        };
+        match (real.as_ref(), checked) {
+            (None, _) => Err(self.refuse(Some(h.mount), shown, op, "confinement")),
+            (Some(_), None) => Err(self.refuse(Some(h.mount), shown, op, "trash")),
+            (Some(_), Some(inside)) if root.deny.match_path(inside).is_some() => {
                 Err(self.refuse(Some(h.mount), shown, op, "deny"))
             }
-            Some(rel) => Ok(rel),
+            (Some(rel), Some(_)) => Ok(rel.clone()),
         }
     }
 }
@@ -502,12 +525,7 @@ impl PolicedFs<'_> {
         };
         let real_parent = self.guard.real(&h, probe.as_fd(), &rel, op)?;
         let real = real_parent.join(name);
-        if self.guard.mounts[h.mount]
-            .root
-            .deny
-            .match_path(&real)
-            .is_some()
-        {
+        if self.guard.denies(h.mount, &real) {
             return Err(self.guard.refuse(Some(h.mount), &rel, op, "deny"));
         }
         Ok(Handle {

@@ -329,20 +329,15 @@ impl Runtime {
             }
             let trash = match (&req.stamp, m.writable) {
                 (Some(stamp), true) => {
-                    let dir = format!("/.trash/{}", m.root.name);
-                    if open_trash(&m.root.path)
-                        .and_then(|host| {
-                            wasi.preopened_dir(&host, &dir, FsPerms::ReadWrite)
-                                .map_err(|e| std::io::Error::other(e.to_string()))
-                        })
+                    let mount_dir = format!("/.trash/{}", m.root.name);
+                    if wasi
+                        .preopened_dir(&m.root.path, &mount_dir, FsPerms::ReadWrite)
                         .is_err()
                     {
-                        return setup(format!(
-                            "the trash of root '{}' cannot be opened",
-                            m.root.name
-                        ));
+                        return setup(format!("root '{}' cannot be opened", m.root.name));
                     }
-                    mounts.push(Mount::trash(Arc::clone(&m.root), dir.clone()));
+                    let dir = format!("{mount_dir}/{TRASH_DIR}");
+                    mounts.push(Mount::trash(Arc::clone(&m.root), mount_dir));
                     Some(bindings::Trash {
                         dir,
                         stamp: stamp.clone(),
@@ -422,21 +417,6 @@ impl CallState {
             guard: FsGuard::new(vec![]),
         }
     }
-}
-
-/// The trash directory of a root, created if missing. It must be a real
-/// directory: a symlink of that name is refused, never followed.
-fn open_trash(root: &std::path::Path) -> std::io::Result<PathBuf> {
-    let trash = root.join(TRASH_DIR);
-    match std::fs::create_dir(&trash) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(e),
-    }
-    if !std::fs::symlink_metadata(&trash)?.is_dir() {
-        return Err(std::io::Error::other("the trash is not a directory"));
-    }
-    Ok(trash)
 }
 
 /// A trash entry name for a call: UTC time to the microsecond

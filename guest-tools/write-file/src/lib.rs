@@ -1,0 +1,186 @@
+//! `write_file`: create, replace or append to a text file.
+//!
+//! `overwrite` (default) and `create` write atomically (temporary file in the
+//! same directory, fsync, rename); `overwrite` first keeps the previous
+//! content in the root's trash. `append` adds to the end in place (nothing is
+//! lost), and refuses a file with other hard links, whose other names would
+//! change too. Missing parent directories are created. The root itself and
+//! directories are never written.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+
+use loomfs_guest::write::{create_parents, replace};
+use loomfs_guest::{
+    Annotations, Context, Descriptor, Guest, Kind, Output, PathArgument, Permission, ToolError,
+    human_bytes, io_error, locate, parse_args, sys, to_json,
+};
+use serde::{Deserialize, Serialize};
+
+struct WriteFile;
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Mode {
+    Overwrite,
+    Create,
+    Append,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    root: String,
+    path: String,
+    content: String,
+    #[serde(default)]
+    mode: Option<Mode>,
+}
+
+#[derive(Serialize)]
+struct Written {
+    path: String,
+    mode: Mode,
+    bytes: u64,
+    created: bool,
+    previous: Option<String>,
+}
+
+const INPUT_SCHEMA: &str = r#"{
+  "type": "object",
+  "properties": {
+    "root": {"type": "string", "description": "Name of the root (see list_roots)."},
+    "path": {"type": "string", "description": "File path relative to the root; missing parent directories are created."},
+    "content": {"type": "string", "description": "The text to write."},
+    "mode": {"type": "string", "enum": ["overwrite", "create", "append"], "description": "overwrite (default): replace the file, keeping the old content in the trash; create: fail if the file exists; append: add to the end."}
+  },
+  "required": ["root", "path", "content"],
+  "additionalProperties": false
+}"#;
+
+const OUTPUT_SCHEMA: &str = r#"{
+  "type": "object",
+  "properties": {
+    "path": {"type": "string"},
+    "mode": {"type": "string", "enum": ["overwrite", "create", "append"]},
+    "bytes": {"type": "integer", "description": "Bytes written."},
+    "created": {"type": "boolean", "description": "Whether the file is new."},
+    "previous": {"type": ["string", "null"], "description": "Where the previous content was kept (root-relative, in the trash)."}
+  },
+  "required": ["path", "mode", "bytes", "created", "previous"]
+}"#;
+
+impl Guest for WriteFile {
+    fn describe() -> Descriptor {
+        Descriptor {
+            name: "write_file".into(),
+            description: "Write a text file: replace it (mode overwrite, the default; the old \
+                          content is kept in the root's trash), create it only if new (mode \
+                          create), or append to it. Writes are atomic; missing parent \
+                          directories are created."
+                .into(),
+            input_schema: INPUT_SCHEMA.into(),
+            output_schema: Some(OUTPUT_SCHEMA.into()),
+            permission: Permission::Write,
+            annotations: Annotations {
+                read_only: false,
+                destructive: true,
+                idempotent: false,
+            },
+            path_arguments: vec![PathArgument {
+                root_field: "root".into(),
+                root_fallback: None,
+                path_field: "path".into(),
+                permission: Permission::Write,
+                across_roots: None,
+                optional: false,
+            }],
+            keeps_history: true,
+        }
+    }
+
+    fn call(ctx: Context, arguments: String) -> Result<Output, ToolError> {
+        let args: Args = parse_args(&arguments)?;
+        let mode = args.mode.unwrap_or(Mode::Overwrite);
+        let at = locate(&ctx, &args.root, &args.path)?;
+        let shown = at.shown.as_str();
+        let existing = match std::fs::metadata(&at.full) {
+            Ok(meta) => Some(Kind::of(meta.file_type(), &at.full, true)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(io_error(shown, &e)),
+        };
+        match existing {
+            Some(Kind::Directory) => {
+                return Err(ToolError::Refused(format!(
+                    "'{shown}' is a directory; a directory is never written"
+                )));
+            }
+            Some(kind) if kind != Kind::File => {
+                return Err(ToolError::Refused(format!(
+                    "'{shown}' is a {} (special file): never written",
+                    kind.name()
+                )));
+            }
+            Some(_) if mode == Mode::Create => {
+                return Err(ToolError::Refused(format!(
+                    "'{shown}' already exists (mode create); use mode overwrite to replace it"
+                )));
+            }
+            _ => {}
+        }
+        let content = args.content.as_bytes();
+        let written = if mode == Mode::Append && existing.is_some() {
+            append(&at.full, shown, content)?
+        } else {
+            let r = replace(&at, mode == Mode::Overwrite, |f| {
+                f.write_all(content)?;
+                Ok(content.len() as u64)
+            })?;
+            Written {
+                path: shown.to_string(),
+                mode,
+                bytes: r.bytes,
+                created: r.created,
+                previous: r.previous,
+            }
+        };
+        let mut text = format!(
+            "wrote {} to '{shown}'{}",
+            human_bytes(written.bytes),
+            if written.created { " (new file)" } else { "" }
+        );
+        if let Some(p) = &written.previous {
+            text.push_str(&format!("; the previous content is kept at {p}"));
+        }
+        Ok(Output {
+            text: vec![text],
+            structured: Some(to_json(&written)),
+            images: vec![],
+        })
+    }
+}
+
+fn append(full: &std::path::Path, shown: &str, content: &[u8]) -> Result<Written, ToolError> {
+    if sys::link_count(full).is_some_and(|n| n > 1) {
+        return Err(ToolError::Refused(format!(
+            "'{shown}' has other hard links, which appending would change too; write it \
+             with mode overwrite instead"
+        )));
+    }
+    create_parents(full, shown)?;
+    let mut file = OpenOptions::new()
+        .append(true)
+        .open(full)
+        .map_err(|e| io_error(shown, &e))?;
+    file.write_all(content).map_err(|e| io_error(shown, &e))?;
+    file.sync_all().map_err(|e| io_error(shown, &e))?;
+    Ok(Written {
+        path: shown.to_string(),
+        mode: Mode::Append,
+        bytes: content.len() as u64,
+        created: false,
+        previous: None,
+    })
+}
+
+loomfs_guest::tool!(WriteFile);

@@ -1,0 +1,480 @@
+//! End to end: the write and delete tools over stdio. Every change keeps
+//! what it replaces or deletes in the root's trash; every refusal names its
+//! rule; nothing outside the roots ever changes.
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+
+/// Roots of every role, a canary outside them, and the links that try to
+/// reach it.
+fn fixture() -> (Env, std::path::PathBuf) {
+    let env = Env::new();
+    env.write("ws/a.txt", "version 1\n")
+        .write("ws/sub/b.txt", "b\n")
+        .write("ws/sub/.env", "CANARY-WS-DOTENV\n")
+        .write("src/main.rs", "fn main() {}\n")
+        .write("docs/readme.md", "docs\n")
+        .write("outside/canary.txt", "CANARY-OUTSIDE\n")
+        .symlink("../outside", "ws/linkdir")
+        .symlink("../outside/new-file.txt", "ws/dangling_out")
+        .symlink("a.txt", "ws/link_in");
+    let config = env.config(
+        r#"
+        audit_log = "audit.log"
+        [[roots]]
+        name = "ws"
+        path = "ws"
+        role = "workspace"
+        [[roots]]
+        name = "src"
+        path = "src"
+        role = "sourcecode"
+        [[roots]]
+        name = "docs"
+        path = "docs"
+        role = "reference"
+        "#,
+    );
+    (env, config)
+}
+
+fn audit(env: &Env) -> Vec<Value> {
+    std::fs::read_to_string(env.path("audit.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn the_surface_follows_the_roles() {
+    let (env, config) = fixture();
+    let client = start(&config).await;
+    let tools = tools(&client).await;
+    let find = |name: &str| {
+        tools
+            .iter()
+            .find(|t| t.name == name)
+            .unwrap_or_else(|| panic!("{name} listed"))
+    };
+    for name in ["write_file", "create_directory"] {
+        let d = find(name).description.as_deref().unwrap();
+        assert!(
+            d.contains("Roots it can act on: ws (workspace), src (sourcecode)."),
+            "{d}"
+        );
+    }
+    let delete = find("delete_file");
+    assert!(
+        delete
+            .description
+            .as_deref()
+            .unwrap()
+            .contains("Roots it can act on: ws (workspace).")
+    );
+    let hints = |name: &str| {
+        let a = find(name).annotations.clone().unwrap();
+        (a.read_only_hint, a.destructive_hint, a.idempotent_hint)
+    };
+    assert_eq!(hints("write_file"), (Some(false), Some(true), Some(false)));
+    assert_eq!(hints("delete_file"), (Some(false), Some(true), Some(false)));
+    assert_eq!(
+        hints("create_directory"),
+        (Some(false), Some(false), Some(true))
+    );
+    client.cancel().await.unwrap();
+
+    // Without a delete grant, no delete tool.
+    let only_src = env.config("[[roots]]\nname = \"src\"\npath = \"src\"\nrole = \"sourcecode\"\n");
+    let client = start(&only_src).await;
+    let names: Vec<String> = tools_names(&client).await;
+    assert!(names.contains(&"write_file".to_string()));
+    assert!(!names.contains(&"delete_file".to_string()), "{names:?}");
+    client.cancel().await.unwrap();
+}
+
+async fn tools_names(client: &Client) -> Vec<String> {
+    tools(client)
+        .await
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn write_file_modes() {
+    let (env, config) = fixture();
+    let outside = env.snapshot_of("outside");
+    let client = start(&config).await;
+
+    // Create with parents.
+    let r = call(
+        &client,
+        "write_file",
+        json!({"root": "ws", "path": "new/deep/n.txt", "content": "hello\n"}),
+    )
+    .await;
+    assert!(!is_error(&r), "{r:?}");
+    assert_eq!(
+        std::fs::read_to_string(env.path("ws/new/deep/n.txt")).unwrap(),
+        "hello\n"
+    );
+    let s = structured(&r);
+    assert_eq!(
+        (
+            s["created"].clone(),
+            s["bytes"].clone(),
+            s["previous"].clone()
+        ),
+        (json!(true), json!(6), Value::Null)
+    );
+
+    // Overwrite keeps the old content in the trash.
+    let r = call(
+        &client,
+        "write_file",
+        json!({"root": "ws", "path": "a.txt", "content": "version 2\n"}),
+    )
+    .await;
+    assert!(!is_error(&r), "{r:?}");
+    assert_eq!(
+        std::fs::read_to_string(env.path("ws/a.txt")).unwrap(),
+        "version 2\n"
+    );
+    let previous = structured(&r)["previous"].as_str().unwrap().to_string();
+    assert!(
+        previous.starts_with(".mcp-trash/") && previous.ends_with("/a.txt"),
+        "{previous}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.path(&format!("ws/{previous}"))).unwrap(),
+        "version 1\n"
+    );
+    assert!(text(&r).contains(&format!("the previous content is kept at {previous}")));
+    let line = audit(&env)
+        .into_iter()
+        .rev()
+        .find(|l| l["tool"] == "write_file")
+        .unwrap();
+    assert_eq!(line["trash"], json!([previous]));
+    assert_eq!(line["decision"], "allow");
+
+    // Create refuses an existing file and changes nothing.
+    let r = call(
+        &client,
+        "write_file",
+        json!({"root": "ws", "path": "a.txt", "content": "x", "mode": "create"}),
+    )
+    .await;
+    assert_refused(&r, "'a.txt' already exists (mode create)");
+    assert_eq!(
+        std::fs::read_to_string(env.path("ws/a.txt")).unwrap(),
+        "version 2\n"
+    );
+
+    // Append to an existing file and to a new one.
+    let r = call(
+        &client,
+        "write_file",
+        json!({"root": "ws", "path": "a.txt", "content": "more\n", "mode": "append"}),
+    )
+    .await;
+    assert!(!is_error(&r), "{r:?}");
+    assert_eq!(
+        std::fs::read_to_string(env.path("ws/a.txt")).unwrap(),
+        "version 2\nmore\n"
+    );
+    let r = call(
+        &client,
+        "write_file",
+        json!({"root": "ws", "path": "log/new.txt", "content": "1\n", "mode": "append"}),
+    )
+    .await;
+    assert_eq!(structured(&r)["created"], true);
+    assert_eq!(
+        std::fs::read_to_string(env.path("ws/log/new.txt")).unwrap(),
+        "1\n"
+    );
+    // Appending to a file with another hard link would change that name too.
+    std::fs::hard_link(env.path("ws/sub/b.txt"), env.path("ws/b-link.txt")).unwrap();
+    let r = call(
+        &client,
+        "write_file",
+        json!({"root": "ws", "path": "b-link.txt", "content": "x", "mode": "append"}),
+    )
+    .await;
+    assert_refused(&r, "has other hard links");
+    assert_eq!(
+        std::fs::read_to_string(env.path("ws/sub/b.txt")).unwrap(),
+        "b\n"
+    );
+
+    // Create mode on a new file on a sourcecode root.
+    let r = call(
+        &client,
+        "write_file",
+        json!({"root": "src", "path": "lib.rs", "content": "// lib\n", "mode": "create"}),
+    )
+    .await;
+    assert!(!is_error(&r), "{r:?}");
+
+    // No temporary file is left behind.
+    let leftovers: Vec<_> = env
+        .snapshot_of("ws")
+        .into_iter()
+        .filter(|(p, _)| p.to_string_lossy().contains(".loom-fs-write-"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    assert_eq!(env.snapshot_of("outside"), outside);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn write_refusals_name_the_rule() {
+    let (env, config) = fixture();
+    let before = env.snapshot();
+    let client = start(&config).await;
+    let mut results = Vec::new();
+    for (args, needle) in [
+        (
+            json!({"root": "docs", "path": "readme.md", "content": "x"}),
+            "refused by rule 'permission': root 'docs' (role reference) grants [read], not write",
+        ),
+        (
+            json!({"root": "ws", "path": ".", "content": "x"}),
+            "refused by rule 'root_itself': the root itself cannot be written, moved or deleted",
+        ),
+        (
+            json!({"root": "ws", "path": "sub/..", "content": "x"}),
+            "refused by rule 'root_itself'",
+        ),
+        (
+            json!({"root": "ws", "path": "", "content": "x"}),
+            "refused by rule 'empty_path'",
+        ),
+        (
+            json!({"root": "ws", "path": "sub", "content": "x"}),
+            "'sub' is a directory; a directory is never written",
+        ),
+        (
+            json!({"root": "ws", "path": "../outside/canary.txt", "content": "x"}),
+            "refused by rule 'confinement'",
+        ),
+        (
+            json!({"root": "ws", "path": "linkdir/payload.sh", "content": "x"}),
+            "refused by rule 'confinement'",
+        ),
+        (
+            json!({"root": "ws", "path": "dangling_out", "content": "x"}),
+            "refused by rule 'confinement'",
+        ),
+        (
+            json!({"root": "ws", "path": ".env", "content": "x"}),
+            "refused by rule 'deny': matches deny pattern '.env'",
+        ),
+        (
+            json!({"root": "ws", "path": ".mcp-trash/x", "content": "x"}),
+            "matches deny pattern '.mcp-trash'",
+        ),
+        (
+            json!({"root": "ws", "path": "sub/.git/config", "content": "x"}),
+            "matches deny pattern '.git'",
+        ),
+        (
+            json!({"root": "ws", "path": "a.txt", "content": "x", "mode": "truncate"}),
+            "invalid arguments",
+        ),
+    ] {
+        let r = call(&client, "write_file", args.clone()).await;
+        assert_refused(&r, needle);
+        results.push(r);
+    }
+    assert_no_host_path(&env, &results.iter().collect::<Vec<_>>());
+    let mut after = env.snapshot();
+    after.retain(|(p, _)| p != std::path::Path::new("audit.log"));
+    let mut before = before;
+    before.retain(|(p, _)| p != std::path::Path::new("audit.log"));
+    assert_eq!(after, before, "nothing changed anywhere");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn create_directory_with_parents() {
+    let (env, config) = fixture();
+    let client = start(&config).await;
+    let r = call(
+        &client,
+        "create_directory",
+        json!({"root": "src", "path": "a/b/c"}),
+    )
+    .await;
+    assert_eq!(structured(&r)["created"], true);
+    assert!(env.path("src/a/b/c").is_dir());
+    let again = call(
+        &client,
+        "create_directory",
+        json!({"root": "src", "path": "a/b/c"}),
+    )
+    .await;
+    assert!(!is_error(&again));
+    assert_eq!(structured(&again)["created"], false);
+    let file = call(
+        &client,
+        "create_directory",
+        json!({"root": "src", "path": "main.rs"}),
+    )
+    .await;
+    assert_refused(&file, "'main.rs' exists and is not a directory");
+    let denied = call(
+        &client,
+        "create_directory",
+        json!({"root": "src", "path": "x/node_modules"}),
+    )
+    .await;
+    assert_refused(&denied, "matches deny pattern 'node_modules'");
+    let out = call(
+        &client,
+        "create_directory",
+        json!({"root": "ws", "path": "linkdir/evil"}),
+    )
+    .await;
+    assert_refused(&out, "refused by rule 'confinement'");
+    assert!(!env.path("outside/evil").exists());
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn delete_moves_to_the_trash() {
+    let (env, config) = fixture();
+    let outside = env.snapshot_of("outside");
+    let client = start(&config).await;
+
+    let r = call(
+        &client,
+        "delete_file",
+        json!({"root": "ws", "path": "a.txt"}),
+    )
+    .await;
+    assert!(!is_error(&r), "{r:?}");
+    assert!(!env.path("ws/a.txt").exists());
+    let trash = structured(&r)["trash"].as_str().unwrap().to_string();
+    let stamp = trash
+        .strip_prefix(".mcp-trash/")
+        .unwrap()
+        .strip_suffix("/a.txt")
+        .unwrap()
+        .to_string();
+    // <UTC timestamp>: 20261129T203000.123456Z
+    assert_eq!(stamp.len(), 23, "{stamp}");
+    assert!(
+        stamp.ends_with('Z') && stamp.as_bytes()[8] == b'T',
+        "{stamp}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.path(&format!("ws/{trash}"))).unwrap(),
+        "version 1\n"
+    );
+
+    // A directory goes whole, denied entries included (nothing is erased).
+    let r = call(&client, "delete_file", json!({"root": "ws", "path": "sub"})).await;
+    assert!(!is_error(&r), "{r:?}");
+    assert_eq!(structured(&r)["type"], "directory");
+    let entries: Vec<(std::path::PathBuf, Option<Vec<u8>>)> = env
+        .trash("ws")
+        .into_iter()
+        .filter(|(s, _, _)| *s != stamp)
+        .map(|(_, p, c)| (p, c))
+        .collect();
+    assert!(
+        entries.contains(&("sub/b.txt".into(), Some(b"b\n".to_vec()))),
+        "{entries:?}"
+    );
+    assert!(entries.contains(&("sub/.env".into(), Some(b"CANARY-WS-DOTENV\n".to_vec()))));
+
+    // A symlink is deleted, not its target; one pointing out of the root is
+    // refused like any path that leaves it.
+    let r = call(
+        &client,
+        "delete_file",
+        json!({"root": "ws", "path": "link_in"}),
+    )
+    .await;
+    assert!(!is_error(&r), "{r:?}");
+    assert_eq!(structured(&r)["type"], "symlink");
+    let r = call(
+        &client,
+        "delete_file",
+        json!({"root": "ws", "path": "linkdir"}),
+    )
+    .await;
+    assert_refused(&r, "refused by rule 'confinement'");
+    assert_eq!(env.snapshot_of("outside"), outside);
+
+    // The trash is invisible to every tool.
+    let listing = call(&client, "list_directory", json!({"root": "ws"})).await;
+    assert!(!text(&listing).contains(".mcp-trash"), "{}", text(&listing));
+    let peek = call(&client, "read_file", json!({"root": "ws", "path": trash})).await;
+    assert_refused(&peek, "matches deny pattern '.mcp-trash'");
+
+    // The audit line says where it went.
+    let line = audit(&env)
+        .into_iter()
+        .find(|l| l["tool"] == "delete_file")
+        .unwrap();
+    assert_eq!(line["op"], "delete");
+    assert_eq!(line["trash"], json!([trash]));
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn delete_refusals() {
+    let (env, config) = fixture();
+    let client = start(&config).await;
+    for (args, needle) in [
+        (
+            json!({"root": "src", "path": "main.rs"}),
+            "refused by rule 'permission': root 'src' (role sourcecode) grants [read, write], not delete",
+        ),
+        (
+            json!({"root": "ws", "path": "."}),
+            "refused by rule 'root_itself'",
+        ),
+        (
+            json!({"root": "ws", "path": "sub/.."}),
+            "refused by rule 'root_itself'",
+        ),
+        (
+            json!({"root": "ws", "path": ""}),
+            "refused by rule 'empty_path'",
+        ),
+        (
+            json!({"root": "ws", "path": ".mcp-trash"}),
+            "matches deny pattern '.mcp-trash'",
+        ),
+        (
+            json!({"root": "ws", "path": "sub/.env"}),
+            "matches deny pattern '.env'",
+        ),
+        (
+            json!({"root": "ws", "path": "../outside/canary.txt"}),
+            "refused by rule 'confinement'",
+        ),
+        (
+            json!({"root": "ws", "path": "linkdir/canary.txt"}),
+            "refused by rule 'confinement'",
+        ),
+        (
+            json!({"root": "ws", "path": "missing.txt"}),
+            "'missing.txt' does not exist",
+        ),
+    ] {
+        let r = call(&client, "delete_file", args.clone()).await;
+        assert_refused(&r, needle);
+    }
+    assert!(env.path("src/main.rs").exists());
+    assert!(env.path("outside/canary.txt").exists());
+    assert!(env.path("ws/sub/.env").exists());
+    client.cancel().await.unwrap();
+}
