@@ -19,6 +19,9 @@ const TOOLS: &[&str] = &[
     "write_file",
     "create_directory",
     "delete_file",
+    "edit_file",
+    "move_file",
+    "copy_file",
 ];
 
 const TARGET: &str = "wasm32-wasip2";

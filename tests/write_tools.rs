@@ -27,6 +27,7 @@ fn fixture() -> (Env, std::path::PathBuf) {
         name = "ws"
         path = "ws"
         role = "workspace"
+        deny = ["*.secret"]
         [[roots]]
         name = "src"
         path = "src"
@@ -476,5 +477,403 @@ async fn delete_refusals() {
     assert!(env.path("src/main.rs").exists());
     assert!(env.path("outside/canary.txt").exists());
     assert!(env.path("ws/sub/.env").exists());
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn edit_file_all_or_nothing_with_a_diff() {
+    let (env, config) = fixture();
+    env.write(
+        "ws/code.py",
+        "def f():\n    return 1\n\ndef g():\n    return 1\n",
+    );
+    env.write("ws/dos.txt", "alpha\r\nbeta\r\ngamma\r\n");
+    env.write("ws/aaa.txt", "aaa\n");
+    let client = start(&config).await;
+
+    let dry = call(
+        &client,
+        "edit_file",
+        json!({"root": "ws", "path": "code.py", "dry_run": true,
+        "edits": [{"old_text": "def f():\n    return 1", "new_text": "def f():\n    return 2"}]}),
+    )
+    .await;
+    assert!(!is_error(&dry), "{dry:?}");
+    let diff = structured(&dry)["diff"].as_str().unwrap().to_string();
+    assert!(
+        diff.starts_with("--- a/code.py\n+++ b/code.py\n@@ -1,5 +1,5 @@\n"),
+        "{diff}"
+    );
+    assert!(diff.contains("\n-    return 1\n+    return 2\n"), "{diff}");
+    assert_eq!(structured(&dry)["applied"], false);
+    assert_eq!(
+        std::fs::read_to_string(env.path("ws/code.py")).unwrap(),
+        "def f():\n    return 1\n\ndef g():\n    return 1\n"
+    );
+    assert!(env.trash("ws").is_empty(), "a dry run keeps nothing");
+
+    // Ambiguous, missing, and the all-or-nothing rule.
+    let multi = call(
+        &client,
+        "edit_file",
+        json!({"root": "ws", "path": "code.py",
+        "edits": [{"old_text": "return 1", "new_text": "return 3"}]}),
+    )
+    .await;
+    assert_refused(&multi, "edit 1: old_text matches 2 times in 'code.py'");
+    let partial = call(&client, "edit_file", json!({"root": "ws", "path": "code.py",
+        "edits": [{"old_text": "def f():", "new_text": "def h():"}, {"old_text": "nowhere", "new_text": "x"}]})).await;
+    assert_refused(
+        &partial,
+        "edit 2: old_text was not found in 'code.py'; nothing was changed",
+    );
+    let overlap = call(
+        &client,
+        "edit_file",
+        json!({"root": "ws", "path": "aaa.txt",
+        "edits": [{"old_text": "aa", "new_text": "b"}]}),
+    )
+    .await;
+    assert_refused(&overlap, "edit 1: old_text matches 2 times");
+    let empty = call(
+        &client,
+        "edit_file",
+        json!({"root": "ws", "path": "code.py",
+        "edits": [{"old_text": "", "new_text": "x"}]}),
+    )
+    .await;
+    assert_refused(&empty, "edit 1: old_text is empty");
+    assert_eq!(
+        std::fs::read_to_string(env.path("ws/code.py")).unwrap(),
+        "def f():\n    return 1\n\ndef g():\n    return 1\n"
+    );
+
+    // Applied in order; the second edit sees the first's result.
+    let done = call(
+        &client,
+        "edit_file",
+        json!({"root": "ws", "path": "code.py", "edits": [
+        {"old_text": "def f():\n    return 1", "new_text": "def f():\n    return 2"},
+        {"old_text": "return 2", "new_text": "return 20"}]}),
+    )
+    .await;
+    assert!(!is_error(&done), "{done:?}");
+    assert_eq!(
+        std::fs::read_to_string(env.path("ws/code.py")).unwrap(),
+        "def f():\n    return 20\n\ndef g():\n    return 1\n"
+    );
+    let previous = structured(&done)["previous"].as_str().unwrap().to_string();
+    assert_eq!(
+        std::fs::read_to_string(env.path(&format!("ws/{previous}"))).unwrap(),
+        "def f():\n    return 1\n\ndef g():\n    return 1\n"
+    );
+    assert!(text(&done).contains("+    return 20"));
+
+    // CRLF files keep CRLF, whatever line breaks the edit uses.
+    let dos = call(
+        &client,
+        "edit_file",
+        json!({"root": "ws", "path": "dos.txt",
+        "edits": [{"old_text": "alpha\nbeta", "new_text": "one\ntwo"}]}),
+    )
+    .await;
+    assert!(!is_error(&dos), "{dos:?}");
+    assert_eq!(
+        std::fs::read(env.path("ws/dos.txt")).unwrap(),
+        b"one\r\ntwo\r\ngamma\r\n"
+    );
+
+    let denied = call(
+        &client,
+        "edit_file",
+        json!({"root": "ws", "path": "sub/.env",
+        "edits": [{"old_text": "CANARY", "new_text": "x"}]}),
+    )
+    .await;
+    assert_refused(&denied, "matches deny pattern '.env'");
+    let reference = call(
+        &client,
+        "edit_file",
+        json!({"root": "docs", "path": "readme.md",
+        "edits": [{"old_text": "docs", "new_text": "x"}]}),
+    )
+    .await;
+    assert_refused(
+        &reference,
+        "root 'docs' (role reference) grants [read], not write",
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn move_within_and_across_roots() {
+    let (env, config) = fixture();
+    env.write("ws/dir/inner/f.txt", "f\n")
+        .write("ws/dir/hidden.secret", "CANARY-SECRET\n");
+    let outside = env.snapshot_of("outside");
+    let client = start(&config).await;
+
+    let r = call(
+        &client,
+        "move_file",
+        json!({"root": "ws", "source": "a.txt", "destination": "moved/a.txt"}),
+    )
+    .await;
+    assert!(!is_error(&r), "{r:?}");
+    assert!(!env.path("ws/a.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(env.path("ws/moved/a.txt")).unwrap(),
+        "version 1\n"
+    );
+
+    // Overwrite semantics: refused without the flag, kept in the trash with it.
+    env.write("ws/other.txt", "other\n");
+    let r = call(
+        &client,
+        "move_file",
+        json!({"root": "ws", "source": "other.txt", "destination": "moved/a.txt"}),
+    )
+    .await;
+    assert_refused(&r, "destination 'moved/a.txt' exists; pass overwrite: true");
+    assert!(env.path("ws/other.txt").exists());
+    let r = call(&client, "move_file", json!({"root": "ws", "source": "other.txt", "destination": "moved/a.txt", "overwrite": true})).await;
+    assert!(!is_error(&r), "{r:?}");
+    assert_eq!(
+        std::fs::read_to_string(env.path("ws/moved/a.txt")).unwrap(),
+        "other\n"
+    );
+    let previous = structured(&r)["previous"].as_str().unwrap().to_string();
+    assert_eq!(
+        std::fs::read_to_string(env.path(&format!("ws/{previous}"))).unwrap(),
+        "version 1\n"
+    );
+    let line = audit(&env)
+        .into_iter()
+        .rev()
+        .find(|l| l["tool"] == "move_file" && l["path"] == "moved/a.txt")
+        .unwrap();
+    assert_eq!(line["trash"], json!([previous]));
+
+    // Across roots: a file from a workspace to a sourcecode root.
+    let r = call(&client, "move_file", json!({"root": "ws", "source": "moved/a.txt", "destination": "from-ws.txt", "destination_root": "src"})).await;
+    assert!(!is_error(&r), "{r:?}");
+    assert_eq!(
+        std::fs::read_to_string(env.path("src/from-ws.txt")).unwrap(),
+        "other\n"
+    );
+    // Out of a sourcecode root takes delete there.
+    let r = call(&client, "move_file", json!({"root": "src", "source": "main.rs", "destination": "main.rs", "destination_root": "ws"})).await;
+    assert_refused(
+        &r,
+        "root 'src' (role sourcecode) grants [read, write], not delete",
+    );
+    assert!(env.path("src/main.rs").exists());
+    // A directory does not move to a root that denies fewer names.
+    let r = call(
+        &client,
+        "move_file",
+        json!({"root": "ws", "source": "dir", "destination": "dir", "destination_root": "src"}),
+    )
+    .await;
+    assert_refused(&r, "the roots deny different names");
+    assert!(env.path("ws/dir/hidden.secret").exists());
+    assert!(!env.path("src/dir").exists());
+    // Within its root it does, hidden entries included.
+    let r = call(
+        &client,
+        "move_file",
+        json!({"root": "ws", "source": "dir", "destination": "renamed"}),
+    )
+    .await;
+    assert!(!is_error(&r), "{r:?}");
+    assert_eq!(
+        std::fs::read_to_string(env.path("ws/renamed/hidden.secret")).unwrap(),
+        "CANARY-SECRET\n"
+    );
+    assert_eq!(env.snapshot_of("outside"), outside);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn move_and_copy_refusals_on_either_operand() {
+    let (env, config) = fixture();
+    let before = {
+        let mut s = env.snapshot();
+        s.retain(|(p, _)| p != std::path::Path::new("audit.log"));
+        s
+    };
+    let client = start(&config).await;
+    let mut results = Vec::new();
+    for tool in ["move_file", "copy_file"] {
+        for (args, needle) in [
+            (
+                json!({"root": "ws", "source": ".", "destination": "x"}),
+                if tool == "move_file" {
+                    "refused by rule 'root_itself'"
+                } else {
+                    "cannot copy '.' into itself"
+                },
+            ),
+            (
+                json!({"root": "ws", "source": "a.txt", "destination": "."}),
+                "refused by rule 'root_itself'",
+            ),
+            (
+                json!({"root": "ws", "source": "a.txt", "destination": "sub/.."}),
+                "refused by rule 'root_itself'",
+            ),
+            (
+                json!({"root": "ws", "source": "sub", "destination": "sub/inner"}),
+                "into itself",
+            ),
+            (
+                json!({"root": "ws", "source": "a.txt", "destination": ".env"}),
+                "matches deny pattern '.env'",
+            ),
+            (
+                json!({"root": "ws", "source": "a.txt", "destination": "x/.git/config"}),
+                "matches deny pattern '.git'",
+            ),
+            (
+                json!({"root": "ws", "source": "a.txt", "destination": ".mcp-trash/a.txt"}),
+                "matches deny pattern '.mcp-trash'",
+            ),
+            (
+                json!({"root": "ws", "source": "sub/.env", "destination": "leak.txt"}),
+                "matches deny pattern '.env'",
+            ),
+            (
+                json!({"root": "ws", "source": "../outside/canary.txt", "destination": "in.txt"}),
+                "refused by rule 'confinement'",
+            ),
+            (
+                json!({"root": "ws", "source": "linkdir/canary.txt", "destination": "in.txt"}),
+                "refused by rule 'confinement'",
+            ),
+            (
+                json!({"root": "ws", "source": "a.txt", "destination": "../outside/a.txt"}),
+                "refused by rule 'confinement'",
+            ),
+            (
+                json!({"root": "ws", "source": "a.txt", "destination": "linkdir/payload.sh"}),
+                "refused by rule 'confinement'",
+            ),
+            (
+                json!({"root": "ws", "source": "a.txt", "destination": "dangling_out"}),
+                "refused by rule 'confinement'",
+            ),
+            (
+                json!({"root": "ws", "source": "a.txt", "destination": "readme.md", "destination_root": "docs"}),
+                "root 'docs' (role reference) grants [read], not write",
+            ),
+            (
+                json!({"root": "ws", "source": "a.txt", "destination": "x", "destination_root": "nope"}),
+                "unknown root 'nope'",
+            ),
+            (
+                json!({"root": "ws", "source": "missing.txt", "destination": "x"}),
+                "'missing.txt' does not exist",
+            ),
+            (
+                json!({"root": "ws", "source": "sub", "destination": "a.txt", "overwrite": true}),
+                "a directory is only moved or copied to a new path",
+            ),
+            (
+                json!({"root": "ws", "source": "a.txt", "destination": "sub", "overwrite": true}),
+                "destination 'sub' is an existing directory",
+            ),
+        ] {
+            let r = call(&client, tool, args.clone()).await;
+            assert!(is_error(&r), "{tool} {args}: {r:?}");
+            assert!(
+                text(&r).contains(needle),
+                "{tool} {args}: expected {needle:?} in {:?}",
+                text(&r)
+            );
+            assert!(!text(&r).contains("CANARY"));
+            results.push(r);
+        }
+    }
+    assert_no_host_path(&env, &results.iter().collect::<Vec<_>>());
+    let mut after = env.snapshot();
+    after.retain(|(p, _)| p != std::path::Path::new("audit.log"));
+    assert_eq!(after, before, "nothing changed anywhere");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn copy_files_and_trees() {
+    let (env, config) = fixture();
+    env.write("ws/tree/one.txt", "1\n")
+        .write("ws/tree/deep/two.txt", "22\n")
+        .write("ws/tree/.env", "CANARY-TREE-DOTENV\n")
+        .write("ws/tree/node_modules/m.js", "CANARY-NODE\n")
+        .symlink("one.txt", "ws/tree/alias")
+        .fifo("ws/tree/pipe");
+    let client = start(&config).await;
+
+    let r = call(
+        &client,
+        "copy_file",
+        json!({"root": "ws", "source": "tree", "destination": "copy/of/tree"}),
+    )
+    .await;
+    assert!(!is_error(&r), "{r:?}");
+    let s = structured(&r);
+    assert_eq!(
+        (
+            s["files"].clone(),
+            s["directories"].clone(),
+            s["bytes"].clone()
+        ),
+        (json!(2), json!(2), json!(5))
+    );
+    assert_eq!(
+        s["skipped"],
+        json!(["tree/alias (symlink)", "tree/pipe (fifo)"])
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.path("ws/copy/of/tree/deep/two.txt")).unwrap(),
+        "22\n"
+    );
+    assert!(
+        !env.path("ws/copy/of/tree/.env").exists(),
+        "denied entries are not copied"
+    );
+    assert!(!env.path("ws/copy/of/tree/node_modules").exists());
+    assert!(!env.path("ws/copy/of/tree/alias").exists());
+    assert!(env.path("ws/tree/one.txt").exists(), "the source stays");
+
+    // A file across roots, from a reference root (read is enough there).
+    let r = call(&client, "copy_file", json!({"root": "docs", "source": "readme.md", "destination": "docs-copy.md", "destination_root": "src"})).await;
+    assert!(!is_error(&r), "{r:?}");
+    assert_eq!(
+        std::fs::read_to_string(env.path("src/docs-copy.md")).unwrap(),
+        "docs\n"
+    );
+    // Overwrite keeps the previous content.
+    let r = call(
+        &client,
+        "copy_file",
+        json!({"root": "ws", "source": "tree/one.txt", "destination": "a.txt"}),
+    )
+    .await;
+    assert_refused(&r, "destination 'a.txt' exists; pass overwrite: true");
+    let r = call(
+        &client,
+        "copy_file",
+        json!({"root": "ws", "source": "tree/one.txt", "destination": "a.txt", "overwrite": true}),
+    )
+    .await;
+    assert!(!is_error(&r), "{r:?}");
+    assert_eq!(
+        std::fs::read_to_string(env.path("ws/a.txt")).unwrap(),
+        "1\n"
+    );
+    let previous = structured(&r)["previous"].as_str().unwrap().to_string();
+    assert_eq!(
+        std::fs::read_to_string(env.path(&format!("ws/{previous}"))).unwrap(),
+        "version 1\n"
+    );
     client.cancel().await.unwrap();
 }

@@ -15,6 +15,7 @@
 
 pub mod content;
 pub mod sys;
+pub mod transfer;
 pub mod walk;
 pub mod write;
 

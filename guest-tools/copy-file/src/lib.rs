@@ -1,0 +1,117 @@
+//! `copy_file`: copy a file or a directory tree, within a root or to another.
+//!
+//! The source is read (read on its root), the destination written (write on
+//! its root). A file is written atomically; an existing destination file is
+//! replaced only with `overwrite`, after its content is kept in the trash. A
+//! directory is copied to a new path only, recursively, skipping symlinks and
+//! special files (listed in `skipped`) and, unseen, denied entries.
+
+use std::fs;
+use std::io;
+
+use loomfs_guest::transfer::{
+    OUTPUT_SCHEMA, TransferArgs, Transferred, check_destination, copy_tree, input_schema,
+    locate_ends, path_arguments, within,
+};
+use loomfs_guest::write::replace;
+use loomfs_guest::{
+    Annotations, Context, Descriptor, Guest, Kind, Output, Permission, ToolError, human_bytes,
+    io_error, parse_args, to_json,
+};
+
+struct CopyFile;
+
+impl Guest for CopyFile {
+    fn describe() -> Descriptor {
+        Descriptor {
+            name: "copy_file".into(),
+            description: "Copy a file, or a directory recursively, within a root or to another \
+                          (destination_root). An existing destination file is replaced only \
+                          with overwrite, its content kept in the trash; a directory is only \
+                          copied to a new path. Symlinks and special files inside a directory \
+                          are skipped."
+                .into(),
+            input_schema: input_schema("copy"),
+            output_schema: Some(OUTPUT_SCHEMA.into()),
+            permission: Permission::Write,
+            annotations: Annotations {
+                read_only: false,
+                destructive: true,
+                idempotent: false,
+            },
+            path_arguments: path_arguments(Permission::Read, None),
+            keeps_history: true,
+        }
+    }
+
+    fn call(ctx: Context, arguments: String) -> Result<Output, ToolError> {
+        let args: TransferArgs = parse_args(&arguments)?;
+        let (source, destination) = locate_ends(&ctx, &args)?;
+        let meta = fs::metadata(&source.full).map_err(|e| io_error(&source.shown, &e))?;
+        let kind = Kind::of(meta.file_type(), &source.full, true);
+        let mut out = Transferred {
+            source: source.shown.clone(),
+            destination: destination.shown.clone(),
+            destination_root: destination.mount.name.clone(),
+            kind: kind.name(),
+            ..Transferred::default()
+        };
+        match kind {
+            Kind::Directory => {
+                if within(&source, &destination) {
+                    return Err(ToolError::Refused(format!(
+                        "cannot copy '{}' into itself",
+                        source.shown
+                    )));
+                }
+                check_destination(&destination, true, args.overwrite)?;
+                copy_tree(&source, &destination, &mut out)?;
+            }
+            Kind::File => {
+                let exists = check_destination(&destination, false, args.overwrite)?;
+                let mut from =
+                    fs::File::open(&source.full).map_err(|e| io_error(&source.shown, &e))?;
+                let done = replace(&destination, exists, |f| io::copy(&mut from, f))?;
+                out.overwritten = exists;
+                out.previous = done.previous;
+                out.files = 1;
+                out.bytes = done.bytes;
+            }
+            other => {
+                return Err(ToolError::Refused(format!(
+                    "'{}' is a {} (special file): never copied",
+                    source.shown,
+                    other.name()
+                )));
+            }
+        }
+        let mut text = format!(
+            "copied {} '{}' to '{}'",
+            out.kind, out.source, out.destination
+        );
+        if out.destination_root != args.root {
+            text.push_str(&format!(" in root '{}'", out.destination_root));
+        }
+        if kind == Kind::Directory {
+            text.push_str(&format!(
+                ": {} files, {} directories, {}",
+                out.files,
+                out.directories,
+                human_bytes(out.bytes)
+            ));
+        }
+        if !out.skipped.is_empty() {
+            text.push_str(&format!("; skipped: {}", out.skipped.join(", ")));
+        }
+        if let Some(p) = &out.previous {
+            text.push_str(&format!("; the replaced file is kept at {p}"));
+        }
+        Ok(Output {
+            text: vec![text],
+            structured: Some(to_json(&out)),
+            images: vec![],
+        })
+    }
+}
+
+loomfs_guest::tool!(CopyFile);

@@ -1,0 +1,249 @@
+//! `edit_file`: exact text replacements, all or nothing, with a unified diff.
+//!
+//! Each `old_text` must occur exactly once in the text as it stands after
+//! the edits before it (overlapping occurrences count): zero or several is
+//! an error naming the edit and the count, and then nothing is written. A
+//! file with CRLF line endings keeps them: the edits' line breaks are
+//! written the file's way. `dry_run` returns the diff and changes nothing;
+//! otherwise the file is replaced atomically and its previous content kept
+//! in the root's trash.
+
+use std::io::{Read, Write};
+
+use loomfs_guest::content::is_binary;
+use loomfs_guest::write::replace;
+use loomfs_guest::{
+    Annotations, Context, Descriptor, Guest, Kind, Output, PathArgument, Permission, ToolError,
+    human_bytes, io_error, locate, parse_args, to_json,
+};
+use serde::{Deserialize, Serialize};
+use similar::TextDiff;
+
+struct EditFile;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Edit {
+    old_text: String,
+    new_text: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    root: String,
+    path: String,
+    edits: Vec<Edit>,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+#[derive(Serialize)]
+struct Edited {
+    path: String,
+    applied: bool,
+    edits: usize,
+    diff: String,
+    previous: Option<String>,
+}
+
+const INPUT_SCHEMA: &str = r#"{
+  "type": "object",
+  "properties": {
+    "root": {"type": "string", "description": "Name of the root (see list_roots)."},
+    "path": {"type": "string", "description": "Text file relative to the root."},
+    "edits": {
+      "type": "array",
+      "minItems": 1,
+      "description": "Applied in order; each old_text must match exactly once in the text as it stands then.",
+      "items": {
+        "type": "object",
+        "properties": {
+          "old_text": {"type": "string", "description": "Exact text to replace (include enough context to make it unique)."},
+          "new_text": {"type": "string", "description": "Replacement text."}
+        },
+        "required": ["old_text", "new_text"],
+        "additionalProperties": false
+      }
+    },
+    "dry_run": {"type": "boolean", "description": "Only return the diff; change nothing."}
+  },
+  "required": ["root", "path", "edits"],
+  "additionalProperties": false
+}"#;
+
+const OUTPUT_SCHEMA: &str = r#"{
+  "type": "object",
+  "properties": {
+    "path": {"type": "string"},
+    "applied": {"type": "boolean", "description": "False for a dry run."},
+    "edits": {"type": "integer"},
+    "diff": {"type": "string", "description": "Unified diff of the change."},
+    "previous": {"type": ["string", "null"], "description": "Where the previous content was kept (root-relative, in the trash)."}
+  },
+  "required": ["path", "applied", "edits", "diff", "previous"]
+}"#;
+
+impl Guest for EditFile {
+    fn describe() -> Descriptor {
+        Descriptor {
+            name: "edit_file".into(),
+            description: "Replace exact text in a file: every old_text must match exactly once; \
+                          edits apply in order, all or nothing. Returns a unified diff; with \
+                          dry_run nothing is written. The previous content is kept in the \
+                          root's trash."
+                .into(),
+            input_schema: INPUT_SCHEMA.into(),
+            output_schema: Some(OUTPUT_SCHEMA.into()),
+            permission: Permission::Write,
+            annotations: Annotations {
+                read_only: false,
+                destructive: true,
+                idempotent: false,
+            },
+            path_arguments: vec![PathArgument {
+                root_field: "root".into(),
+                root_fallback: None,
+                path_field: "path".into(),
+                permission: Permission::Write,
+                across_roots: None,
+                optional: false,
+            }],
+            keeps_history: true,
+        }
+    }
+
+    fn call(ctx: Context, arguments: String) -> Result<Output, ToolError> {
+        let args: Args = parse_args(&arguments)?;
+        if args.edits.is_empty() {
+            return Err(ToolError::InvalidArguments("'edits' is empty".into()));
+        }
+        let at = locate(&ctx, &args.root, &args.path)?;
+        let shown = at.shown.as_str();
+        let original = read_text(&at.full, shown, at.mount.max_read_bytes)?;
+        let crlf = original.contains("\r\n");
+        let mut text = original.clone();
+        for (i, edit) in args.edits.iter().enumerate() {
+            let n = i + 1;
+            let old = line_breaks(&edit.old_text, crlf);
+            let new = line_breaks(&edit.new_text, crlf);
+            if old.is_empty() {
+                return Err(ToolError::InvalidArguments(format!(
+                    "edit {n}: old_text is empty"
+                )));
+            }
+            match occurrences(&text, &old) {
+                1 => text = text.replacen(&old, &new, 1),
+                0 => {
+                    return Err(ToolError::Refused(format!(
+                        "edit {n}: old_text was not found in '{shown}'; nothing was changed"
+                    )));
+                }
+                count => {
+                    return Err(ToolError::Refused(format!(
+                        "edit {n}: old_text matches {count} times in '{shown}'; include more \
+                         context so it matches once; nothing was changed"
+                    )));
+                }
+            }
+        }
+        let diff = TextDiff::from_lines(&original, &text)
+            .unified_diff()
+            .context_radius(3)
+            .header(&format!("a/{shown}"), &format!("b/{shown}"))
+            .to_string();
+        let previous = if args.dry_run || text == original {
+            None
+        } else {
+            replace(&at, true, |f| {
+                f.write_all(text.as_bytes())?;
+                Ok(text.len() as u64)
+            })?
+            .previous
+        };
+        let result = Edited {
+            path: shown.to_string(),
+            applied: !args.dry_run,
+            edits: args.edits.len(),
+            diff,
+            previous,
+        };
+        let mut summary = if args.dry_run {
+            format!("dry run: {} edit(s) to '{shown}' would apply; nothing was written", result.edits)
+        } else {
+            format!("applied {} edit(s) to '{shown}'", result.edits)
+        };
+        if let Some(p) = &result.previous {
+            summary.push_str(&format!("; the previous content is kept at {p}"));
+        }
+        let mut text_blocks = vec![summary];
+        if !result.diff.is_empty() {
+            text_blocks.push(result.diff.clone());
+        }
+        Ok(Output {
+            text: text_blocks,
+            structured: Some(to_json(&result)),
+            images: vec![],
+        })
+    }
+}
+
+/// The file as UTF-8 text, refusing what cannot be edited as text.
+fn read_text(full: &std::path::Path, shown: &str, max: u64) -> Result<String, ToolError> {
+    let file = std::fs::File::open(full).map_err(|e| io_error(shown, &e))?;
+    let meta = file.metadata().map_err(|e| io_error(shown, &e))?;
+    let kind = Kind::of(meta.file_type(), full, true);
+    if kind != Kind::File {
+        return Err(ToolError::Refused(format!(
+            "'{shown}' is a {}, not a text file",
+            kind.name()
+        )));
+    }
+    if meta.len() > max {
+        return Err(ToolError::Refused(format!(
+            "'{shown}' is {}, over this root's read limit of {}; it cannot be edited whole",
+            human_bytes(meta.len()),
+            human_bytes(max)
+        )));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| io_error(shown, &e))?;
+    if bytes.len() as u64 > max {
+        return Err(ToolError::Refused(format!(
+            "'{shown}' grew past this root's read limit while being read"
+        )));
+    }
+    if is_binary(&bytes) {
+        return Err(ToolError::Refused(format!(
+            "'{shown}' is a binary file and cannot be edited as text"
+        )));
+    }
+    String::from_utf8(bytes).map_err(|_| {
+        ToolError::Refused(format!(
+            "'{shown}' is not valid UTF-8 and cannot be edited as text"
+        ))
+    })
+}
+
+/// `s` with its line breaks written the file's way.
+fn line_breaks(s: &str, crlf: bool) -> String {
+    let lf = s.replace("\r\n", "\n");
+    if crlf { lf.replace('\n', "\r\n") } else { lf }
+}
+
+/// How many times `needle` occurs in `haystack`, overlapping occurrences
+/// included (`aa` occurs twice in `aaa`: replacing "once" would be ambiguous).
+fn occurrences(haystack: &str, needle: &str) -> usize {
+    let mut count = 0;
+    let mut from = 0;
+    while let Some(i) = haystack[from..].find(needle) {
+        count += 1;
+        let at = from + i;
+        from = at + haystack[at..].chars().next().map_or(1, char::len_utf8);
+    }
+    count
+}
+
+loomfs_guest::tool!(EditFile);

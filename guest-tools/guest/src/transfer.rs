@@ -1,0 +1,198 @@
+//! What `move_file` and `copy_file` share: their arguments, the rules for
+//! what may stand at the destination, and copying a tree.
+//!
+//! A destination that exists is replaced only with `overwrite`, only if it
+//! is not a directory (a directory is never replaced or merged into), and its
+//! previous content is kept in the trash first. A directory is never moved or
+//! copied into itself. A tree copy skips symlinks (their targets would mean
+//! something else at the new place) and special files, and says so; denied
+//! entries are not even seen.
+
+use std::fs::{self, File};
+use std::io;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::walk::{self, Flow};
+use crate::write::create_parents;
+use crate::{Context, Kind, Located, PathArgument, Permission, ToolError, io_error, locate};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TransferArgs {
+    pub root: String,
+    pub source: String,
+    pub destination: String,
+    #[serde(default)]
+    pub destination_root: Option<String>,
+    #[serde(default)]
+    pub overwrite: bool,
+}
+
+/// The JSON Schema of the arguments, with `verb` in the descriptions.
+pub fn input_schema(verb: &str) -> String {
+    format!(
+        r#"{{
+  "type": "object",
+  "properties": {{
+    "root": {{"type": "string", "description": "Root of the source (see list_roots)."}},
+    "source": {{"type": "string", "description": "File or directory to {verb}, relative to its root."}},
+    "destination": {{"type": "string", "description": "New path, relative to the destination root; missing parents are created."}},
+    "destination_root": {{"type": "string", "description": "Root of the destination; default: the source's root."}},
+    "overwrite": {{"type": "boolean", "description": "Replace an existing destination file (its content is kept in the trash). A directory is never replaced."}}
+  }},
+  "required": ["root", "source", "destination"],
+  "additionalProperties": false
+}}"#
+    )
+}
+
+pub const OUTPUT_SCHEMA: &str = r#"{
+  "type": "object",
+  "properties": {
+    "source": {"type": "string"},
+    "destination": {"type": "string"},
+    "destination_root": {"type": "string"},
+    "type": {"type": "string", "description": "Type of the source."},
+    "overwritten": {"type": "boolean"},
+    "previous": {"type": ["string", "null"], "description": "Where the replaced destination was kept (root-relative, in the trash of the destination root)."},
+    "files": {"type": "integer"},
+    "directories": {"type": "integer"},
+    "bytes": {"type": "integer"},
+    "skipped": {"type": "array", "items": {"type": "string"}, "description": "Entries of a directory not copied (symlinks, special files)."}
+  },
+  "required": ["source", "destination", "destination_root", "type", "overwritten", "previous", "files", "directories", "bytes", "skipped"]
+}"#;
+
+/// The two path arguments: the source with `source_op` (and, for a move,
+/// delete when the destination is another root), the destination with write.
+pub fn path_arguments(source_op: Permission, across_roots: Option<Permission>) -> Vec<PathArgument> {
+    vec![
+        PathArgument {
+            root_field: "root".into(),
+            root_fallback: None,
+            path_field: "source".into(),
+            permission: source_op,
+            across_roots,
+            optional: false,
+        },
+        PathArgument {
+            root_field: "destination_root".into(),
+            root_fallback: Some("root".into()),
+            path_field: "destination".into(),
+            permission: Permission::Write,
+            across_roots: None,
+            optional: false,
+        },
+    ]
+}
+
+/// The result of a move or copy.
+#[derive(Serialize, Default)]
+pub struct Transferred {
+    pub source: String,
+    pub destination: String,
+    pub destination_root: String,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub overwritten: bool,
+    pub previous: Option<String>,
+    pub files: u64,
+    pub directories: u64,
+    pub bytes: u64,
+    pub skipped: Vec<String>,
+}
+
+/// Both ends located under their mounts.
+pub fn locate_ends<'a>(
+    ctx: &'a Context,
+    args: &TransferArgs,
+) -> Result<(Located<'a>, Located<'a>), ToolError> {
+    let source = locate(ctx, &args.root, &args.source)?;
+    let dest_root = args.destination_root.as_deref().unwrap_or(&args.root);
+    let destination = locate(ctx, dest_root, &args.destination)?;
+    Ok((source, destination))
+}
+
+/// Whether `inner` is `outer` or lies below it, on the same root (lexically:
+/// the host has already resolved every symlink on the way).
+pub fn within(outer: &Located, inner: &Located) -> bool {
+    outer.mount.name == inner.mount.name
+        && (outer.shown == "."
+            || inner.shown == outer.shown
+            || inner.shown.starts_with(&format!("{}/", outer.shown)))
+}
+
+/// Checks what stands at the destination. `Ok(true)`: a file or symlink that
+/// `overwrite` allows replacing; `Ok(false)`: nothing.
+pub fn check_destination(
+    destination: &Located,
+    source_is_dir: bool,
+    overwrite: bool,
+) -> Result<bool, ToolError> {
+    let shown = &destination.shown;
+    match fs::symlink_metadata(&destination.full) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(io_error(shown, &e)),
+        Ok(meta) if meta.is_dir() => Err(ToolError::Refused(format!(
+            "destination '{shown}' is an existing directory; a directory is never replaced \
+             (name a new path)"
+        ))),
+        Ok(_) if source_is_dir => Err(ToolError::Refused(format!(
+            "destination '{shown}' exists; a directory is only moved or copied to a new path"
+        ))),
+        Ok(_) if !overwrite => Err(ToolError::Refused(format!(
+            "destination '{shown}' exists; pass overwrite: true to replace it (its content is \
+             then kept in the trash)"
+        ))),
+        Ok(_) => Ok(true),
+    }
+}
+
+/// Copies the directory `source` to the new path `destination`.
+pub fn copy_tree(
+    source: &Located,
+    destination: &Located,
+    out: &mut Transferred,
+) -> Result<(), ToolError> {
+    // List everything first: a copy never sees its own output.
+    let mut entries = Vec::new();
+    walk::breadth_first(&source.full, &source.shown, u32::MAX, |e| {
+        entries.push((e.rel.clone(), e.kind, e.dir_entry.path()));
+        Flow::Continue
+    });
+    create_parents(&destination.full, &destination.shown)?;
+    fs::create_dir(&destination.full).map_err(|e| io_error(&destination.shown, &e))?;
+    out.directories += 1;
+    let prefix = if source.shown == "." {
+        String::new()
+    } else {
+        format!("{}/", source.shown)
+    };
+    for (rel, kind, from) in entries {
+        let inside = rel.strip_prefix(&prefix).unwrap_or(&rel);
+        let to = destination.full.join(inside);
+        match kind {
+            Kind::Directory => {
+                fs::create_dir(&to).map_err(|e| io_error(&rel, &e))?;
+                out.directories += 1;
+            }
+            Kind::File => {
+                out.bytes += copy_new(&from, &to).map_err(|e| io_error(&rel, &e))?;
+                out.files += 1;
+            }
+            other => out.skipped.push(format!("{rel} ({})", other.name())),
+        }
+    }
+    Ok(())
+}
+
+/// Copies a file to a path that does not exist yet, flushed to disk.
+fn copy_new(from: &Path, to: &Path) -> io::Result<u64> {
+    let mut source = File::open(from)?;
+    let mut target = File::create_new(to)?;
+    let bytes = io::copy(&mut source, &mut target)?;
+    target.sync_all()?;
+    Ok(bytes)
+}

@@ -1,0 +1,130 @@
+//! `move_file`: rename a file or directory, within a root or to another.
+//!
+//! Both ends were resolved by the host with their own operation: write on
+//! both, plus delete on the source root when the destination is another
+//! root (the entry leaves it). An existing destination file is replaced only
+//! with `overwrite`, after its content is kept in the trash; a directory is
+//! never replaced. Between filesystems a file is copied then removed.
+
+use std::fs;
+use std::io;
+
+use loomfs_guest::transfer::{
+    OUTPUT_SCHEMA, TransferArgs, Transferred, check_destination, copy_tree, input_schema,
+    locate_ends, path_arguments, within,
+};
+use loomfs_guest::write::{create_parents, keep_by_link, replace};
+use loomfs_guest::{
+    Annotations, Context, Descriptor, Guest, Kind, Output, Permission, ToolError, io_error,
+    parse_args, to_json,
+};
+
+struct MoveFile;
+
+impl Guest for MoveFile {
+    fn describe() -> Descriptor {
+        Descriptor {
+            name: "move_file".into(),
+            description: "Move or rename a file or directory, within a root or to another \
+                          (destination_root; that needs delete on the source root). An \
+                          existing destination file is replaced only with overwrite, its \
+                          content kept in the trash; a directory is never replaced."
+                .into(),
+            input_schema: input_schema("move"),
+            output_schema: Some(OUTPUT_SCHEMA.into()),
+            permission: Permission::Write,
+            annotations: Annotations {
+                read_only: false,
+                destructive: true,
+                idempotent: false,
+            },
+            path_arguments: path_arguments(Permission::Write, Some(Permission::Delete)),
+            keeps_history: true,
+        }
+    }
+
+    fn call(ctx: Context, arguments: String) -> Result<Output, ToolError> {
+        let args: TransferArgs = parse_args(&arguments)?;
+        let (source, destination) = locate_ends(&ctx, &args)?;
+        let meta = fs::symlink_metadata(&source.full).map_err(|e| io_error(&source.shown, &e))?;
+        let kind = Kind::of(meta.file_type(), &source.full, false);
+        let is_dir = kind == Kind::Directory;
+        if is_dir && within(&source, &destination) {
+            return Err(ToolError::Refused(format!(
+                "cannot move '{}' into itself",
+                source.shown
+            )));
+        }
+        let exists = check_destination(&destination, is_dir, args.overwrite)?;
+        let previous = if exists {
+            Some(keep_by_link(&destination)?)
+        } else {
+            create_parents(&destination.full, &destination.shown)?;
+            None
+        };
+        let mut out = Transferred {
+            source: source.shown.clone(),
+            destination: destination.shown.clone(),
+            destination_root: destination.mount.name.clone(),
+            kind: kind.name(),
+            overwritten: exists,
+            previous,
+            ..Transferred::default()
+        };
+        let across = source.mount.name != destination.mount.name;
+        match fs::rename(&source.full, &destination.full) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::CrossesDevices && across => {
+                // Another filesystem: copy, then remove the source (the
+                // host has checked delete on its root).
+                if is_dir {
+                    copy_tree(&source, &destination, &mut out)?;
+                    fs::remove_dir_all(&source.full).map_err(|_| {
+                        ToolError::Refused(format!(
+                            "'{}' was copied to root '{}' but could not be removed: it holds \
+                             entries hidden by its root's deny list",
+                            source.shown, destination.mount.name
+                        ))
+                    })?;
+                } else {
+                    let mut from =
+                        fs::File::open(&source.full).map_err(|e| io_error(&source.shown, &e))?;
+                    out.bytes = replace(&destination, false, |f| io::copy(&mut from, f))?.bytes;
+                    fs::remove_file(&source.full).map_err(|e| io_error(&source.shown, &e))?;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied && across && is_dir => {
+                return Err(ToolError::Refused(format!(
+                    "moving directory '{}' to root '{}' was refused: the roots deny different \
+                     names, and entries hidden in one would appear in the other; copy it instead",
+                    source.shown, destination.mount.name
+                )));
+            }
+            Err(e) => return Err(io_error(&source.shown, &e)),
+        }
+        let mut text = format!(
+            "moved {} '{}' to '{}'{}",
+            out.kind,
+            out.source,
+            out.destination,
+            if across {
+                format!(" in root '{}'", out.destination_root)
+            } else {
+                String::new()
+            }
+        );
+        if let Some(p) = &out.previous {
+            text.push_str(&format!(
+                "; the replaced file is kept at {p} (root '{}')",
+                out.destination_root
+            ));
+        }
+        Ok(Output {
+            text: vec![text],
+            structured: Some(to_json(&out)),
+            images: vec![],
+        })
+    }
+}
+
+loomfs_guest::tool!(MoveFile);
