@@ -64,7 +64,7 @@ fn check_prints_roots_and_tool_surface() {
         "{stdout}"
     );
     assert!(
-        stdout.contains("  write   create_directory, write_file"),
+        stdout.contains("  write   copy_file, create_directory, edit_file, move_file, write_file"),
         "{stdout}"
     );
     // `work` narrows its role to read and write: no root grants delete.

@@ -28,7 +28,10 @@ fn request(id: usize, file: usize, letter: char) -> String {
 fn sigkill_mid_write_leaves_whole_files() {
     // Kill at several points after the first write has completed, while the
     // next ones are in flight.
-    for (round, delay_ms) in [0u64, 1, 2, 3, 5, 7, 10, 15, 20, 30, 40, 60].into_iter().enumerate() {
+    for (round, delay_ms) in [0u64, 1, 2, 3, 5, 7, 10, 15, 20, 30, 40, 60]
+        .into_iter()
+        .enumerate()
+    {
         let env = Env::new();
         for f in 0..FILES {
             env.write(&format!("ws/big-{f}.txt"), "A".repeat(SIZE));

@@ -11,6 +11,14 @@
 //!   component call with a small answer (fixed cost of a call vs. size of
 //!   the answer).
 //!
+//! - `roundtrip/write_file_4k`: one `write_file` overwrite of a 4 KiB file
+//!   (atomic: temporary file, fsync, rename; the previous content
+//!   hard-linked into the trash).
+//! - `reference/*`: the same reads and writes through
+//!   `@modelcontextprotocol/server-filesystem`, when `LOOMFS_BENCH_REFERENCE`
+//!   names its `dist/index.js` (`npm install
+//!   @modelcontextprotocol/server-filesystem`; needs `node`).
+//!
 //! Run with `cargo bench -p loom-fs-mcp --bench protocol`.
 
 use std::io::{BufRead, BufReader, Write};
@@ -25,23 +33,32 @@ const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","param
 
 struct Fixture {
     _tmp: tempfile::TempDir,
+    dir: PathBuf,
     config: PathBuf,
 }
 
 fn fixture() -> Fixture {
     let tmp = tempfile::TempDir::new().unwrap();
-    let root = tmp.path().join("docs");
+    let dir = std::fs::canonicalize(tmp.path()).unwrap();
+    let root = dir.join("docs");
     std::fs::create_dir_all(&root).unwrap();
+    std::fs::create_dir_all(dir.join("work")).unwrap();
     let line = "The quick brown fox jumps over the lazy dog, 0123456789 abcdefghij\n";
     let text: String = line.repeat(4096 / line.len() + 1)[..4096].to_string();
-    std::fs::write(root.join("page.txt"), text).unwrap();
-    let config = tmp.path().join("roots.toml");
+    std::fs::write(root.join("page.txt"), &text).unwrap();
+    std::fs::write(dir.join("work/page.txt"), &text).unwrap();
+    let config = dir.join("roots.toml");
     std::fs::write(
         &config,
-        "audit_log = \"audit.log\"\n[[roots]]\nname = \"docs\"\npath = \"docs\"\nrole = \"reference\"\n",
+        "audit_log = \"audit.log\"\n[[roots]]\nname = \"docs\"\npath = \"docs\"\nrole = \"reference\"\n\
+         [[roots]]\nname = \"work\"\npath = \"work\"\nrole = \"workspace\"\n",
     )
     .unwrap();
-    Fixture { _tmp: tmp, config }
+    Fixture {
+        _tmp: tmp,
+        dir,
+        config,
+    }
 }
 
 fn spawn(config: &Path) -> Child {
@@ -69,7 +86,10 @@ struct Session {
 
 impl Session {
     fn open(config: &Path) -> Session {
-        let mut child = spawn(config);
+        Session::start(spawn(config))
+    }
+
+    fn start(mut child: Child) -> Session {
         let stdin = child.stdin.take().unwrap();
         let stdout = BufReader::new(child.stdout.take().unwrap());
         let mut s = Session {
@@ -161,6 +181,50 @@ fn roundtrip(c: &mut Criterion) {
     group.bench_function("list_roots", |b| b.iter(|| s.request(list_roots)));
     group.bench_function("read_file_4k", |b| b.iter(|| s.request(read_file)));
     group.bench_function("get_file_info", |b| b.iter(|| s.request(file_info)));
+    // 4 KiB once decoded: 4095 x and an escaped newline.
+    let content = "x".repeat(4095) + "\\n";
+    let write_file = format!(
+        r#"{{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{{"name":"write_file","arguments":{{"root":"work","path":"page.txt","content":"{content}"}}}}}}"#
+    );
+    s.request(&write_file);
+    assert!(s.line.contains("\"isError\":false"), "{}", s.line);
+    group.bench_function("write_file_4k", |b| b.iter(|| s.request(&write_file)));
+    group.finish();
+    drop(s);
+
+    // The reference server, same files, same pipes.
+    let Some(reference) = std::env::var_os("LOOMFS_BENCH_REFERENCE") else {
+        eprintln!(
+            "reference/*: skipped (set LOOMFS_BENCH_REFERENCE to server-filesystem's dist/index.js)"
+        );
+        return;
+    };
+    let child = Command::new("node")
+        .arg(reference)
+        .arg(&f.dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut r = Session::start(child);
+    let path = |rel: &str| f.dir.join(rel).to_string_lossy().into_owned();
+    let read = format!(
+        r#"{{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{{"name":"read_text_file","arguments":{{"path":"{}"}}}}}}"#,
+        path("docs/page.txt")
+    );
+    let write = format!(
+        r#"{{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{{"name":"write_file","arguments":{{"path":"{}","content":"{content}"}}}}}}"#,
+        path("work/page.txt")
+    );
+    r.request(&read);
+    assert!(r.line.contains("quick brown fox"), "{}", r.line);
+    let mut group = c.benchmark_group("reference");
+    group
+        .sample_size(50)
+        .measurement_time(Duration::from_secs(8));
+    group.bench_function("read_file_4k", |b| b.iter(|| r.request(&read)));
+    group.bench_function("write_file_4k", |b| b.iter(|| r.request(&write)));
     group.finish();
 }
 

@@ -71,18 +71,24 @@ fn load_config(cli: &Cli) -> anyhow::Result<Config> {
     Ok(Config::load(path, cli.read_only)?)
 }
 
-/// Config → audit → runtime with the built-in components → tool surface.
-fn toolbox(config: Config) -> anyhow::Result<Toolbox> {
+/// What a server needs before it answers anything: the audit log (a server
+/// that cannot audit must not start) and the runtime.
+fn prepare(config: &Config) -> anyhow::Result<(Audit, Runtime)> {
     let audit = Audit::open(&config.audit, config.audit_max_bytes, config.audit_backups)
         .with_context(|| match &config.audit {
             AuditTarget::File(path) => format!("cannot open the audit log {}", path.display()),
             AuditTarget::Stderr => "cannot use stderr for the audit log".into(),
         })?;
-    let mut runtime = Runtime::new(Budget {
+    let runtime = Runtime::new(Budget {
         memory_bytes: config.limits.tool_memory_bytes,
         timeout: config.limits.tool_timeout,
     })
     .map_err(|e| anyhow::anyhow!("cannot start the WebAssembly runtime: {e}"))?;
+    Ok((audit, runtime))
+}
+
+/// Loads the built-in components and builds the tool surface.
+fn toolbox(config: Config, audit: Audit, mut runtime: Runtime) -> anyhow::Result<Toolbox> {
     let cache = Cache::from_env();
     for (name, wasm) in runtime::BUILTINS {
         let component = cache
@@ -108,7 +114,8 @@ fn raise_open_file_limit() {
 
 fn check(cli: &Cli) -> anyhow::Result<()> {
     let config = load_config(cli)?;
-    let toolbox = toolbox(config)?;
+    let (audit, runtime) = prepare(&config)?;
+    let toolbox = toolbox(config, audit, runtime)?;
     let config = toolbox.config();
     println!("config is valid");
     if config.read_only {
@@ -148,8 +155,7 @@ fn check(cli: &Cli) -> anyhow::Result<()> {
 fn serve(cli: &Cli) -> anyhow::Result<()> {
     let config = load_config(cli)?;
     raise_open_file_limit();
-    let toolbox = Arc::new(toolbox(config)?);
-    let config = toolbox.config();
+    let (audit, runtime) = prepare(&config)?;
     eprintln!(
         "loom-fs-mcp {}: {} root{}{}",
         env!("CARGO_PKG_VERSION"),
@@ -162,12 +168,28 @@ fn serve(cli: &Cli) -> anyhow::Result<()> {
         eprintln!("  {:width$}  {:<10}  {}", r.name, r.role.as_str(), r.perms);
     }
     eprintln!("serving MCP over stdio");
+    // The client's handshake needs no component: answer it at once, and
+    // load the components meanwhile. Tool requests wait for them; a
+    // component that fails to load stops the server with the reason.
+    let (ready, loaded) = tokio::sync::watch::channel(None);
+    std::thread::Builder::new()
+        .name("load-components".into())
+        .spawn(move || match toolbox(config, audit, runtime) {
+            Ok(toolbox) => {
+                let _ = ready.send(Some(Arc::new(toolbox)));
+            }
+            Err(e) => {
+                eprintln!("loom-fs-mcp: {e:#}");
+                std::process::exit(1);
+            }
+        })
+        .context("cannot start the component loader")?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
     rt.block_on(async move {
-        let service = Server::new(toolbox)
+        let service = Server::new(loaded)
             .serve(rmcp::transport::stdio())
             .await
             .context("MCP session failed to start")?;

@@ -4,6 +4,9 @@
 //! and `server/discover` (2026-07-28), which rmcp handles from `get_info`.
 //! A `notifications/cancelled` for a running call sets its cancel flag, and
 //! the epoch check stops the guest within a tick.
+//!
+//! The toolbox arrives after the server starts (components load while the
+//! client's handshake is answered): tool requests wait for it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,14 +24,29 @@ const INSTRUCTIONS: &str = "Filesystem access to a few declared roots, each with
 what may be done there. Call list_roots first; every other tool takes a root name and a path \
 relative to that root. Refusals name the rule that bit.";
 
+/// The toolbox, once loaded.
+pub type Ready = tokio::sync::watch::Receiver<Option<Arc<Toolbox>>>;
+
 #[derive(Clone)]
 pub struct Server {
-    toolbox: Arc<Toolbox>,
+    toolbox: Ready,
 }
 
 impl Server {
-    pub fn new(toolbox: Arc<Toolbox>) -> Server {
+    pub fn new(toolbox: Ready) -> Server {
         Server { toolbox }
+    }
+
+    /// The toolbox, waiting for it to be loaded.
+    async fn toolbox(&self) -> Result<Arc<Toolbox>, ErrorData> {
+        let mut ready = self.toolbox.clone();
+        let loaded = ready
+            .wait_for(Option::is_some)
+            .await
+            .map_err(|_| ErrorData::internal_error("the tools failed to load", None))?;
+        loaded
+            .clone()
+            .ok_or_else(|| ErrorData::internal_error("the tools failed to load", None))
     }
 }
 
@@ -46,11 +64,13 @@ impl ServerHandler for Server {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.toolbox.tools()))
+        Ok(ListToolsResult::with_all_items(
+            self.toolbox().await?.tools(),
+        ))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.toolbox.tool(name).cloned()
+        self.toolbox.borrow().as_ref()?.tool(name).cloned()
     }
 
     async fn call_tool(
@@ -58,6 +78,7 @@ impl ServerHandler for Server {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let toolbox = self.toolbox().await?;
         let cancel = Arc::new(AtomicBool::new(false));
         let watcher = {
             let cancel = Arc::clone(&cancel);
@@ -67,10 +88,7 @@ impl ServerHandler for Server {
                 cancel.store(true, Ordering::Relaxed);
             })
         };
-        let result = self
-            .toolbox
-            .call(&request.name, request.arguments, cancel)
-            .await;
+        let result = toolbox.call(&request.name, request.arguments, cancel).await;
         watcher.abort();
         result.map(Into::into)
     }
