@@ -715,6 +715,14 @@ async fn move_and_copy_refusals_on_either_operand() {
                 },
             ),
             (
+                json!({"root": "ws", "source": "", "destination": "x"}),
+                if tool == "move_file" {
+                    "refused by rule 'empty_path'"
+                } else {
+                    "cannot copy '.' into itself"
+                },
+            ),
+            (
                 json!({"root": "ws", "source": "a.txt", "destination": "."}),
                 "refused by rule 'root_itself'",
             ),
