@@ -2,8 +2,8 @@
 //! directory is success; an existing file of that name is not.
 
 use loomfs_guest::{
-    Annotations, Context, Descriptor, Guest, Output, PathArgument, Permission, ToolError,
-    io_error, locate, parse_args, to_json,
+    Annotations, Context, Descriptor, Guest, Output, Permission, ToolError, io_error, locate,
+    parse_args, root_and_path, to_json,
 };
 use serde::{Deserialize, Serialize};
 
@@ -56,14 +56,7 @@ impl Guest for CreateDirectory {
                 destructive: false,
                 idempotent: true,
             },
-            path_arguments: vec![PathArgument {
-                root_field: "root".into(),
-                root_fallback: None,
-                path_field: "path".into(),
-                permission: Permission::Write,
-                across_roots: None,
-                optional: false,
-            }],
+            path_arguments: root_and_path(Permission::Write, false),
             keeps_history: false,
         }
     }

@@ -4,8 +4,8 @@
 
 use loomfs_guest::write::keep_by_move;
 use loomfs_guest::{
-    Annotations, Context, Descriptor, Guest, Kind, Output, PathArgument, Permission, ToolError,
-    io_error, locate, parse_args, to_json,
+    Annotations, Context, Descriptor, Guest, Kind, Output, Permission, ToolError, io_error, locate,
+    parse_args, root_and_path, to_json,
 };
 use serde::{Deserialize, Serialize};
 
@@ -61,14 +61,7 @@ impl Guest for DeleteFile {
                 destructive: true,
                 idempotent: false,
             },
-            path_arguments: vec![PathArgument {
-                root_field: "root".into(),
-                root_fallback: None,
-                path_field: "path".into(),
-                permission: Permission::Delete,
-                across_roots: None,
-                optional: false,
-            }],
+            path_arguments: root_and_path(Permission::Delete, false),
             keeps_history: true,
         }
     }

@@ -13,8 +13,8 @@ use std::io::{Read, Write};
 use loomfs_guest::content::is_binary;
 use loomfs_guest::write::replace;
 use loomfs_guest::{
-    Annotations, Context, Descriptor, Guest, Kind, Output, PathArgument, Permission, ToolError,
-    human_bytes, io_error, locate, parse_args, to_json,
+    Annotations, Context, Descriptor, Guest, Kind, Output, Permission, ToolError, human_bytes,
+    io_error, locate, parse_args, root_and_path, to_json,
 };
 use serde::{Deserialize, Serialize};
 use similar::TextDiff;
@@ -101,14 +101,7 @@ impl Guest for EditFile {
                 destructive: true,
                 idempotent: false,
             },
-            path_arguments: vec![PathArgument {
-                root_field: "root".into(),
-                root_fallback: None,
-                path_field: "path".into(),
-                permission: Permission::Write,
-                across_roots: None,
-                optional: false,
-            }],
+            path_arguments: root_and_path(Permission::Write, false),
             keeps_history: true,
         }
     }
@@ -169,7 +162,10 @@ impl Guest for EditFile {
             previous,
         };
         let mut summary = if args.dry_run {
-            format!("dry run: {} edit(s) to '{shown}' would apply; nothing was written", result.edits)
+            format!(
+                "dry run: {} edit(s) to '{shown}' would apply; nothing was written",
+                result.edits
+            )
         } else {
             format!("applied {} edit(s) to '{shown}'", result.edits)
         };

@@ -5,8 +5,8 @@
 //! missing or outside the root, so the answer never maps the disk beyond it.
 
 use loomfs_guest::{
-    Annotations, Context, Descriptor, Guest, Kind, Output, PathArgument, Permission, ToolError,
-    human_bytes, io_error, locate, modified, parse_args, sys, timestamp, to_json,
+    Annotations, Context, Descriptor, Guest, Kind, Output, Permission, ToolError, human_bytes,
+    io_error, locate, modified, parse_args, root_and_path, sys, timestamp, to_json,
 };
 use serde::{Deserialize, Serialize};
 
@@ -74,14 +74,7 @@ impl Guest for GetFileInfo {
                 destructive: false,
                 idempotent: true,
             },
-            path_arguments: vec![PathArgument {
-                root_field: "root".into(),
-                root_fallback: None,
-                path_field: "path".into(),
-                permission: Permission::Read,
-                across_roots: None,
-                optional: false,
-            }],
+            path_arguments: root_and_path(Permission::Read, false),
             keeps_history: false,
         }
     }

@@ -49,6 +49,19 @@ macro_rules! tool {
     };
 }
 
+/// The usual path argument: a root in `root` and a path in `path`, used for
+/// `permission` (`optional`: an omitted path means the root itself).
+pub fn root_and_path(permission: Permission, optional: bool) -> Vec<PathArgument> {
+    vec![PathArgument {
+        root_field: "root".into(),
+        root_fallback: None,
+        path_field: "path".into(),
+        permission,
+        across_roots: None,
+        optional,
+    }]
+}
+
 /// Parses the call's JSON arguments into the tool's argument struct.
 ///
 /// Argument structs use `#[serde(deny_unknown_fields)]`, so a misspelt field

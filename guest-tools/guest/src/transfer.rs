@@ -67,7 +67,10 @@ pub const OUTPUT_SCHEMA: &str = r#"{
 
 /// The two path arguments: the source with `source_op` (and, for a move,
 /// delete when the destination is another root), the destination with write.
-pub fn path_arguments(source_op: Permission, across_roots: Option<Permission>) -> Vec<PathArgument> {
+pub fn path_arguments(
+    source_op: Permission,
+    across_roots: Option<Permission>,
+) -> Vec<PathArgument> {
     vec![
         PathArgument {
             root_field: "root".into(),

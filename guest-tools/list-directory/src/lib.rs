@@ -10,8 +10,8 @@ use std::cmp::Ordering;
 
 use loomfs_guest::walk::{self, Flow};
 use loomfs_guest::{
-    Annotations, Context, Descriptor, Guest, Kind, Output, PathArgument, Permission, ToolError,
-    human_bytes, io_error, locate, modified, parse_args, to_json,
+    Annotations, Context, Descriptor, Guest, Kind, Output, Permission, ToolError, human_bytes,
+    io_error, locate, modified, parse_args, root_and_path, to_json,
 };
 use serde::{Deserialize, Serialize};
 
@@ -96,14 +96,7 @@ impl Guest for ListDirectory {
                 destructive: false,
                 idempotent: true,
             },
-            path_arguments: vec![PathArgument {
-                root_field: "root".into(),
-                root_fallback: None,
-                path_field: "path".into(),
-                permission: Permission::Read,
-                across_roots: None,
-                optional: true,
-            }],
+            path_arguments: root_and_path(Permission::Read, true),
             keeps_history: false,
         }
     }

@@ -13,8 +13,8 @@ use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 
 use loomfs_guest::content::{SNIFF_BYTES, image_mime, is_binary};
 use loomfs_guest::{
-    Annotations, Context, Descriptor, Guest, Image, Kind, Output, PathArgument, Permission,
-    ToolError, human_bytes, io_error, locate, parse_args, to_json,
+    Annotations, Context, Descriptor, Guest, Image, Kind, Output, Permission, ToolError,
+    human_bytes, io_error, locate, parse_args, root_and_path, to_json,
 };
 use serde::{Deserialize, Serialize};
 
@@ -91,14 +91,7 @@ impl Guest for ReadFile {
                 destructive: false,
                 idempotent: true,
             },
-            path_arguments: vec![PathArgument {
-                root_field: "root".into(),
-                root_fallback: None,
-                path_field: "path".into(),
-                permission: Permission::Read,
-                across_roots: None,
-                optional: false,
-            }],
+            path_arguments: root_and_path(Permission::Read, false),
             keeps_history: false,
         }
     }

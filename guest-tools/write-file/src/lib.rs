@@ -12,8 +12,8 @@ use std::io::Write;
 
 use loomfs_guest::write::{create_parents, replace};
 use loomfs_guest::{
-    Annotations, Context, Descriptor, Guest, Kind, Output, PathArgument, Permission, ToolError,
-    human_bytes, io_error, locate, parse_args, sys, to_json,
+    Annotations, Context, Descriptor, Guest, Kind, Output, Permission, ToolError, human_bytes,
+    io_error, locate, parse_args, root_and_path, sys, to_json,
 };
 use serde::{Deserialize, Serialize};
 
@@ -87,14 +87,7 @@ impl Guest for WriteFile {
                 destructive: true,
                 idempotent: false,
             },
-            path_arguments: vec![PathArgument {
-                root_field: "root".into(),
-                root_fallback: None,
-                path_field: "path".into(),
-                permission: Permission::Write,
-                across_roots: None,
-                optional: false,
-            }],
+            path_arguments: root_and_path(Permission::Write, false),
             keeps_history: true,
         }
     }
