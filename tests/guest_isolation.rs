@@ -458,6 +458,45 @@ fn the_trash_only_takes_things_in() {
         std::fs::read(env.path("ws/.mcp-trash/old/secret.txt")).unwrap(),
         b"CANARY-TRASHED\n"
     );
+    // Nothing kept is ever replaced: not another call's entry, not one of
+    // this call's.
+    env.write("ws/c.txt", "c\n");
+    for to in [
+        ".mcp-trash/old/secret.txt",
+        ".mcp-trash/20261129T000000.000001Z/b.txt",
+    ] {
+        let (report, refusals, _) = call(json!({"attack": "trash_in", "path": "c.txt", "to": to}));
+        assert!(report.starts_with("refused"), "{to}: {report}");
+        assert!(
+            refusals.iter().any(|r| r.rule == "trash"),
+            "{to}: {refusals:?}"
+        );
+    }
+    assert_eq!(
+        std::fs::read(env.path("ws/.mcp-trash/old/secret.txt")).unwrap(),
+        b"CANARY-TRASHED\n"
+    );
+    assert_eq!(
+        std::fs::read(env.path("ws/.mcp-trash/20261129T000000.000001Z/b.txt")).unwrap(),
+        b"b\n"
+    );
+    // Moving into the trash takes delete: a sourcecode root cannot.
+    let src = root(&env, "ws", Role::Sourcecode, Role::Sourcecode.ceiling());
+    let mut req = request(
+        &src,
+        true,
+        &json!({"attack": "trash_in", "path": "c.txt", "to": ".mcp-trash/20261129T000000.000003Z/c.txt"}),
+        Arc::default(),
+    );
+    req.stamp = Some("20261129T000000.000003Z".into());
+    let outcome = runtime().call(0, req);
+    assert!(outcome.result.unwrap().text[0].starts_with("refused"));
+    assert!(
+        outcome.refusals.iter().any(|r| r.rule == "permission"),
+        "{:?}",
+        outcome.refusals
+    );
+    assert!(env.path("ws/c.txt").exists());
 }
 
 /// A `.mcp-trash` that is a symlink (planted to widen the capability) is
@@ -470,7 +509,7 @@ fn a_planted_trash_symlink_is_not_followed() {
     let mut req = request(
         &ws,
         true,
-        &json!({"attack": "trash_mkdir", "path": ".mcp-trash/x"}),
+        &json!({"attack": "trash_mkdir", "path": ".mcp-trash/20261129T000000.000002Z"}),
         Arc::default(),
     );
     req.stamp = Some("20261129T000000.000002Z".into());
@@ -482,5 +521,32 @@ fn a_planted_trash_symlink_is_not_followed() {
         "{:?}",
         outcome.refusals
     );
-    assert!(!env.path("outside/x").exists());
+    assert!(!env.path("outside/20261129T000000.000002Z").exists());
+}
+
+/// A guest stopped mid-write (its deadline) leaves no temporary file: the
+/// host removes the ones it created, by their reserved name only.
+#[test]
+fn a_stopped_call_leaves_no_temporary_file() {
+    let env = fixture();
+    let ws = root(&env, "ws", Role::Sourcecode, Role::Sourcecode.ceiling());
+    let rt = runtime_with(Budget {
+        memory_bytes: 32 << 20,
+        timeout: Duration::from_millis(200),
+    });
+    let outcome = rt.call(
+        0,
+        request(
+            &ws,
+            true,
+            &json!({"attack": "temp_then_spin"}),
+            Arc::default(),
+        ),
+    );
+    assert!(matches!(outcome.result, Err(CallError::Timeout(_))));
+    assert!(!env.path("ws/.loom-fs-write-0123456789abcdef").exists());
+    assert!(
+        env.path("ws/made-by-guest.txt").exists(),
+        "only temporaries are swept"
+    );
 }

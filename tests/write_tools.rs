@@ -885,3 +885,138 @@ async fn copy_files_and_trees() {
     );
     client.cancel().await.unwrap();
 }
+
+#[tokio::test]
+async fn delete_needs_only_delete_and_writes_keep_modes() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new();
+    env.write("rd/old.txt", "old\n")
+        .write("ws/private.yaml", "token: 1\n")
+        .write("ws/run.sh", "#!/bin/sh\necho 1\n")
+        .write("ws/target.txt", "target\n")
+        .symlink("target.txt", "ws/link")
+        .symlink("nowhere.txt", "ws/dangling");
+    std::fs::set_permissions(
+        env.path("ws/private.yaml"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        env.path("ws/run.sh"),
+        std::fs::Permissions::from_mode(0o750),
+    )
+    .unwrap();
+    let config = env.config(
+        "audit_log = \"audit.log\"\n[[roots]]\nname = \"rd\"\npath = \"rd\"\nrole = \"workspace\"\npermissions = [\"read\", \"delete\"]\n\
+         [[roots]]\nname = \"ws\"\npath = \"ws\"\nrole = \"workspace\"\n",
+    );
+    let client = start(&config).await;
+
+    // A root that grants read and delete, not write: delete works.
+    let r = call(
+        &client,
+        "delete_file",
+        json!({"root": "rd", "path": "old.txt"}),
+    )
+    .await;
+    assert!(!is_error(&r), "{r:?}");
+    assert!(!env.path("rd/old.txt").exists());
+
+    // Replacing a file keeps its permission bits.
+    let r = call(
+        &client,
+        "write_file",
+        json!({"root": "ws", "path": "private.yaml", "content": "token: 2\n"}),
+    )
+    .await;
+    assert!(!is_error(&r), "{r:?}");
+    let mode = |p: &str| std::fs::metadata(env.path(p)).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode("ws/private.yaml"), 0o600);
+    let r = call(
+        &client,
+        "edit_file",
+        json!({"root": "ws", "path": "run.sh",
+        "edits": [{"old_text": "echo 1", "new_text": "echo 2"}]}),
+    )
+    .await;
+    assert!(!is_error(&r), "{r:?}");
+    assert_eq!(mode("ws/run.sh"), 0o750);
+
+    // `.//x` is `x`.
+    let r = call(
+        &client,
+        "write_file",
+        json!({"root": "ws", "path": ".//sub//new.txt", "content": "n\n"}),
+    )
+    .await;
+    assert!(!is_error(&r), "{r:?}");
+    assert_eq!(structured(&r)["path"], "sub/new.txt");
+    assert_eq!(
+        std::fs::read_to_string(env.path("ws/sub/new.txt")).unwrap(),
+        "n\n"
+    );
+
+    // A symlink written over is kept (in the trash), never silently lost;
+    // its target is untouched; the audit line says where the link went.
+    let r = call(
+        &client,
+        "write_file",
+        json!({"root": "ws", "path": "link", "content": "replaced\n"}),
+    )
+    .await;
+    assert!(!is_error(&r), "{r:?}");
+    let previous = structured(&r)["previous"].as_str().unwrap().to_string();
+    assert!(
+        std::fs::symlink_metadata(env.path(&format!("ws/{previous}")))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.path("ws/target.txt")).unwrap(),
+        "target\n"
+    );
+    let line = audit(&env)
+        .into_iter()
+        .rev()
+        .find(|l| l["path"] == "link")
+        .unwrap();
+    assert_eq!(line["trash"], json!([previous]));
+    let r = call(
+        &client,
+        "write_file",
+        json!({"root": "ws", "path": "dangling", "content": "x", "mode": "create"}),
+    )
+    .await;
+    assert_refused(&r, "'dangling' already exists");
+    let r = call(
+        &client,
+        "write_file",
+        json!({"root": "ws", "path": "dangling", "content": "x\n", "mode": "append"}),
+    )
+    .await;
+    assert!(!is_error(&r), "{r:?}");
+    let kept = structured(&r)["previous"].as_str().unwrap().to_string();
+    assert!(
+        std::fs::symlink_metadata(env.path(&format!("ws/{kept}")))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+
+    // An edit that changes nothing writes nothing and says so.
+    let r = call(
+        &client,
+        "edit_file",
+        json!({"root": "ws", "path": "run.sh",
+        "edits": [{"old_text": "echo 2", "new_text": "echo 2"}]}),
+    )
+    .await;
+    assert!(
+        text(&r).contains("unchanged; nothing was written"),
+        "{}",
+        text(&r)
+    );
+    assert_eq!(structured(&r)["applied"], false);
+    client.cancel().await.unwrap();
+}

@@ -11,7 +11,7 @@
 //! [`Toolbox`].
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
@@ -356,11 +356,21 @@ impl Toolbox {
         };
         for r in &resolved {
             let path = clip(r.requested());
-            // Where the previous content of this path went, if anywhere.
+            // Where the previous content of this path went, if anywhere: the
+            // guest keeps the entry it was asked about (a symlink itself, say),
+            // the host resolved its target; either may match.
+            let asked: PathBuf = r
+                .requested()
+                .split('/')
+                .filter(|p| !p.is_empty() && *p != ".")
+                .collect();
             let kept: Vec<&str> = outcome
                 .kept
                 .iter()
-                .filter(|k| k.root == r.root().name && Path::new(&k.from) == r.real_rel())
+                .filter(|k| {
+                    k.root == r.root().name
+                        && (Path::new(&k.from) == r.real_rel() || Path::new(&k.from) == asked)
+                })
                 .map(|k| k.to.as_str())
                 .collect();
             self.audit.log(

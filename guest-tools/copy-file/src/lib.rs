@@ -13,7 +13,7 @@ use loomfs_guest::transfer::{
     OUTPUT_SCHEMA, TransferArgs, Transferred, check_destination, copy_tree, input_schema,
     locate_ends, path_arguments, within,
 };
-use loomfs_guest::write::replace;
+use loomfs_guest::write::{Publish, replace};
 use loomfs_guest::{
     Annotations, Context, Descriptor, Guest, Kind, Output, Permission, ToolError, human_bytes,
     io_error, parse_args, to_json,
@@ -71,7 +71,12 @@ impl Guest for CopyFile {
                 let exists = check_destination(&destination, false, args.overwrite)?;
                 let mut from =
                     fs::File::open(&source.full).map_err(|e| io_error(&source.shown, &e))?;
-                let done = replace(&destination, exists, |f| io::copy(&mut from, f))?;
+                let publish = if exists {
+                    Publish::Replace
+                } else {
+                    Publish::New
+                };
+                let done = replace(&destination, publish, |f| io::copy(&mut from, f))?;
                 out.overwritten = exists;
                 out.previous = done.previous;
                 out.files = 1;

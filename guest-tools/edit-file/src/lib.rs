@@ -11,7 +11,7 @@
 use std::io::{Read, Write};
 
 use loomfs_guest::content::is_binary;
-use loomfs_guest::write::replace;
+use loomfs_guest::write::{Publish, replace};
 use loomfs_guest::{
     Annotations, Context, Descriptor, Guest, Kind, Output, Permission, ToolError, human_bytes,
     io_error, locate, parse_args, root_and_path, to_json,
@@ -145,10 +145,11 @@ impl Guest for EditFile {
             .context_radius(3)
             .header(&format!("a/{shown}"), &format!("b/{shown}"))
             .to_string();
-        let previous = if args.dry_run || text == original {
+        let unchanged = text == original;
+        let previous = if args.dry_run || unchanged {
             None
         } else {
-            replace(&at, true, |f| {
+            replace(&at, Publish::Replace, |f| {
                 f.write_all(text.as_bytes())?;
                 Ok(text.len() as u64)
             })?
@@ -156,12 +157,14 @@ impl Guest for EditFile {
         };
         let result = Edited {
             path: shown.to_string(),
-            applied: !args.dry_run,
+            applied: !args.dry_run && !unchanged,
             edits: args.edits.len(),
             diff,
             previous,
         };
-        let mut summary = if args.dry_run {
+        let mut summary = if unchanged {
+            format!("the edits leave '{shown}' unchanged; nothing was written")
+        } else if args.dry_run {
             format!(
                 "dry run: {} edit(s) to '{shown}' would apply; nothing was written",
                 result.edits

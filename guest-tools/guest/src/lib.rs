@@ -95,14 +95,17 @@ pub fn locate<'a>(ctx: &'a Context, root: &str, path: &str) -> Result<Located<'a
             path.escape_debug()
         )));
     }
-    let trimmed = path.trim_start_matches("./");
-    let (full, shown) = if trimmed.is_empty() || trimmed == "." {
+    // By components: `.//a` is `a`, never `/a`; `..` is kept (the host has
+    // resolved it, and the filesystem resolves it the same way).
+    let parts: Vec<&str> = path
+        .split('/')
+        .filter(|p| !p.is_empty() && *p != ".")
+        .collect();
+    let (full, shown) = if parts.is_empty() {
         (PathBuf::from(&mount.dir), ".".to_string())
     } else {
-        (
-            PathBuf::from(&mount.dir).join(trimmed),
-            trimmed.trim_end_matches('/').to_string(),
-        )
+        let shown = parts.join("/");
+        (PathBuf::from(&mount.dir).join(&shown), shown)
     };
     Ok(Located { mount, full, shown })
 }

@@ -71,17 +71,26 @@ pub fn keep_by_move(at: &Located) -> Result<String, ToolError> {
     Ok(shown)
 }
 
-/// Replaces (or creates) the file at `at` with what `write` produces,
-/// atomically, keeping any previous content in the trash when `keep`.
-/// Missing parent directories are created.
+/// How new content takes its place.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Publish {
+    /// Replace whatever stands there, keeping it in the trash first.
+    Replace,
+    /// Only where nothing stands: fails, changing nothing, if something
+    /// appeared meanwhile (published with `link`, which never replaces).
+    New,
+}
+
+/// Writes the file at `at` with what `write` produces, atomically: a
+/// temporary file beside it, flushed to disk, then published. Missing
+/// parent directories are created.
 pub fn replace(
     at: &Located,
-    keep: bool,
+    publish: Publish,
     write: impl FnOnce(&mut File) -> io::Result<u64>,
 ) -> Result<Replaced, ToolError> {
     let shown = at.shown.as_str();
     create_parents(&at.full, shown)?;
-    let existed = fs::symlink_metadata(&at.full).is_ok();
     let temp = temp_path(&at.full);
     let written = (|| {
         let mut file = File::create_new(&temp)?;
@@ -90,31 +99,58 @@ pub fn replace(
         file.sync_all()?;
         Ok::<u64, io::Error>(bytes)
     })();
-    let bytes = match written {
-        Ok(bytes) => bytes,
-        Err(e) => {
-            // This call created it, so it may remove it without delete permission.
-            let _ = fs::remove_file(&temp);
-            return Err(io_error(shown, &e));
-        }
-    };
-    let previous = match (existed && keep).then(|| keep_by_link(at)).transpose() {
-        Ok(previous) => previous,
-        Err(e) => {
-            let _ = fs::remove_file(&temp);
-            return Err(e);
-        }
-    };
-    if let Err(e) = fs::rename(&temp, &at.full) {
+    // This call created the temporary file: it may remove it without delete
+    // permission.
+    let discard = || {
         let _ = fs::remove_file(&temp);
-        return Err(io_error(shown, &e));
-    }
+    };
+    let bytes = written.map_err(|e| {
+        discard();
+        io_error(shown, &e)
+    })?;
+    let published = match publish {
+        Publish::New => publish_new(&temp, at).map(|()| (true, None)),
+        // Checked now, not before the (possibly long) write: whatever stands
+        // there at this moment is kept.
+        Publish::Replace => match fs::symlink_metadata(&at.full) {
+            Ok(_) => keep_by_link(at).and_then(|kept| {
+                fs::rename(&temp, &at.full)
+                    .map(|()| (false, Some(kept)))
+                    .map_err(|e| io_error(shown, &e))
+            }),
+            Err(_) => fs::rename(&temp, &at.full)
+                .map(|()| (true, None))
+                .map_err(|e| io_error(shown, &e)),
+        },
+    };
+    let (created, previous) = published.inspect_err(|_| discard())?;
     sync_parent(&at.full);
     Ok(Replaced {
         bytes,
-        created: !existed,
+        created,
         previous,
     })
+}
+
+/// Publishes `temp` at `at` only if nothing stands there: a hard link fails
+/// rather than replace. Where hard links are impossible, a check then a
+/// rename (a narrow race, the best the filesystem allows).
+fn publish_new(temp: &Path, at: &Located) -> Result<(), ToolError> {
+    let taken = || {
+        ToolError::Refused(format!(
+            "'{}' already exists; nothing was written",
+            at.shown
+        ))
+    };
+    match fs::hard_link(temp, &at.full) {
+        Ok(()) => {
+            let _ = fs::remove_file(temp);
+            Ok(())
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(taken()),
+        Err(_) if fs::symlink_metadata(&at.full).is_ok() => Err(taken()),
+        Err(_) => fs::rename(temp, &at.full).map_err(|e| io_error(&at.shown, &e)),
+    }
 }
 
 /// A temporary name beside `path`, unlikely to exist and matching no

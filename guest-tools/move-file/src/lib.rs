@@ -13,7 +13,7 @@ use loomfs_guest::transfer::{
     OUTPUT_SCHEMA, TransferArgs, Transferred, check_destination, copy_tree, input_schema,
     locate_ends, path_arguments, within,
 };
-use loomfs_guest::write::{create_parents, keep_by_link, replace};
+use loomfs_guest::write::{Publish, create_parents, keep_by_link, keep_by_move, replace};
 use loomfs_guest::{
     Annotations, Context, Descriptor, Guest, Kind, Output, Permission, ToolError, io_error,
     parse_args, to_json,
@@ -75,23 +75,18 @@ impl Guest for MoveFile {
         match fs::rename(&source.full, &destination.full) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::CrossesDevices && across => {
-                // Another filesystem: copy, then remove the source (the
-                // host has checked delete on its root).
+                // Another filesystem: copy, then move the source into its
+                // root's trash (the host has checked delete there): what the
+                // copy skips is kept, nothing is erased.
                 if is_dir {
                     copy_tree(&source, &destination, &mut out)?;
-                    fs::remove_dir_all(&source.full).map_err(|_| {
-                        ToolError::Refused(format!(
-                            "'{}' was copied to root '{}' but could not be removed: it holds \
-                             entries hidden by its root's deny list",
-                            source.shown, destination.mount.name
-                        ))
-                    })?;
                 } else {
                     let mut from =
                         fs::File::open(&source.full).map_err(|e| io_error(&source.shown, &e))?;
-                    out.bytes = replace(&destination, false, |f| io::copy(&mut from, f))?.bytes;
-                    fs::remove_file(&source.full).map_err(|e| io_error(&source.shown, &e))?;
+                    out.bytes =
+                        replace(&destination, Publish::New, |f| io::copy(&mut from, f))?.bytes;
                 }
+                keep_by_move(&source)?;
             }
             Err(e) if e.kind() == io::ErrorKind::PermissionDenied && across && is_dir => {
                 return Err(ToolError::Refused(format!(

@@ -10,7 +10,7 @@
 use std::fs::OpenOptions;
 use std::io::Write;
 
-use loomfs_guest::write::{create_parents, replace};
+use loomfs_guest::write::{Publish, create_parents, replace};
 use loomfs_guest::{
     Annotations, Context, Descriptor, Guest, Kind, Output, Permission, ToolError, human_bytes,
     io_error, locate, parse_args, root_and_path, sys, to_json,
@@ -97,35 +97,48 @@ impl Guest for WriteFile {
         let mode = args.mode.unwrap_or(Mode::Overwrite);
         let at = locate(&ctx, &args.root, &args.path)?;
         let shown = at.shown.as_str();
-        let existing = match std::fs::metadata(&at.full) {
-            Ok(meta) => Some(Kind::of(meta.file_type(), &at.full, true)),
+        // What stands at the path, the entry itself (a symlink, dangling or
+        // not, counts: it is never silently lost).
+        let entry = match std::fs::symlink_metadata(&at.full) {
+            Ok(meta) => Some(meta),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(io_error(shown, &e)),
         };
-        match existing {
-            Some(Kind::Directory) => {
+        if let Some(meta) = &entry {
+            let kind = Kind::of(meta.file_type(), &at.full, false);
+            let target = std::fs::metadata(&at.full)
+                .map(|m| Kind::of(m.file_type(), &at.full, true))
+                .unwrap_or(kind);
+            if target == Kind::Directory {
                 return Err(ToolError::Refused(format!(
                     "'{shown}' is a directory; a directory is never written"
                 )));
             }
-            Some(kind) if kind != Kind::File => {
+            if target.is_special() && target != Kind::Symlink {
                 return Err(ToolError::Refused(format!(
                     "'{shown}' is a {} (special file): never written",
-                    kind.name()
+                    target.name()
                 )));
             }
-            Some(_) if mode == Mode::Create => {
+            if mode == Mode::Create {
                 return Err(ToolError::Refused(format!(
                     "'{shown}' already exists (mode create); use mode overwrite to replace it"
                 )));
             }
-            _ => {}
         }
         let content = args.content.as_bytes();
-        let written = if mode == Mode::Append && existing.is_some() {
+        let appends_in_place =
+            mode == Mode::Append && entry.as_ref().is_some_and(|m| m.file_type().is_file());
+        let written = if appends_in_place {
             append(&at.full, shown, content)?
         } else {
-            let r = replace(&at, mode == Mode::Overwrite, |f| {
+            // Appending to nothing (or to a symlink, which is kept) writes a
+            // new file, like create.
+            let publish = match (mode, &entry) {
+                (Mode::Overwrite, _) | (Mode::Append, Some(_)) => Publish::Replace,
+                _ => Publish::New,
+            };
+            let r = replace(&at, publish, |f| {
                 f.write_all(content)?;
                 Ok(content.len() as u64)
             })?;

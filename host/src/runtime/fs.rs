@@ -126,10 +126,14 @@ pub struct FsGuard {
     created: HashSet<(usize, PathBuf)>,
     refusals: Vec<Refusal>,
     kept: Vec<Kept>,
+    /// This call's trash entry: through a trash mount only `.mcp-trash` and
+    /// `.mcp-trash/<stamp>/…` are reachable, so a call can never touch what
+    /// another call kept.
+    stamp: Option<PathBuf>,
 }
 
 impl FsGuard {
-    pub fn new(mounts: Vec<Mount>) -> FsGuard {
+    pub fn new(mounts: Vec<Mount>, stamp: Option<&str>) -> FsGuard {
         FsGuard {
             mounts,
             handles: HashMap::new(),
@@ -137,7 +141,22 @@ impl FsGuard {
             created: HashSet::new(),
             refusals: Vec::new(),
             kept: Vec::new(),
+            stamp: stamp.map(|s| Path::new(TRASH_DIR).join(s)),
         }
+    }
+
+    /// Files this call created, by mount host directory and root-relative
+    /// path (to clean up after a call stopped mid-write).
+    pub fn created(&self) -> impl Iterator<Item = PathBuf> + '_ {
+        self.created
+            .iter()
+            .map(|(m, rel)| self.mounts[*m].host.join(rel))
+    }
+
+    /// Whether `rel` (root-relative) is reachable through a trash mount:
+    /// the trash itself, this call's entry, or below it.
+    fn in_own_trash(&self, rel: &Path) -> bool {
+        rel == Path::new(TRASH_DIR) || self.stamp.as_ref().is_some_and(|own| rel.starts_with(own))
     }
 
     /// The refusals recorded so far.
@@ -186,6 +205,19 @@ impl FsGuard {
         own(a) == own(b)
     }
 
+    /// Records a copy created in this call's trash entry: it keeps what
+    /// stood at the same path below the stamp.
+    fn keep_copy(&mut self, mount: usize, rel: &Path) {
+        let Some(own) = &self.stamp else { return };
+        if let Ok(from) = rel.strip_prefix(own) {
+            self.kept.push(Kept {
+                root: self.mounts[mount].root.name.clone(),
+                from: from.to_string_lossy().into_owned(),
+                to: rel.to_string_lossy().into_owned(),
+            });
+        }
+    }
+
     /// Records what a rename or link put into a trash.
     fn keep(&mut self, from: &Handle, to: &Handle) {
         if self.mounts[to.mount].trash && !self.mounts[from.mount].trash {
@@ -195,6 +227,15 @@ impl FsGuard {
                 to: to.rel.to_string_lossy().into_owned(),
             });
         }
+    }
+
+    /// Refuses renaming, linking or removing the top of a mount (the root
+    /// itself, whatever path the guest spelled it with).
+    fn not_mount_top(&mut self, h: &Handle, op: Permission) -> FsResult<()> {
+        if h.rel.as_os_str().is_empty() {
+            return Err(self.refuse(Some(h.mount), &h.rel, op, "root_itself"));
+        }
+        Ok(())
     }
 
     /// Forgets every descriptor under `rel` of `mount`: after a rename their
@@ -248,15 +289,15 @@ impl FsGuard {
             return Err(self.refuse(Some(h.mount), &shown, op, "confinement"));
         };
         if self.mounts[h.mount].trash {
-            // Through a trash mount only the trash is reachable; below it the
-            // deny list applies as anywhere.
-            return match rel.strip_prefix(TRASH_DIR) {
-                Ok(inside) if self.mounts[h.mount].root.deny.match_path(inside).is_none() => {
-                    Ok(rel)
-                }
-                Ok(_) => Err(self.refuse(Some(h.mount), &rel, op, "deny")),
-                Err(_) => Err(self.refuse(Some(h.mount), &rel, op, "trash")),
-            };
+            // Through a trash mount only this call's part of the trash is
+            // reachable; below it the deny list applies as anywhere.
+            if !self.in_own_trash(&rel) {
+                return Err(self.refuse(Some(h.mount), &rel, op, "trash"));
+            }
+            if self.denies(h.mount, &rel) {
+                return Err(self.refuse(Some(h.mount), &rel, op, "deny"));
+            }
+            return Ok(rel);
         }
         let deny = &self.mounts[h.mount].root.deny;
         if deny.match_path(Path::new(path)).is_some() || deny.match_path(&rel).is_some() {
@@ -278,7 +319,9 @@ impl FsGuard {
         let real =
             real_path(fd).and_then(|p| p.strip_prefix(&mount.host).ok().map(Path::to_path_buf));
         let checked = match &real {
-            Some(rel) if mount.trash => rel.strip_prefix(TRASH_DIR).ok(),
+            Some(rel) if mount.trash => self
+                .in_own_trash(rel)
+                .then(|| rel.strip_prefix(TRASH_DIR).unwrap_or(rel)),
             Some(rel) => Some(rel.as_path()),
             None => None,
         };
@@ -535,11 +578,19 @@ impl PolicedFs<'_> {
     }
 
     /// Checks a path about to be unlinked or removed: delete permission,
-    /// unless this call created it; never in a trash.
+    /// unless this call created it; never in a trash, never a mount's top.
     fn check_removal(&mut self, fd: &Resource<Descriptor>, path: &str) -> FsResult<Handle> {
         let h = self.guard.handle(fd.rep(), Permission::Delete)?;
-        let own = join_lexically(&h.rel, Path::new(path))
-            .is_some_and(|rel| self.guard.created.contains(&(h.mount, rel)));
+        // Created entries are recorded by real path: find this one's.
+        let real = match probe(self.dir_fd(fd)?, path, false) {
+            Probe::Found(found) => real_path(found.as_fd()).and_then(|p| {
+                p.strip_prefix(&self.guard.mounts[h.mount].host)
+                    .ok()
+                    .map(Path::to_path_buf)
+            }),
+            _ => None,
+        };
+        let own = real.is_some_and(|rel| self.guard.created.contains(&(h.mount, rel)));
         let op = if own {
             Permission::Write
         } else {
@@ -548,7 +599,58 @@ impl PolicedFs<'_> {
         let target = self.check_existing(fd, path, op, false, false)?;
         self.guard
             .not_trash(&target, &target.rel, Permission::Delete)?;
+        self.guard.not_mount_top(&target, Permission::Delete)?;
         Ok(target)
+    }
+
+    /// Refuses a new name in a trash that is already taken: nothing kept is
+    /// ever replaced.
+    fn never_replace_in_trash(
+        &mut self,
+        fd: &Resource<Descriptor>,
+        path: &str,
+        new: &Handle,
+    ) -> FsResult<()> {
+        if matches!(probe(self.dir_fd(fd)?, path, false), Probe::Absent) {
+            return Ok(());
+        }
+        Err(self
+            .guard
+            .refuse(Some(new.mount), &new.rel, Permission::Write, "trash"))
+    }
+
+    /// When a rename will replace a regular file with a regular file (an
+    /// atomic write), gives the incoming file the old one's permission bits:
+    /// WASI cannot, and an edit must not make a private file readable or a
+    /// script not executable.
+    fn carry_mode(
+        &self,
+        old_fd: &Resource<Descriptor>,
+        old_path: &str,
+        new_fd: &Resource<Descriptor>,
+        new_path: &str,
+    ) -> FsResult<()> {
+        let regular = |fd: &OwnedFd| {
+            rustix::fs::fstat(fd)
+                .ok()
+                .filter(|st| FileType::from_raw_mode(st.st_mode) == FileType::RegularFile)
+        };
+        let (Probe::Found(from), Probe::Found(to)) = (
+            probe(self.dir_fd(old_fd)?, old_path, false),
+            probe(self.dir_fd(new_fd)?, new_path, false),
+        ) else {
+            return Ok(());
+        };
+        if let (Some(_), Some(old)) = (regular(&from), regular(&to)) {
+            let mode = Mode::from_raw_mode(old.st_mode & 0o7777);
+            let _ = rustix::fs::chmodat(
+                self.dir_fd(old_fd)?,
+                old_path,
+                mode,
+                rustix::fs::AtFlags::empty(),
+            );
+        }
+        Ok(())
     }
 
     /// Whether `path` (not following a final symlink) is a directory.
@@ -686,7 +788,10 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         };
         match real {
             Ok(rel) => {
-                if creates {
+                if creates && self.guard.mounts[checked.mount].trash {
+                    // A copy kept where a hard link is impossible.
+                    self.guard.keep_copy(checked.mount, &rel);
+                } else if creates {
                     self.guard.created.insert((checked.mount, rel.clone()));
                 }
                 self.guard.handles.insert(
@@ -799,6 +904,10 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         let old = self.check_existing(&fd, &old_path, Permission::Write, follow, true)?;
         self.guard.not_trash(&old, &old.rel, Permission::Write)?;
         let new = self.check_new(&new_descriptor, &new_path, Permission::Write)?;
+        self.guard.not_mount_top(&old, Permission::Write)?;
+        if self.guard.mounts[new.mount].trash {
+            self.never_replace_in_trash(&new_descriptor, &new_path, &new)?;
+        }
         if !self.guard.same_root(old.mount, new.mount) {
             return Err(self.guard.refuse(
                 Some(new.mount),
@@ -875,41 +984,43 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         new_fd: Resource<Descriptor>,
         new_path: String,
     ) -> FsResult<()> {
-        let old = self.check_existing(&fd, &old_path, Permission::Write, false, false)?;
-        self.guard.not_trash(&old, &old.rel, Permission::Write)?;
         let new = self.check_new(&new_fd, &new_path, Permission::Write)?;
-        if !self.guard.same_root(old.mount, new.mount) {
-            if self.guard.mounts[new.mount].trash {
+        let into_trash = self.guard.mounts[new.mount].trash;
+        let old_mount = self.guard.handle(fd.rep(), Permission::Write)?.mount;
+        let across = !self.guard.same_root(old_mount, new.mount);
+        // Taking an entry out of its place, into the trash or to another
+        // root, is a delete there; a rename within a root is a write.
+        let op = if into_trash || across {
+            Permission::Delete
+        } else {
+            Permission::Write
+        };
+        let old = self.check_existing(&fd, &old_path, op, false, false)?;
+        self.guard.not_trash(&old, &old.rel, op)?;
+        self.guard.not_mount_top(&old, op)?;
+        self.guard.not_mount_top(&new, Permission::Write)?;
+        if into_trash {
+            if across {
                 // Into another root's trash: never.
-                return Err(self.guard.refuse(
-                    Some(new.mount),
-                    &new.rel,
-                    Permission::Write,
-                    "trash",
-                ));
+                return Err(self.guard.refuse(Some(new.mount), &new.rel, op, "trash"));
             }
-            if !self.guard.perms(old.mount).contains(Permission::Delete) {
-                // Moving out of a root takes the file away from it: a delete there.
-                return Err(self.guard.refuse(
-                    Some(old.mount),
-                    &old.rel,
-                    Permission::Delete,
-                    "permission",
-                ));
-            }
+            self.never_replace_in_trash(&new_fd, &new_path, &new)?;
+        } else if across
+            && self.is_directory(&fd, &old_path)?
+            && !self.guard.same_deny(old.mount, new.mount)
+        {
             // A directory carries entries hidden by its root's deny list; in
             // a root that denies less they would appear.
-            if self.is_directory(&fd, &old_path)? && !self.guard.same_deny(old.mount, new.mount) {
-                return Err(self.guard.refuse(
-                    Some(old.mount),
-                    &old.rel,
-                    Permission::Write,
-                    "deny",
-                ));
-            }
+            return Err(self
+                .guard
+                .refuse(Some(old.mount), &old.rel, Permission::Write, "deny"));
         }
+        self.carry_mode(&fd, &old_path, &new_fd, &new_path)?;
         fs::HostDescriptor::rename_at(&mut self.fs, fd, old_path, new_fd, new_path)?;
         self.guard.forget_under(old.mount, &old.rel);
+        // What was at the new name is gone: descriptors of it, and any
+        // "created by this call" mark, no longer apply.
+        self.guard.forget_under(new.mount, &new.rel);
         self.guard.keep(&old, &new);
         Ok(())
     }

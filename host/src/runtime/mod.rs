@@ -365,7 +365,7 @@ impl Runtime {
             wasi: wasi.build(),
             table,
             limiter: MemoryLimiter { max: 0, hit: false },
-            guard: FsGuard::new(mounts),
+            guard: FsGuard::new(mounts, req.stamp.as_deref()),
         };
         let mut store = self.store(state, &self.budget, Arc::clone(&req.cancel));
         let ctx = bindings::Context {
@@ -398,6 +398,17 @@ impl Runtime {
             }
         };
         let guard = &mut store.data_mut().guard;
+        if matches!(
+            result,
+            Err(CallError::Timeout(_)
+                | CallError::Cancelled
+                | CallError::Memory(_)
+                | CallError::Crashed(_))
+        ) {
+            // A guest stopped mid-write cannot clean up: remove the temporary
+            // files it created (by their reserved name, nothing else).
+            sweep_temporaries(guard.created());
+        }
         CallOutcome {
             result,
             refusals: guard.take_refusals(),
@@ -414,7 +425,22 @@ impl CallState {
             wasi: WasiCtxBuilder::new().build(),
             table: ResourceTable::new(),
             limiter: MemoryLimiter { max: 0, hit: false },
-            guard: FsGuard::new(vec![]),
+            guard: FsGuard::new(vec![], None),
+        }
+    }
+}
+
+/// The prefix of the temporary files guests write before renaming them
+/// into place (see `guest-tools/guest/src/write.rs`).
+const TEMPORARY_PREFIX: &str = ".loom-fs-write-";
+
+fn sweep_temporaries(created: impl Iterator<Item = PathBuf>) {
+    for path in created {
+        let temporary = path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with(TEMPORARY_PREFIX));
+        if temporary && std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+            let _ = std::fs::remove_file(&path);
         }
     }
 }
