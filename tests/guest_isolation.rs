@@ -306,6 +306,19 @@ fn policy_holds_on_a_writable_preopen() {
             json!({"attack": "std_write", "path": "../outside/secret.txt"}),
             "confinement",
         ),
+        // Hard links join paths inside the root only.
+        (
+            json!({"attack": "raw_link", "from": "../outside/secret.txt", "to": "in.txt"}),
+            "confinement",
+        ),
+        (
+            json!({"attack": "raw_link", "from": "linkdir/secret.txt", "to": "in.txt"}),
+            "confinement",
+        ),
+        (
+            json!({"attack": "raw_link", "from": "keep.txt", "to": "id_rsa"}),
+            "deny",
+        ),
         // Creating through a dangling symlink would create its target unchecked.
         (
             json!({"attack": "raw_create", "path": "notes_alias"}),
