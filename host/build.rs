@@ -22,6 +22,7 @@ const TOOLS: &[&str] = &[
     "edit_file",
     "move_file",
     "copy_file",
+    "search_files",
 ];
 
 const TARGET: &str = "wasm32-wasip2";

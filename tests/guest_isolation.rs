@@ -99,6 +99,7 @@ fn request(
         arguments: args.to_string(),
         stamp: None,
         cancel,
+        activity: Arc::default(),
     }
 }
 

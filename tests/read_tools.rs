@@ -75,7 +75,13 @@ async fn reference_roots_get_only_read_tools() {
     names.sort();
     assert_eq!(
         names,
-        ["get_file_info", "list_directory", "list_roots", "read_file"]
+        [
+            "get_file_info",
+            "list_directory",
+            "list_roots",
+            "read_file",
+            "search_files"
+        ]
     );
     for t in &tools {
         let a = t.annotations.as_ref().expect("annotations");

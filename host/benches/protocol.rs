@@ -21,15 +21,15 @@
 //!
 //! Run with `cargo bench -p loom-fs-mcp --bench protocol`.
 
+mod session;
+
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-
-const BIN: &str = env!("CARGO_BIN_EXE_loom-fs-mcp");
-const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"0"}}}"#;
+use session::{INITIALIZE, Session, spawn};
 
 struct Fixture {
     _tmp: tempfile::TempDir,
@@ -58,66 +58,6 @@ fn fixture() -> Fixture {
         _tmp: tmp,
         dir,
         config,
-    }
-}
-
-fn spawn(config: &Path) -> Child {
-    Command::new(BIN)
-        .arg("--config")
-        .arg(config)
-        .env(
-            "LOOMFS_CACHE_DIR",
-            concat!(env!("CARGO_TARGET_TMPDIR"), "/bench-cache"),
-        )
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
-}
-
-/// A session kept open across iterations.
-struct Session {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    line: String,
-}
-
-impl Session {
-    fn open(config: &Path) -> Session {
-        Session::start(spawn(config))
-    }
-
-    fn start(mut child: Child) -> Session {
-        let stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut s = Session {
-            child,
-            stdin,
-            stdout,
-            line: String::new(),
-        };
-        s.request(INITIALIZE);
-        writeln!(
-            s.stdin,
-            r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
-        )
-        .unwrap();
-        s
-    }
-
-    fn request(&mut self, json: &str) -> usize {
-        writeln!(self.stdin, "{json}").unwrap();
-        self.line.clear();
-        self.stdout.read_line(&mut self.line).unwrap()
-    }
-}
-
-impl Drop for Session {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -53,6 +53,7 @@ fn bench(c: &mut Criterion) {
                 arguments: r#"{"root":"docs","path":"page.txt"}"#.into(),
                 stamp: None,
                 cancel: Arc::new(AtomicBool::new(false)),
+                activity: Arc::default(),
             },
         );
         assert!(out.result.is_ok());

@@ -35,6 +35,10 @@ pub struct Record<'a> {
     /// change that kept it.
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     pub trash: &'a [&'a str],
+    /// Why the host stopped the call before it answered (`cancelled`,
+    /// `timeout`, `memory`, `crashed`), if it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<&'a str>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
@@ -57,7 +61,13 @@ impl<'a> Record<'a> {
             duration_ms: 0.0,
             bytes: 0,
             trash: &[],
+            stopped: None,
         }
+    }
+
+    pub fn stopped(mut self, reason: Option<&'a str>) -> Record<'a> {
+        self.stopped = reason;
+        self
     }
 
     pub fn kept(mut self, trash: &'a [&'a str]) -> Record<'a> {

@@ -3,22 +3,33 @@
 //! Both protocol eras are answered: `initialize` (2024-11-05 … 2025-11-25)
 //! and `server/discover` (2026-07-28), which rmcp handles from `get_info`.
 //! A `notifications/cancelled` for a running call sets its cancel flag, and
-//! the epoch check stops the guest within a tick.
+//! the epoch check stops the guest within a tick. A call whose request
+//! carries a progress token gets `notifications/progress` while it runs
+//! (files and directories opened so far), from the policing filesystem's
+//! counters: any tool, built-in or not, reports progress without doing
+//! anything for it.
 //!
 //! The toolbox arrives after the server starts (components load while the
 //! client's handshake is answered): tool requests wait for it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ServerCapabilities,
+    ServerConfig, Tool,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
+use crate::runtime::Activity;
 use crate::tools::Toolbox;
+
+/// How often a running call with a progress token reports progress. A call
+/// that ends sooner sends none.
+const PROGRESS_EVERY: Duration = Duration::from_millis(200);
 
 const INSTRUCTIONS: &str = "Filesystem access to a few declared roots, each with a role that caps \
 what may be done there. Call list_roots first; every other tool takes a root name and a path \
@@ -88,8 +99,48 @@ impl ServerHandler for Server {
                 cancel.store(true, Ordering::Relaxed);
             })
         };
-        let result = toolbox.call(&request.name, request.arguments, cancel).await;
+        let activity = Arc::new(Activity::default());
+        let reporter = context.meta.get_progress_token().map(|token| {
+            tokio::spawn(report_progress(
+                context.peer.clone(),
+                token,
+                Arc::clone(&activity),
+            ))
+        });
+        let result = toolbox
+            .call(&request.name, request.arguments, cancel, activity)
+            .await;
         watcher.abort();
+        if let Some(reporter) = reporter {
+            reporter.abort();
+        }
         result.map(Into::into)
+    }
+}
+
+/// Sends a progress notification every [`PROGRESS_EVERY`] while the call
+/// makes progress; aborted when the call ends.
+async fn report_progress(peer: Peer<RoleServer>, token: ProgressToken, activity: Arc<Activity>) {
+    let mut ticks = tokio::time::interval(PROGRESS_EVERY);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    // The first tick is immediate: nothing to report yet.
+    ticks.tick().await;
+    let mut reported = 0;
+    loop {
+        ticks.tick().await;
+        let opened = activity.opened();
+        if opened == reported {
+            continue;
+        }
+        reported = opened;
+        let message = format!(
+            "{opened} files and directories opened, {} directories read",
+            activity.dirs_read()
+        );
+        let param =
+            ProgressNotificationParam::new(token.clone(), opened as f64).with_message(message);
+        if peer.notify_progress(param).await.is_err() {
+            return;
+        }
     }
 }

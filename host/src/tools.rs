@@ -24,7 +24,9 @@ use serde_json::{Value, json};
 use crate::audit::{Audit, Record};
 use crate::config::Config;
 use crate::policy::{Permission, Resolved, resolve, shown};
-use crate::runtime::{self, CallError, CallMount, CallRequest, GuestLimits, Runtime, ToolError};
+use crate::runtime::{
+    self, Activity, CallError, CallMount, CallRequest, GuestLimits, Runtime, ToolError,
+};
 
 /// Longest model-supplied string kept in an audit line.
 const AUDIT_CLIP: usize = 1024;
@@ -48,6 +50,12 @@ struct PathArg {
     op: Permission,
     across_roots: Option<Permission>,
     optional: bool,
+}
+
+/// What the MCP layer keeps of a running call: its stop switch and counters.
+struct Control {
+    cancel: Arc<AtomicBool>,
+    activity: Arc<Activity>,
 }
 
 struct Entry {
@@ -204,11 +212,14 @@ impl Toolbox {
 
     /// Calls tool `name`. Unknown tools are a protocol error; everything
     /// else, including refusals, is a tool result (`isError` when it failed).
+    /// Setting `cancel` stops the running guest; `activity` counts what it
+    /// does while it runs.
     pub async fn call(
         self: &Arc<Self>,
         name: &str,
         arguments: Option<JsonObject>,
         cancel: Arc<AtomicBool>,
+        activity: Arc<Activity>,
     ) -> Result<CallToolResult, ErrorData> {
         let Some(entry) = self.entries.iter().find(|e| e.tool.name == name) else {
             return Err(ErrorData::invalid_params(
@@ -229,8 +240,9 @@ impl Toolbox {
                     Err(message) => return Ok(error_result(message)),
                 };
                 let stamp = keeps_history.then(runtime::trash_stamp);
+                let control = Control { cancel, activity };
                 Ok(self
-                    .run(name, *index, resolved, arguments, stamp, cancel)
+                    .run(name, *index, resolved, arguments, stamp, control)
                     .await)
             }
         }
@@ -312,7 +324,7 @@ impl Toolbox {
         resolved: Vec<Resolved>,
         arguments: JsonObject,
         stamp: Option<String>,
-        cancel: Arc<AtomicBool>,
+        control: Control,
     ) -> CallToolResult {
         let mut mounts: Vec<CallMount> = Vec::new();
         for r in &resolved {
@@ -335,7 +347,8 @@ impl Toolbox {
             },
             arguments: Value::Object(arguments).to_string(),
             stamp,
-            cancel,
+            cancel: control.cancel,
+            activity: control.activity,
         };
         let started = Instant::now();
         let this = Arc::clone(self);
@@ -349,6 +362,13 @@ impl Toolbox {
                     "the tool failed unexpectedly; the server log has details".into(),
                 );
             }
+        };
+        let stopped = match &outcome.result {
+            Err(CallError::Cancelled) => Some("cancelled"),
+            Err(CallError::Timeout(_)) => Some("timeout"),
+            Err(CallError::Memory(_)) => Some("memory"),
+            Err(CallError::Crashed(_)) => Some("crashed"),
+            _ => None,
         };
         let (result, bytes) = match outcome.result {
             Ok(output) => to_result(tool, output),
@@ -376,7 +396,8 @@ impl Toolbox {
             self.audit.log(
                 &Record::new(tool, &r.root().name, &path, r.op())
                     .took(elapsed, bytes)
-                    .kept(&kept),
+                    .kept(&kept)
+                    .stopped(stopped),
             );
         }
         for refusal in &outcome.refusals {

@@ -30,6 +30,7 @@ use std::ffi::OsStr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
 use wasmtime::component::{HasData, Resource};
@@ -103,6 +104,26 @@ pub struct Refusal {
     pub rule: &'static str,
 }
 
+/// What a call has done so far, readable while it runs (for progress
+/// notifications) and after (for tests and benchmarks).
+#[derive(Debug, Default)]
+pub struct Activity {
+    opened: AtomicU64,
+    dirs_read: AtomicU64,
+}
+
+impl Activity {
+    /// Files and directories opened.
+    pub fn opened(&self) -> u64 {
+        self.opened.load(Ordering::Relaxed)
+    }
+
+    /// Directories whose entries were read.
+    pub fn dirs_read(&self) -> u64 {
+        self.dirs_read.load(Ordering::Relaxed)
+    }
+}
+
 /// Most descriptors one call may hold open at once (each is a host file
 /// descriptor: a guest must not exhaust the server's).
 pub const MAX_DESCRIPTORS: usize = 256;
@@ -130,11 +151,13 @@ pub struct FsGuard {
     /// `.mcp-trash/<stamp>/…` are reachable, so a call can never touch what
     /// another call kept.
     stamp: Option<PathBuf>,
+    activity: Arc<Activity>,
 }
 
 impl FsGuard {
-    pub fn new(mounts: Vec<Mount>, stamp: Option<&str>) -> FsGuard {
+    pub fn new(mounts: Vec<Mount>, stamp: Option<&str>, activity: Arc<Activity>) -> FsGuard {
         FsGuard {
+            activity,
             mounts,
             handles: HashMap::new(),
             streams: HashMap::new(),
@@ -801,6 +824,7 @@ impl fs::HostDescriptor for PolicedFs<'_> {
                         rel,
                     },
                 );
+                self.guard.activity.opened.fetch_add(1, Ordering::Relaxed);
                 Ok(new)
             }
             Err(refused) => {
@@ -1040,6 +1064,10 @@ impl fs::HostDescriptor for PolicedFs<'_> {
             .map_err(|e| FsError::from(std::io::Error::from(e)))?;
         let stream = fs::HostDescriptor::read_directory(&mut self.fs, fd)?;
         self.guard.streams.insert(stream.rep(), (h, Arc::new(dir)));
+        self.guard
+            .activity
+            .dirs_read
+            .fetch_add(1, Ordering::Relaxed);
         Ok(stream)
     }
 

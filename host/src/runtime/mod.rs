@@ -30,6 +30,7 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 pub use bindings::{Annotations, Descriptor, Image, Output, PathArgument, Permission, ToolError};
 pub use cache::Cache;
+pub use fs::Activity;
 use fs::{FsGuard, Kept, Mount, PolicedFs, Refusal, TRASH_DIR};
 
 use crate::policy::Root;
@@ -105,6 +106,8 @@ pub struct CallRequest {
     pub arguments: String,
     /// Set by the caller to stop the call (client cancellation).
     pub cancel: Arc<AtomicBool>,
+    /// Counts what the call does while it runs (progress notifications).
+    pub activity: Arc<Activity>,
 }
 
 /// Store data of one call.
@@ -365,7 +368,7 @@ impl Runtime {
             wasi: wasi.build(),
             table,
             limiter: MemoryLimiter { max: 0, hit: false },
-            guard: FsGuard::new(mounts, req.stamp.as_deref()),
+            guard: FsGuard::new(mounts, req.stamp.as_deref(), Arc::clone(&req.activity)),
         };
         let mut store = self.store(state, &self.budget, Arc::clone(&req.cancel));
         let ctx = bindings::Context {
@@ -374,6 +377,7 @@ impl Runtime {
                 max_entries: req.limits.max_entries,
                 max_results: req.limits.max_results,
                 max_search_bytes: req.limits.max_search_bytes,
+                time_limit_ms: u64::try_from(self.budget.timeout.as_millis()).unwrap_or(u64::MAX),
             },
         };
         let tool = &self.tools[index];
@@ -425,7 +429,7 @@ impl CallState {
             wasi: WasiCtxBuilder::new().build(),
             table: ResourceTable::new(),
             limiter: MemoryLimiter { max: 0, hit: false },
-            guard: FsGuard::new(vec![], None),
+            guard: FsGuard::new(vec![], None, Arc::default()),
         }
     }
 }

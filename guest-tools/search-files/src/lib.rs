@@ -1,0 +1,442 @@
+//! `search_files`: files whose path matches a glob, optionally holding some
+//! bytes or a regular expression, under a directory of a root.
+//!
+//! The walk is breadth-first with entries sorted by name (see
+//! `loomfs_guest::walk`): the same tree always gives the same answer, and a
+//! result cut short holds the matches closest to the start. Denied names
+//! never reach the walk (the host's filesystem hides them), so a `.venv` or
+//! a `node_modules` costs one match on its name, not a descent. Symlinks and
+//! special files are skipped; unreadable directories are counted and skipped.
+//!
+//! A search that stops early (result limit, byte budget, time limit) says so
+//! in `truncated` and `note`: a truncated result never looks complete.
+
+mod needle;
+mod pattern;
+
+use std::fs::File;
+use std::io::Read;
+use std::time::{Duration, Instant};
+
+use loomfs_guest::content::{SNIFF_BYTES, is_binary};
+use loomfs_guest::walk::{self, Flow};
+use loomfs_guest::{
+    Annotations, Context, Descriptor, Guest, Kind, Output, Permission, ToolError, human_bytes,
+    io_error, locate, parse_args, root_and_path, to_json,
+};
+use serde::{Deserialize, Serialize};
+
+use needle::Needle;
+use pattern::Pattern;
+
+struct SearchFiles;
+
+/// Longest preview of a matching line, in characters.
+const PREVIEW_CHARS: usize = 200;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    root: String,
+    pattern: String,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    contains: Option<String>,
+    #[serde(default)]
+    regex: bool,
+    #[serde(default)]
+    max_results: Option<u32>,
+}
+
+#[derive(Serialize)]
+struct Match {
+    /// Root-relative; a directory's ends in `/`.
+    path: String,
+    /// 1-based line of a `contains` match.
+    line: Option<u64>,
+    /// The matching line, trimmed.
+    preview: Option<String>,
+}
+
+#[derive(Serialize, Default)]
+struct Found {
+    matches: Vec<Match>,
+    truncated: bool,
+    examined_files: u64,
+    scanned_bytes: u64,
+    skipped_too_large: u64,
+    skipped_binary: u64,
+    note: Option<String>,
+}
+
+/// Why a search ended before it had seen everything.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Cut {
+    Results,
+    Bytes,
+    Time,
+}
+
+const INPUT_SCHEMA: &str = r#"{
+  "type": "object",
+  "properties": {
+    "root": {"type": "string", "description": "Name of the root (see list_roots)."},
+    "pattern": {"type": "string", "description": "Glob on paths relative to `path`: `*` and `?` stay within a name, `**` crosses directories, `[abc]`/`[!abc]` classes, `{a,b}` alternatives. Without `/` it matches the file name at any depth (`*.py`); with `/` the whole relative path (`pkg/*.py`, `**/test_*.py`)."},
+    "path": {"type": "string", "description": "Directory to search, relative to the root; default: the root itself."},
+    "contains": {"type": "string", "description": "Only files holding these bytes (exact, case-sensitive); each matching line is returned."},
+    "regex": {"type": "boolean", "description": "Treat `contains` as a regular expression (Rust regex syntax, linear time; `^`/`$` match at line ends; `(?i)` for case-insensitive)."},
+    "max_results": {"type": "integer", "minimum": 1, "description": "Most matches to return; default and ceiling: the server's max_search_results."}
+  },
+  "required": ["root", "pattern"],
+  "additionalProperties": false
+}"#;
+
+const OUTPUT_SCHEMA: &str = r#"{
+  "type": "object",
+  "properties": {
+    "matches": {"type": "array", "items": {
+      "type": "object",
+      "properties": {
+        "path": {"type": "string", "description": "Relative to the root; directories end in `/`."},
+        "line": {"type": ["integer", "null"], "description": "1-based line of a `contains` match."},
+        "preview": {"type": ["string", "null"], "description": "The matching line, trimmed."}
+      },
+      "required": ["path", "line", "preview"]
+    }},
+    "truncated": {"type": "boolean", "description": "True when the search stopped before seeing everything."},
+    "examined_files": {"type": "integer", "description": "Files whose path matched the pattern."},
+    "scanned_bytes": {"type": "integer"},
+    "skipped_too_large": {"type": "integer"},
+    "skipped_binary": {"type": "integer"},
+    "note": {"type": ["string", "null"]}
+  },
+  "required": ["matches", "truncated", "examined_files", "scanned_bytes", "skipped_too_large", "skipped_binary", "note"]
+}"#;
+
+impl Guest for SearchFiles {
+    fn describe() -> Descriptor {
+        Descriptor {
+            name: "search_files".into(),
+            description: "Find files by glob under a directory, optionally only those \
+                          containing some text (`contains`, or a regular expression with \
+                          `regex: true`), with the line and a preview of each match. \
+                          Breadth-first, sorted: the nearest matches come first. Symlinks are \
+                          not followed; denied names (.git, .venv, node_modules, secrets, ...) \
+                          are never searched. A result cut short says so in `truncated` and \
+                          `note`."
+                .into(),
+            input_schema: INPUT_SCHEMA.into(),
+            output_schema: Some(OUTPUT_SCHEMA.into()),
+            permission: Permission::Read,
+            annotations: Annotations {
+                read_only: true,
+                destructive: false,
+                idempotent: true,
+            },
+            path_arguments: root_and_path(Permission::Read, true),
+            keeps_history: false,
+        }
+    }
+
+    fn call(ctx: Context, arguments: String) -> Result<Output, ToolError> {
+        let started = Instant::now();
+        let args: Args = parse_args(&arguments)?;
+        let pattern = Pattern::new(&args.pattern).map_err(ToolError::InvalidArguments)?;
+        let needle = match args.contains.as_deref() {
+            None => None,
+            Some(text) => Some(Needle::new(text, args.regex).map_err(ToolError::InvalidArguments)?),
+        };
+        if args.regex && needle.is_none() {
+            return Err(ToolError::InvalidArguments(
+                "'regex' applies to 'contains', which is missing".into(),
+            ));
+        }
+        let ceiling = ctx.limits.max_results.max(1);
+        let max_results = match args.max_results {
+            None => ceiling,
+            Some(n) if (1..=ceiling).contains(&n) => n,
+            Some(n) => {
+                return Err(ToolError::InvalidArguments(format!(
+                    "'max_results' must be between 1 and {ceiling} (max_search_results), not {n}"
+                )));
+            }
+        };
+        let at = locate(&ctx, &args.root, args.path.as_deref().unwrap_or("."))?;
+        let shown = at.shown.as_str();
+        let meta = std::fs::metadata(&at.full).map_err(|e| io_error(shown, &e))?;
+        if !meta.is_dir() {
+            return Err(ToolError::Refused(format!(
+                "'{shown}' is not a directory; search its parent directory"
+            )));
+        }
+
+        // Stop with what was found while there is still time to answer.
+        let time_limit = Duration::from_millis(ctx.limits.time_limit_ms);
+        let soft_deadline = started + time_limit.mul_f64(0.9);
+        let mut search = Search {
+            pattern: &pattern,
+            needle: needle.as_ref(),
+            max_results: max_results as usize,
+            max_read_bytes: at.mount.max_read_bytes,
+            max_search_bytes: ctx.limits.max_search_bytes,
+            start_prefix: if shown == "." {
+                String::new()
+            } else {
+                format!("{shown}/")
+            },
+            found: Found::default(),
+            cut: None,
+            unreadable_files: 0,
+            buffer: Vec::new(),
+        };
+        let stats = walk::breadth_first(&at.full, shown, u32::MAX, |entry| {
+            if Instant::now() >= soft_deadline {
+                search.cut = Some(Cut::Time);
+                return Flow::Stop;
+            }
+            search.visit(entry)
+        });
+        if stats.dirs_read == 0 {
+            let err = std::fs::read_dir(&at.full).err();
+            return Err(err.map_or_else(
+                || ToolError::Io(format!("'{shown}' could not be read")),
+                |e| io_error(shown, &e),
+            ));
+        }
+
+        let mut found = search.found;
+        let mut notes = Vec::new();
+        found.truncated = search.cut.is_some();
+        match search.cut {
+            Some(Cut::Results) => notes.push(format!(
+                "stopped at {max_results} matches (nearest first); there are more: narrow \
+                 the pattern or the path"
+            )),
+            Some(Cut::Bytes) => notes.push(format!(
+                "stopped after scanning {} (max_search_bytes): files further from the start \
+                 were not searched; narrow the pattern or the path",
+                human_bytes(found.scanned_bytes)
+            )),
+            Some(Cut::Time) => notes.push(format!(
+                "stopped near the time limit ({} ms): files further from the start were not \
+                 searched; narrow the pattern or the path",
+                ctx.limits.time_limit_ms
+            )),
+            None => {}
+        }
+        if found.skipped_too_large > 0 {
+            notes.push(format!(
+                "{} files larger than {} (max_read_bytes) were not searched",
+                found.skipped_too_large,
+                human_bytes(at.mount.max_read_bytes)
+            ));
+        }
+        if found.skipped_binary > 0 {
+            notes.push(format!(
+                "{} binary files were not searched",
+                found.skipped_binary
+            ));
+        }
+        if search.unreadable_files > 0 {
+            notes.push(format!(
+                "{} files could not be read and were skipped",
+                search.unreadable_files
+            ));
+        }
+        if stats.dirs_unreadable > 0 {
+            notes.push(format!(
+                "{} directories could not be read and were skipped",
+                stats.dirs_unreadable
+            ));
+        }
+        found.note = (!notes.is_empty()).then(|| notes.join("; "));
+
+        let mut text = vec![render(&found, shown, &args)];
+        text.extend(found.note.clone());
+        Ok(Output {
+            text,
+            structured: Some(to_json(&found)),
+            images: vec![],
+        })
+    }
+}
+
+/// The state of one search.
+struct Search<'a> {
+    pattern: &'a Pattern,
+    needle: Option<&'a Needle>,
+    max_results: usize,
+    max_read_bytes: u64,
+    max_search_bytes: u64,
+    /// The start directory's root-relative path with a trailing `/`, or
+    /// nothing for the root: stripped to match the pattern.
+    start_prefix: String,
+    found: Found,
+    cut: Option<Cut>,
+    unreadable_files: u64,
+    /// Reused for every file read.
+    buffer: Vec<u8>,
+}
+
+impl Search<'_> {
+    fn visit(&mut self, entry: &walk::Entry) -> Flow {
+        let is_dir = match entry.kind {
+            Kind::File => false,
+            // Searched below whether or not it matches.
+            Kind::Directory if self.needle.is_none() => true,
+            // Symlinks are never followed; special files never opened.
+            _ => return Flow::Continue,
+        };
+        let rel = entry
+            .rel
+            .strip_prefix(&self.start_prefix)
+            .unwrap_or(&entry.rel);
+        if !self.pattern.matches(rel) {
+            return Flow::Continue;
+        }
+        if is_dir {
+            return self.push(format!("{}/", entry.rel), None);
+        }
+        self.found.examined_files += 1;
+        let Some(needle) = self.needle else {
+            return self.push(entry.rel.clone(), None);
+        };
+        self.scan(entry, needle)
+    }
+
+    /// Adds a match, or stops the walk if the result is full (so `truncated`
+    /// is only set when there really is more).
+    fn push(&mut self, path: String, line: Option<(u64, &[u8])>) -> Flow {
+        if self.found.matches.len() == self.max_results {
+            self.cut = Some(Cut::Results);
+            return Flow::Stop;
+        }
+        self.found.matches.push(Match {
+            path,
+            line: line.map(|(n, _)| n),
+            preview: line.map(|(_, text)| preview(text)),
+        });
+        Flow::Continue
+    }
+
+    /// Reads a file whose name matched and records its matching lines.
+    fn scan(&mut self, entry: &walk::Entry, needle: &Needle) -> Flow {
+        let path = entry.dir_entry.path();
+        let Ok(mut file) = File::open(&path) else {
+            self.unreadable_files += 1;
+            return Flow::Continue;
+        };
+        let Ok(len) = file.metadata().map(|m| m.len()) else {
+            self.unreadable_files += 1;
+            return Flow::Continue;
+        };
+        if len > self.max_read_bytes {
+            self.found.skipped_too_large += 1;
+            return Flow::Continue;
+        }
+        if self.found.scanned_bytes + len > self.max_search_bytes {
+            self.cut = Some(Cut::Bytes);
+            return Flow::Stop;
+        }
+        let mut buffer = std::mem::take(&mut self.buffer);
+        buffer.clear();
+        let flow = self.read_and_search(&mut file, &mut buffer, entry, needle);
+        self.buffer = buffer;
+        flow
+    }
+
+    fn read_and_search(
+        &mut self,
+        file: &mut File,
+        buffer: &mut Vec<u8>,
+        entry: &walk::Entry,
+        needle: &Needle,
+    ) -> Flow {
+        // The head first: a binary file is skipped after 4 KiB.
+        if file
+            .by_ref()
+            .take(SNIFF_BYTES as u64)
+            .read_to_end(buffer)
+            .is_err()
+        {
+            self.unreadable_files += 1;
+            return Flow::Continue;
+        }
+        if is_binary(buffer) {
+            self.found.scanned_bytes += buffer.len() as u64;
+            self.found.skipped_binary += 1;
+            return Flow::Continue;
+        }
+        // The rest, never more than the limits allow (the file may grow).
+        let room = self
+            .max_read_bytes
+            .min(
+                self.max_search_bytes
+                    .saturating_sub(self.found.scanned_bytes),
+            )
+            .saturating_sub(buffer.len() as u64);
+        if file.by_ref().take(room + 1).read_to_end(buffer).is_err() {
+            self.unreadable_files += 1;
+            return Flow::Continue;
+        }
+        if buffer.len() as u64 > self.max_read_bytes {
+            self.found.skipped_too_large += 1;
+            return Flow::Continue;
+        }
+        if self.found.scanned_bytes + buffer.len() as u64 > self.max_search_bytes {
+            self.cut = Some(Cut::Bytes);
+            return Flow::Stop;
+        }
+        self.found.scanned_bytes += buffer.len() as u64;
+        let mut flow = Flow::Continue;
+        needle.for_each_line(buffer, |line, text| {
+            flow = self.push(entry.rel.clone(), Some((line, text)));
+            flow == Flow::Continue
+        });
+        flow
+    }
+}
+
+/// A matching line as shown: trimmed, lossily decoded, at most
+/// [`PREVIEW_CHARS`] characters.
+fn preview(line: &[u8]) -> String {
+    let text = String::from_utf8_lossy(line);
+    let text = text.trim();
+    match text.char_indices().nth(PREVIEW_CHARS) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
+/// The result as text for the model: one match per line.
+fn render(found: &Found, shown: &str, args: &Args) -> String {
+    if found.matches.is_empty() {
+        let what = match (&args.contains, args.regex) {
+            (Some(c), true) => format!(" matching the regular expression '{c}'"),
+            (Some(c), false) => format!(" containing '{c}'"),
+            (None, _) => String::new(),
+        };
+        return format!(
+            "no file under '{shown}' matches '{}'{what} ({} files examined, {} scanned)",
+            args.pattern,
+            found.examined_files,
+            human_bytes(found.scanned_bytes)
+        );
+    }
+    let mut out = String::new();
+    for m in &found.matches {
+        match (m.line, &m.preview) {
+            (Some(line), Some(preview)) => {
+                out.push_str(&format!("{}:{line}: {preview}\n", m.path));
+            }
+            _ => {
+                out.push_str(&m.path);
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
+loomfs_guest::tool!(SearchFiles);

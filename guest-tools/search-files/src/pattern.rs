@@ -1,0 +1,73 @@
+//! The glob a search matches paths against.
+//!
+//! `globset` compiles a glob to a regular expression of the `regex` crate,
+//! whose matching is linear in the path whatever the pattern: no glob, not
+//! even `*a*a*a…b` with dozens of stars, can make it backtrack. The pattern
+//! is compiled once per call (each call runs in a fresh instance, so there is
+//! nothing to keep between calls).
+
+use globset::{GlobBuilder, GlobMatcher};
+
+/// Longest pattern accepted, in bytes.
+const MAX_LEN: usize = 1024;
+
+/// A compiled glob.
+#[derive(Debug)]
+pub struct Pattern {
+    matcher: GlobMatcher,
+    /// A pattern without `/` matches the base name at any depth.
+    base_name: bool,
+}
+
+impl Pattern {
+    /// Compiles `text`, or says in one sentence why it cannot be a pattern.
+    pub fn new(text: &str) -> Result<Pattern, String> {
+        let shown = text.escape_debug();
+        if text.is_empty() {
+            return Err("'pattern' is empty: use '*' for every file name".into());
+        }
+        if text.len() > MAX_LEN {
+            return Err(format!(
+                "'pattern' is longer than {MAX_LEN} bytes ({} bytes)",
+                text.len()
+            ));
+        }
+        if text.contains('\0') {
+            return Err(format!("pattern '{shown}' holds a NUL byte"));
+        }
+        if text.starts_with('/') {
+            return Err(format!(
+                "pattern '{shown}' is absolute: patterns are relative to the searched directory \
+                 (use 'path' to search elsewhere in the root)"
+            ));
+        }
+        // `./x` is `x`; `..` could only point outside the searched directory.
+        let text = text.trim_start_matches("./");
+        if text.split('/').any(|part| part == "..") {
+            return Err(format!(
+                "pattern '{shown}' contains '..': patterns are relative to the searched \
+                 directory (use 'path' to search elsewhere in the root)"
+            ));
+        }
+        let glob = GlobBuilder::new(text)
+            .literal_separator(true)
+            .backslash_escape(true)
+            .build()
+            .map_err(|e| format!("invalid pattern '{shown}': {}", e.kind()))?;
+        Ok(Pattern {
+            matcher: glob.compile_matcher(),
+            base_name: !text.contains('/'),
+        })
+    }
+
+    /// Whether `rel`, a `/`-separated path relative to the searched
+    /// directory, matches.
+    pub fn matches(&self, rel: &str) -> bool {
+        if self.base_name {
+            let name = rel.rsplit_once('/').map_or(rel, |(_, name)| name);
+            self.matcher.is_match(name)
+        } else {
+            self.matcher.is_match(rel)
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! What the benchmarks that speak MCP to the real binary share: spawning it
+//! on a config and a session kept open across iterations.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_loom-fs-mcp");
+pub const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"0"}}}"#;
+
+/// The binary on `config`, with the benchmarks' component cache.
+pub fn spawn(config: &Path) -> Child {
+    Command::new(BIN)
+        .arg("--config")
+        .arg(config)
+        .env(
+            "LOOMFS_CACHE_DIR",
+            concat!(env!("CARGO_TARGET_TMPDIR"), "/bench-cache"),
+        )
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// A session kept open across iterations.
+pub struct Session {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    /// The last response line.
+    pub line: String,
+}
+
+impl Session {
+    pub fn open(config: &Path) -> Session {
+        Session::start(spawn(config))
+    }
+
+    pub fn start(mut child: Child) -> Session {
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut s = Session {
+            child,
+            stdin,
+            stdout,
+            line: String::new(),
+        };
+        s.request(INITIALIZE);
+        writeln!(
+            s.stdin,
+            r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+        )
+        .unwrap();
+        s
+    }
+
+    /// Sends one JSON-RPC line and reads the response line.
+    pub fn request(&mut self, json: &str) -> usize {
+        writeln!(self.stdin, "{json}").unwrap();
+        self.line.clear();
+        self.stdout.read_line(&mut self.line).unwrap()
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
