@@ -127,7 +127,7 @@ fn bench(c: &mut Criterion) {
     let config = dir.join("roots.toml");
     std::fs::write(
         &config,
-        "audit_log = \"audit.log\"\n[[roots]]\nname = \"tree\"\npath = \"tree\"\nrole = \"reference\"\n",
+        "audit_log = \"audit.log\"\nmax_search_results = 1000\n[[roots]]\nname = \"tree\"\npath = \"tree\"\nrole = \"reference\"\n",
     )
     .unwrap();
 

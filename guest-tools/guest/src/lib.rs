@@ -209,6 +209,14 @@ pub fn modified(meta: &Metadata) -> Option<String> {
     timestamp(meta.modified())
 }
 
+/// Modification time of a `wasi:filesystem` stat as RFC 3339.
+pub fn modified_at(stat: &wasip2::filesystem::types::DescriptorStat) -> Option<String> {
+    let t = stat.data_modification_timestamp?;
+    let time = SystemTime::UNIX_EPOCH
+        + std::time::Duration::new(t.seconds, t.nanoseconds.min(999_999_999));
+    timestamp(Ok(time))
+}
+
 /// Serialises a structured result to JSON text.
 pub fn to_json<T: serde::Serialize>(value: &T) -> String {
     // Serialising plain structs of strings and numbers cannot fail.

@@ -162,7 +162,7 @@ pub fn copy_tree(
     // List everything first: a copy never sees its own output.
     let mut entries = Vec::new();
     walk::breadth_first(&source.full, &source.shown, u32::MAX, |e| {
-        entries.push((e.rel.clone(), e.kind, e.dir_entry.path()));
+        entries.push((e.rel.clone(), e.kind, e.full.clone()));
         Flow::Continue
     });
     create_parents(&destination.full, &destination.shown)?;

@@ -5,23 +5,51 @@
 //! never followed (no cycles, no detours). A directory that cannot be read is
 //! counted and skipped, never fatal. Denied names never reach this code: the
 //! host's filesystem does not return them from a directory read.
+//!
+//! Directories are read with `wasi:filesystem` directly: each entry comes
+//! with its type, and nothing more is asked per entry unless the visitor
+//! asks for it ([`Entry::stat`]).
 
 use std::collections::VecDeque;
-use std::fs::{self, DirEntry};
 use std::path::{Path, PathBuf};
 
-use crate::Kind;
+use wasip2::filesystem::types::{
+    Descriptor, DescriptorFlags, DescriptorStat, ErrorCode, OpenFlags, PathFlags,
+};
+
+use crate::{Kind, sys};
 
 /// One entry met by the walk.
-pub struct Entry {
+pub struct Entry<'a> {
     /// Path relative to the root, `/`-separated.
     pub rel: String,
     /// Depth below the start directory: its children are at depth 1.
     pub depth: u32,
     /// The entry's own type (a symlink is `Symlink`, whatever it points to).
     pub kind: Kind,
-    /// The directory entry, for metadata without following symlinks.
-    pub dir_entry: DirEntry,
+    /// Where the guest opens it.
+    pub full: PathBuf,
+    /// The directory being read, and the entry's name in it.
+    dir: &'a Descriptor,
+    name: &'a str,
+}
+
+impl Entry<'_> {
+    /// The entry's own metadata (a symlink's, not its target's).
+    pub fn stat(&self) -> Option<DescriptorStat> {
+        self.dir.stat_at(PathFlags::empty(), self.name).ok()
+    }
+
+    /// Opens the entry for reading, relative to its directory (a symlink
+    /// is not followed: opening one fails).
+    pub fn open(&self) -> Result<Descriptor, ErrorCode> {
+        self.dir.open_at(
+            PathFlags::empty(),
+            self.name,
+            OpenFlags::empty(),
+            DescriptorFlags::READ,
+        )
+    }
 }
 
 /// What the visitor wants next.
@@ -46,8 +74,26 @@ pub struct Stats {
     pub stopped: bool,
 }
 
+/// The sorted entries of a directory: `(name, kind)`.
+fn entries(dir: &Descriptor) -> Option<Vec<(String, Kind)>> {
+    let stream = dir.read_directory().ok()?;
+    let mut entries = Vec::new();
+    loop {
+        match stream.read_directory_entry() {
+            Ok(Some(e)) => entries.push((e.name, Kind::from_wasi(Some(e.type_)))),
+            Ok(None) => break,
+            // Entries already read are kept; the rest of a failing
+            // directory is skipped like an unreadable one.
+            Err(_) => break,
+        }
+    }
+    entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    Some(entries)
+}
+
 /// Walks `start` (shown as `start_rel`, `.` for the root) breadth-first down to
-/// `max_depth` levels, calling `visit` on every entry.
+/// `max_depth` levels, calling `visit` on every entry. Symlinks on the way to
+/// `start` are followed (the host has checked them); none below it are.
 pub fn breadth_first(
     start: &Path,
     start_rel: &str,
@@ -57,30 +103,28 @@ pub fn breadth_first(
     let mut stats = Stats::default();
     let mut queue: VecDeque<(PathBuf, String, u32)> = VecDeque::new();
     queue.push_back((start.to_path_buf(), start_rel.to_string(), 0));
-    while let Some((dir, dir_rel, depth)) = queue.pop_front() {
-        let Ok(read) = fs::read_dir(&dir) else {
+    while let Some((dir_full, dir_rel, depth)) = queue.pop_front() {
+        let read = sys::open_dir(&dir_full, depth == 0)
+            .ok()
+            .and_then(|dir| entries(&dir).map(|entries| (dir, entries)));
+        let Some((dir, entries)) = read else {
             stats.dirs_unreadable += 1;
             continue;
         };
         stats.dirs_read += 1;
-        let mut entries: Vec<DirEntry> = read.filter_map(Result::ok).collect();
-        entries.sort_by_key(|e| e.file_name());
-        for dir_entry in entries {
-            let name = dir_entry.file_name().to_string_lossy().into_owned();
+        for (name, kind) in &entries {
             let rel = if dir_rel == "." {
-                name
+                name.clone()
             } else {
                 format!("{dir_rel}/{name}")
             };
-            let kind = dir_entry
-                .file_type()
-                .map(|ft| Kind::of(ft, &dir_entry.path(), false))
-                .unwrap_or(Kind::Unknown);
             let entry = Entry {
                 rel,
                 depth: depth + 1,
-                kind,
-                dir_entry,
+                kind: *kind,
+                full: dir_full.join(name),
+                dir: &dir,
+                name,
             };
             match visit(&entry) {
                 Flow::Stop => {
@@ -89,8 +133,8 @@ pub fn breadth_first(
                 }
                 Flow::Prune => {}
                 Flow::Continue => {
-                    if kind == Kind::Directory && depth + 1 < max_depth {
-                        queue.push_back((entry.dir_entry.path(), entry.rel, depth + 1));
+                    if *kind == Kind::Directory && depth + 1 < max_depth {
+                        queue.push_back((entry.full, entry.rel, depth + 1));
                     }
                 }
             }

@@ -11,7 +11,7 @@ use std::cmp::Ordering;
 use loomfs_guest::walk::{self, Flow};
 use loomfs_guest::{
     Annotations, Context, Descriptor, Guest, Kind, Output, Permission, ToolError, human_bytes,
-    io_error, locate, modified, parse_args, root_and_path, to_json,
+    io_error, locate, modified_at, parse_args, root_and_path, to_json,
 };
 use serde::{Deserialize, Serialize};
 
@@ -126,13 +126,13 @@ impl Guest for ListDirectory {
                 truncated = true;
                 return Flow::Stop;
             }
-            let meta = e.dir_entry.metadata().ok();
+            let stat = e.stat();
             let is_file = e.kind == Kind::File;
             entries.push(Entry {
                 path: e.rel.clone(),
                 kind: e.kind.name(),
-                size: meta.as_ref().filter(|_| is_file).map(|m| m.len()),
-                modified: meta.as_ref().and_then(modified),
+                size: stat.as_ref().filter(|_| is_file).map(|s| s.size),
+                modified: stat.as_ref().and_then(modified_at),
             });
             Flow::Continue
         });

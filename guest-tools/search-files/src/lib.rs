@@ -14,8 +14,6 @@
 mod needle;
 mod pattern;
 
-use std::fs::File;
-use std::io::Read;
 use std::time::{Duration, Instant};
 
 use loomfs_guest::content::{SNIFF_BYTES, is_binary};
@@ -25,6 +23,7 @@ use loomfs_guest::{
     io_error, locate, parse_args, root_and_path, to_json,
 };
 use serde::{Deserialize, Serialize};
+use wasip2::filesystem::types::{Descriptor as File, ErrorCode};
 
 use needle::Needle;
 use pattern::Pattern;
@@ -322,12 +321,8 @@ impl Search<'_> {
 
     /// Reads a file whose name matched and records its matching lines.
     fn scan(&mut self, entry: &walk::Entry, needle: &Needle) -> Flow {
-        let path = entry.dir_entry.path();
-        let Ok(mut file) = File::open(&path) else {
-            self.unreadable_files += 1;
-            return Flow::Continue;
-        };
-        let Ok(len) = file.metadata().map(|m| m.len()) else {
+        let opened = entry.open().and_then(|file| Ok((file.stat()?.size, file)));
+        let Ok((len, file)) = opened else {
             self.unreadable_files += 1;
             return Flow::Continue;
         };
@@ -341,25 +336,23 @@ impl Search<'_> {
         }
         let mut buffer = std::mem::take(&mut self.buffer);
         buffer.clear();
-        let flow = self.read_and_search(&mut file, &mut buffer, entry, needle);
+        let flow = self.read_and_search(&file, len, &mut buffer, entry, needle);
         self.buffer = buffer;
         flow
     }
 
     fn read_and_search(
         &mut self,
-        file: &mut File,
+        file: &File,
+        len: u64,
         buffer: &mut Vec<u8>,
         entry: &walk::Entry,
         needle: &Needle,
     ) -> Flow {
-        // The head first: a binary file is skipped after 4 KiB.
-        if file
-            .by_ref()
-            .take(SNIFF_BYTES as u64)
-            .read_to_end(buffer)
-            .is_err()
-        {
+        // The head first: a binary file is skipped after 4 KiB. A small
+        // file is read whole at once.
+        let head = len.min(SNIFF_BYTES as u64);
+        if read_up_to(file, buffer, head).is_err() {
             self.unreadable_files += 1;
             return Flow::Continue;
         }
@@ -368,15 +361,14 @@ impl Search<'_> {
             self.found.skipped_binary += 1;
             return Flow::Continue;
         }
-        // The rest, never more than the limits allow (the file may grow).
-        let room = self
-            .max_read_bytes
-            .min(
-                self.max_search_bytes
-                    .saturating_sub(self.found.scanned_bytes),
-            )
-            .saturating_sub(buffer.len() as u64);
-        if file.by_ref().take(room + 1).read_to_end(buffer).is_err() {
+        // The rest (unless the head was all), never more than the limits
+        // allow: the file may have grown since its size was read.
+        let limit = self.max_read_bytes.min(
+            self.max_search_bytes
+                .saturating_sub(self.found.scanned_bytes),
+        );
+        let whole = len < SNIFF_BYTES as u64;
+        if !whole && read_up_to(file, buffer, limit + 1).is_err() {
             self.unreadable_files += 1;
             return Flow::Continue;
         }
@@ -396,6 +388,22 @@ impl Search<'_> {
         });
         flow
     }
+}
+
+/// Reads `file` into `buffer` until it holds `limit` bytes or the file ends.
+fn read_up_to(file: &File, buffer: &mut Vec<u8>, limit: u64) -> Result<(), ErrorCode> {
+    /// Largest single read: a file is read in a few calls, never in one
+    /// allocation the size of the limit.
+    const CHUNK: u64 = 1 << 20;
+    while (buffer.len() as u64) < limit {
+        let offset = buffer.len() as u64;
+        let (chunk, end) = file.read((limit - offset).min(CHUNK), offset)?;
+        buffer.extend_from_slice(&chunk);
+        if end || chunk.is_empty() {
+            break;
+        }
+    }
+    Ok(())
 }
 
 /// A matching line as shown: trimmed, lossily decoded, at most

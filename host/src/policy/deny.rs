@@ -85,6 +85,11 @@ impl DenyList {
 
     /// The pattern denying a single entry name, if any.
     pub fn match_name(&self, name: &OsStr) -> Option<&str> {
+        // Nearly every name is allowed: answer those without collecting
+        // every matching pattern.
+        if !self.hides(name) {
+            return None;
+        }
         let i = self.names.matches(Path::new(name)).into_iter().next()?;
         Some(&self.patterns[i])
     }
@@ -100,7 +105,7 @@ impl DenyList {
     /// Whether a directory entry called `name` must be hidden from listings
     /// and walks.
     pub fn hides(&self, name: &OsStr) -> bool {
-        self.match_name(name).is_some()
+        self.names.is_match(Path::new(name))
     }
 }
 

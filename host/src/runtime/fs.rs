@@ -139,9 +139,8 @@ struct Handle {
 pub struct FsGuard {
     mounts: Vec<Mount>,
     handles: HashMap<u32, Handle>,
-    /// Directory entry stream → the directory's handle and a descriptor of
-    /// its own (the guest may drop the directory's before the stream's).
-    streams: HashMap<u32, (Handle, Arc<OwnedFd>)>,
+    /// Directory entry stream → the directory's handle.
+    streams: HashMap<u32, Handle>,
     /// Files and directories this call created: it may remove them again
     /// without delete permission (a temporary file whose write failed).
     created: HashSet<(usize, PathBuf)>,
@@ -267,7 +266,7 @@ impl FsGuard {
         self.handles
             .retain(|_, h| !(h.mount == mount && h.rel.starts_with(rel)));
         self.streams
-            .retain(|_, (h, _)| !(h.mount == mount && h.rel.starts_with(rel)));
+            .retain(|_, h| !(h.mount == mount && h.rel.starts_with(rel)));
         self.created
             .retain(|(m, p)| !(*m == mount && p.starts_with(rel)));
     }
@@ -466,7 +465,11 @@ fn is_special(fd: BorrowedFd<'_>) -> bool {
 /// The WASI type of a mode, for the kinds wasmtime-wasi reports as `unknown`
 /// (it has no FIFO or socket type): guests see what the file really is.
 fn wasi_type(mode: u32) -> fs::DescriptorType {
-    match FileType::from_raw_mode(mode) {
+    wasi_file_type(FileType::from_raw_mode(mode))
+}
+
+fn wasi_file_type(t: FileType) -> fs::DescriptorType {
+    match t {
         FileType::Fifo => fs::DescriptorType::Fifo,
         FileType::Socket => fs::DescriptorType::Socket,
         FileType::CharacterDevice => fs::DescriptorType::CharacterDevice,
@@ -476,6 +479,29 @@ fn wasi_type(mode: u32) -> fs::DescriptorType {
         FileType::Symlink => fs::DescriptorType::SymbolicLink,
         FileType::Unknown => fs::DescriptorType::Unknown,
     }
+}
+
+/// A directory entry stream of the policing filesystem. The guest knows it
+/// as a `wasi:filesystem` `directory-entry-stream`; only this module ever
+/// touches it, so it needs none of wasmtime-wasi's own stream type. Unlike
+/// that one, it reads entries as the guest asks for them, takes each
+/// entry's type from the directory itself, and never looks at a denied
+/// entry (wasmtime-wasi's reads every entry's metadata up front).
+struct DirStream(rustix::fs::Dir);
+
+impl DirStream {
+    /// This stream's table entry, from the guest's handle.
+    fn of(stream: &Resource<fs::DirectoryEntryStream>) -> Resource<DirStream> {
+        if stream.owned() {
+            Resource::new_own(stream.rep())
+        } else {
+            Resource::new_borrow(stream.rep())
+        }
+    }
+}
+
+fn io_error(e: rustix::io::Errno) -> FsError {
+    FsError::from(std::io::Error::from(e))
 }
 
 fn raw_fd(d: &Descriptor) -> BorrowedFd<'_> {
@@ -561,6 +587,31 @@ impl PolicedFs<'_> {
         Ok(Handle {
             mount: h.mount,
             rel: real,
+        })
+    }
+
+    /// Checks an existing path before opening it for reading only:
+    /// lexically, and its type by a probe (a special file is refused without
+    /// being opened). Its real name is checked on the opened descriptor
+    /// instead of the probe: opening a file for reading changes nothing, so
+    /// the check after the open is as strict, one lookup cheaper.
+    fn check_read_open(
+        &mut self,
+        fd: &Resource<Descriptor>,
+        path: &str,
+        follow: bool,
+    ) -> FsResult<Handle> {
+        let op = Permission::Read;
+        let h = self.guard.handle(fd.rep(), op)?;
+        let rel = self.guard.lexical(&h, path, op)?;
+        if let Some(probe) = self.probe_checked(fd, path, follow, &h, &rel, op)?
+            && is_special(probe.as_fd())
+        {
+            return Err(self.guard.refuse(Some(h.mount), &rel, op, "special_file"));
+        }
+        Ok(Handle {
+            mount: h.mount,
+            rel,
         })
     }
 
@@ -801,6 +852,8 @@ impl fs::HostDescriptor for PolicedFs<'_> {
                 ));
             }
             checked
+        } else if op == Permission::Read {
+            self.check_read_open(&fd, &path, follow)?
         } else {
             self.check_existing(&fd, &path, op, follow, true)?
         };
@@ -1060,15 +1113,23 @@ impl fs::HostDescriptor for PolicedFs<'_> {
                 .guard
                 .refuse(Some(h.mount), &h.rel, Permission::Read, "permission"));
         }
-        let dir = rustix::io::dup(self.dir_fd(&fd)?)
-            .map_err(|e| FsError::from(std::io::Error::from(e)))?;
-        let stream = fs::HostDescriptor::read_directory(&mut self.fs, fd)?;
-        self.guard.streams.insert(stream.rep(), (h, Arc::new(dir)));
+        // A descriptor of its own: its own position, and the guest may drop
+        // the directory's descriptor before the stream.
+        let own = rustix::fs::openat(
+            self.dir_fd(&fd)?,
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(io_error)?;
+        let dir = rustix::fs::Dir::new(own).map_err(io_error)?;
+        let stream = self.fs.table.push(DirStream(dir))?;
+        self.guard.streams.insert(stream.rep(), h);
         self.guard
             .activity
             .dirs_read
             .fetch_add(1, Ordering::Relaxed);
-        Ok(stream)
+        Ok(Resource::new_own(stream.rep()))
     }
 
     fn drop(&mut self, fd: Resource<Descriptor>) -> wasmtime::Result<()> {
@@ -1211,7 +1272,7 @@ impl fs::HostDirectoryEntryStream for PolicedFs<'_> {
         &mut self,
         stream: Resource<fs::DirectoryEntryStream>,
     ) -> FsResult<Option<fs::DirectoryEntry>> {
-        let Some((h, dir)) = self.guard.streams.get(&stream.rep()).cloned() else {
+        let Some(h) = self.guard.streams.get(&stream.rep()).cloned() else {
             return Err(self.guard.refuse(
                 None,
                 Path::new(""),
@@ -1219,37 +1280,47 @@ impl fs::HostDirectoryEntryStream for PolicedFs<'_> {
                 "untracked_descriptor",
             ));
         };
+        let deny = &self.guard.mounts[h.mount].root.deny;
+        let DirStream(dir) = self.fs.table.get_mut(&DirStream::of(&stream))?;
         loop {
-            let entry =
-                fs::HostDirectoryEntryStream::read_directory_entry(&mut self.fs, again(&stream))?;
-            match entry {
-                Some(e)
-                    if self.guard.mounts[h.mount]
-                        .root
-                        .deny
-                        .hides(OsStr::new(&e.name)) =>
-                {
-                    continue;
-                }
-                Some(mut e) if e.type_ == fs::DescriptorType::Unknown => {
-                    // An entry name is one component: no traversal is possible.
-                    if let Ok(st) = rustix::fs::statat(
-                        dir.as_fd(),
-                        e.name.as_str(),
-                        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
-                    ) {
-                        e.type_ = wasi_type(st.st_mode);
-                    }
-                    return Ok(Some(e));
-                }
-                other => return Ok(other),
+            let entry = match dir.read() {
+                None => return Ok(None),
+                Some(entry) => entry.map_err(io_error)?,
+            };
+            let name = entry.file_name().to_bytes();
+            if name == b"." || name == b".." {
+                continue;
             }
+            let Ok(name) = std::str::from_utf8(name) else {
+                return Err(ErrorCode::IllegalByteSequence.into());
+            };
+            // Denied names are never seen, let alone looked at.
+            if deny.hides(OsStr::new(name)) {
+                continue;
+            }
+            let type_ = match entry.file_type() {
+                FileType::Unknown => {
+                    // An entry name is one component: no traversal is possible.
+                    rustix::fs::statat(
+                        dir.fd().map_err(io_error)?,
+                        name,
+                        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+                    )
+                    .map_or(fs::DescriptorType::Unknown, |st| wasi_type(st.st_mode))
+                }
+                t => wasi_file_type(t),
+            };
+            return Ok(Some(fs::DirectoryEntry {
+                type_,
+                name: name.to_string(),
+            }));
         }
     }
 
     fn drop(&mut self, stream: Resource<fs::DirectoryEntryStream>) -> wasmtime::Result<()> {
         self.guard.streams.remove(&stream.rep());
-        fs::HostDirectoryEntryStream::drop(&mut self.fs, stream)
+        self.fs.table.delete(DirStream::of(&stream))?;
+        Ok(())
     }
 }
 
