@@ -621,7 +621,8 @@ impl ClientHandler for ProgressClient {
 
 /// A long search reports progress to a client that gave a progress token,
 /// and a client's cancellation stops the running guest: the audit log says
-/// it was stopped, and the server goes on serving.
+/// it was stopped, and the server goes on serving. Near its time limit a
+/// search stops by itself and says so.
 #[tokio::test]
 async fn long_searches_report_progress_and_stop_when_cancelled() {
     let env = Env::new();
@@ -708,6 +709,33 @@ async fn long_searches_report_progress_and_stop_when_cancelled() {
         .last()
         .unwrap_or(first);
     assert!(last.progress < 40_000.0, "{last:?}");
+
+    // Near the time limit the search stops by itself and answers with what
+    // it has, marked truncated (300 ms: it stops after 150 ms).
+    let quick = env.path("quick.toml");
+    std::fs::write(
+        &quick,
+        "tool_timeout_ms = 300\nmax_search_bytes = 1000000000\n\
+         [[roots]]\nname = \"r\"\npath = \"r\"\nrole = \"reference\"\n",
+    )
+    .unwrap();
+    let client = start(&quick).await;
+    let r = search(
+        &client,
+        json!({"root": "r", "pattern": "*.txt", "contains": "needle"}),
+    )
+    .await;
+    let s = structured(&r);
+    assert_eq!(s["truncated"], json!(true), "{s}");
+    assert!(
+        s["note"]
+            .as_str()
+            .unwrap()
+            .starts_with("stopped near the time limit (300 ms)"),
+        "{s}"
+    );
+    let examined = s["examined_files"].as_u64().unwrap();
+    assert!(examined > 0 && examined < 40_000, "{s}");
 }
 
 async fn call_with<H: ClientHandler>(

@@ -170,9 +170,11 @@ impl Guest for SearchFiles {
             )));
         }
 
-        // Stop with what was found while there is still time to answer.
+        // Stop with what was found while there is still time to answer: a
+        // tenth of the limit before it, at least 250 ms (half a short one).
         let time_limit = Duration::from_millis(ctx.limits.time_limit_ms);
-        let soft_deadline = started + time_limit.mul_f64(0.9);
+        let margin = (time_limit / 10).max((time_limit / 2).min(Duration::from_millis(250)));
+        let soft_deadline = started + (time_limit - margin);
         let mut search = Search {
             pattern: &pattern,
             needle: needle.as_ref(),
