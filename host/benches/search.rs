@@ -164,42 +164,35 @@ fn bench(c: &mut Criterion) {
     );
 
     // Both sides find the same things before anything is timed.
-    let mut s = Session::open(&config);
-    s.request(py);
-    let answer: Value = serde_json::from_str(&s.line).unwrap();
-    let found = &answer["result"]["structuredContent"];
-    assert_eq!(found["truncated"], Value::Bool(false), "{found}");
     let prefix = format!("{}/", root.display());
-    let mut by_find: Vec<String> = find()
-        .lines()
-        .map(|l| l.strip_prefix(&prefix).unwrap().to_string())
-        .collect();
-    by_find.sort();
-    let mut by_search: Vec<String> = found["matches"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["path"].as_str().unwrap().to_string())
-        .collect();
-    by_search.sort();
-    assert_eq!(by_search, by_find);
+    let printed = |out: String| -> Vec<String> {
+        let mut paths: Vec<String> = out
+            .lines()
+            .map(|l| l.strip_prefix(&prefix).unwrap().to_string())
+            .collect();
+        paths.sort();
+        paths
+    };
+    let mut s = Session::open(&config);
+    let mut found = |request: &str| -> Vec<String> {
+        s.request(request);
+        let answer: Value = serde_json::from_str(&s.line).unwrap();
+        let found = &answer["result"]["structuredContent"];
+        assert_eq!(found["truncated"], Value::Bool(false), "{found}");
+        let mut paths: Vec<String> = found["matches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["path"].as_str().unwrap().to_string())
+            .collect();
+        paths.sort();
+        paths
+    };
+    let by_search = found(py);
     assert_eq!(by_search.len(), 240);
-    s.request(&contains);
-    let answer: Value = serde_json::from_str(&s.line).unwrap();
-    let mut by_search: Vec<String> = answer["result"]["structuredContent"]["matches"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["path"].as_str().unwrap().to_string())
-        .collect();
-    by_search.sort();
-    let mut by_grep: Vec<String> = grep()
-        .lines()
-        .map(|l| l.strip_prefix(&prefix).unwrap().to_string())
-        .collect();
-    by_grep.sort();
-    assert_eq!(by_search, holders);
-    assert_eq!(by_grep, holders);
+    assert_eq!(by_search, printed(find()));
+    assert_eq!(found(&contains), holders);
+    assert_eq!(printed(grep()), holders);
 
     let mut group = c.benchmark_group("search");
     group
