@@ -205,6 +205,8 @@ async fn bad_patterns_and_arguments_are_refused_with_the_reason() {
     let client = start(&config).await;
     let cases = [
         (json!({"pattern": ""}), "'pattern' is empty"),
+        (json!({"pattern": "./"}), "'pattern' is empty"),
+        (json!({"pattern": ".//etc/*"}), "is absolute"),
         (json!({"pattern": "/etc/*"}), "is absolute"),
         (json!({"pattern": "../outside/*"}), "contains '..'"),
         (json!({"pattern": "pkg/../../x"}), "contains '..'"),
@@ -443,6 +445,112 @@ async fn limits_cut_the_search_and_say_so() {
     .await;
     assert_eq!(structured(&r)["matches"].as_array().unwrap().len(), 20);
     assert_eq!(structured(&r)["truncated"], json!(true));
+}
+
+/// Each matching line once, with its number: matches ending in a newline,
+/// empty matches, CRLF line ends.
+#[tokio::test]
+async fn matching_lines_are_numbered_as_an_editor_would() {
+    let env = Env::new();
+    env.write("r/lf.txt", "xa\nya\nza\n")
+        .write("r/blank.txt", "a\n\nb\n")
+        .write("r/crlf.txt", "foo\r\nbar foo\r\n");
+    let config = env.config(
+        r#"
+        [[roots]]
+        name = "r"
+        path = "r"
+        role = "reference"
+        "#,
+    );
+    let client = start(&config).await;
+    let lines = |r: &rmcp::model::CallToolResult| -> Vec<(String, u64, String)> {
+        structured(r)["matches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                (
+                    m["path"].as_str().unwrap().to_string(),
+                    m["line"].as_u64().unwrap(),
+                    m["preview"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let r = search(
+        &client,
+        json!({"root": "r", "pattern": "lf.txt", "contains": "a\n"}),
+    )
+    .await;
+    assert_eq!(
+        lines(&r),
+        [
+            ("lf.txt".into(), 1, "xa".into()),
+            ("lf.txt".into(), 2, "ya".into()),
+            ("lf.txt".into(), 3, "za".into())
+        ]
+    );
+    let r = search(
+        &client,
+        json!({"root": "r", "pattern": "blank.txt", "contains": "^$", "regex": true}),
+    )
+    .await;
+    assert_eq!(lines(&r), [("blank.txt".into(), 2, String::new())]);
+    let r = search(
+        &client,
+        json!({"root": "r", "pattern": "crlf.txt", "contains": "foo$", "regex": true}),
+    )
+    .await;
+    assert_eq!(
+        lines(&r),
+        [
+            ("crlf.txt".into(), 1, "foo".into()),
+            ("crlf.txt".into(), 2, "bar foo".into())
+        ]
+    );
+}
+
+/// A name WASI cannot carry (not UTF-8) is skipped and counted; the rest of
+/// its directory is still searched.
+#[tokio::test]
+async fn names_that_are_not_utf8_are_skipped_not_fatal() {
+    use std::os::unix::ffi::OsStrExt;
+    let env = Env::new();
+    for i in 0..30 {
+        env.write(&format!("r/f{i:02}.txt"), "hit\n");
+    }
+    std::fs::write(
+        env.path("r")
+            .join(std::ffi::OsStr::from_bytes(b"bad\xff.txt")),
+        "hit\n",
+    )
+    .unwrap();
+    let config = env.config(
+        r#"
+        [[roots]]
+        name = "r"
+        path = "r"
+        role = "reference"
+        "#,
+    );
+    let client = start(&config).await;
+    for args in [
+        json!({"root": "r", "pattern": "*.txt"}),
+        json!({"root": "r", "pattern": "*.txt", "contains": "hit"}),
+    ] {
+        let r = search(&client, args).await;
+        assert_eq!(paths(&r).len(), 30, "{}", text(&r));
+        let s = structured(&r);
+        assert_eq!(s["truncated"], json!(false));
+        assert!(
+            s["note"]
+                .as_str()
+                .unwrap()
+                .starts_with("1 directory entries could not be read and were skipped"),
+            "{s}"
+        );
+    }
 }
 
 /// Globs compile to linear-time automata: forty stars against a long name

@@ -16,12 +16,16 @@
 //!   token, against `search/grep_exclude`: the process `grep -rl
 //!   --exclude-dir=.venv --exclude-dir=node_modules TOKEN ROOT`.
 //!
+//! With `LOOMFS_BENCH_REFERENCE` naming `@modelcontextprotocol/server-filesystem`'s
+//! `dist/index.js`, also `reference/search_files_py`: that server's
+//! `search_files` of `**/*.py` on the same tree (it walks the noise too).
+//!
 //! Run with `cargo bench -p loom-fs-mcp --bench search`.
 
 mod session;
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -202,6 +206,33 @@ fn bench(c: &mut Criterion) {
     group.bench_function("search_files_py", |b| b.iter(|| s.request(py)));
     group.bench_function("grep_exclude", |b| b.iter(grep));
     group.bench_function("search_files_contains", |b| b.iter(|| s.request(&contains)));
+    group.finish();
+    drop(s);
+
+    let Some(reference) = std::env::var_os("LOOMFS_BENCH_REFERENCE") else {
+        eprintln!(
+            "reference/*: skipped (set LOOMFS_BENCH_REFERENCE to server-filesystem's dist/index.js)"
+        );
+        return;
+    };
+    let child = Command::new("node")
+        .arg(reference)
+        .arg(&root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut r = Session::start(child);
+    let search = format!(
+        r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"search_files","arguments":{{"path":"{}","pattern":"**/*.py"}}}}}}"#,
+        root.display()
+    );
+    r.request(&search);
+    assert!(r.line.contains("mod_"), "{}", r.line);
+    let mut group = c.benchmark_group("reference");
+    group.sample_size(10);
+    group.bench_function("search_files_py", |b| b.iter(|| r.request(&search)));
     group.finish();
 }
 

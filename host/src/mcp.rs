@@ -112,7 +112,9 @@ impl ServerHandler for Server {
             .await;
         watcher.abort();
         if let Some(reporter) = reporter {
+            // Stopped before the response goes out: no progress after it.
             reporter.abort();
+            let _ = reporter.await;
         }
         result.map(Into::into)
     }

@@ -70,25 +70,40 @@ pub struct Stats {
     pub dirs_read: u64,
     /// Directories that could not be read and were skipped.
     pub dirs_unreadable: u64,
+    /// Entries skipped because their directory could not say what they are
+    /// (a name that is not UTF-8, which WASI cannot carry).
+    pub entries_skipped: u64,
     /// Whether the visitor stopped the walk early.
     pub stopped: bool,
 }
 
-/// The sorted entries of a directory: `(name, kind)`.
-fn entries(dir: &Descriptor) -> Option<Vec<(String, Kind)>> {
+/// Most failed entries in a row before a directory read is given up.
+const MAX_FAILED_ENTRIES: u64 = 64;
+
+/// The sorted entries of a directory, `(name, kind)`, and how many entries
+/// failed (skipped, the read goes on past them).
+fn entries(dir: &Descriptor) -> Option<(Vec<(String, Kind)>, u64)> {
     let stream = dir.read_directory().ok()?;
     let mut entries = Vec::new();
+    let (mut failed, mut in_a_row) = (0, 0);
     loop {
         match stream.read_directory_entry() {
-            Ok(Some(e)) => entries.push((e.name, Kind::from_wasi(Some(e.type_)))),
+            Ok(Some(e)) => {
+                entries.push((e.name, Kind::from_wasi(Some(e.type_))));
+                in_a_row = 0;
+            }
             Ok(None) => break,
-            // Entries already read are kept; the rest of a failing
-            // directory is skipped like an unreadable one.
-            Err(_) => break,
+            Err(_) => {
+                failed += 1;
+                in_a_row += 1;
+                if in_a_row == MAX_FAILED_ENTRIES {
+                    break;
+                }
+            }
         }
     }
     entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    Some(entries)
+    Some((entries, failed))
 }
 
 /// Walks `start` (shown as `start_rel`, `.` for the root) breadth-first down to
@@ -107,11 +122,12 @@ pub fn breadth_first(
         let read = sys::open_dir(&dir_full, depth == 0)
             .ok()
             .and_then(|dir| entries(&dir).map(|entries| (dir, entries)));
-        let Some((dir, entries)) = read else {
+        let Some((dir, (entries, failed))) = read else {
             stats.dirs_unreadable += 1;
             continue;
         };
         stats.dirs_read += 1;
+        stats.entries_skipped += failed;
         for (name, kind) in &entries {
             let rel = if dir_rel == "." {
                 name.clone()

@@ -159,6 +159,13 @@ impl Guest for ListDirectory {
                 stats.dirs_unreadable
             ));
         }
+        if stats.entries_skipped > 0 {
+            notes.push(format!(
+                "{} directory entries could not be read and were skipped (a name that is \
+                 not UTF-8 cannot be shown)",
+                stats.entries_skipped
+            ));
+        }
         let listing = Listing {
             path: shown.to_string(),
             truncated,

@@ -251,6 +251,13 @@ impl Guest for SearchFiles {
                 stats.dirs_unreadable
             ));
         }
+        if stats.entries_skipped > 0 {
+            notes.push(format!(
+                "{} directory entries could not be read and were skipped (a name that is \
+                 not UTF-8 cannot be shown)",
+                stats.entries_skipped
+            ));
+        }
         found.note = (!notes.is_empty()).then(|| notes.join("; "));
 
         let mut text = vec![render(&found, shown, &args)];

@@ -27,6 +27,8 @@ impl Needle {
         }
         RegexBuilder::new(text)
             .multi_line(true)
+            // `$` before `\r\n` too: CRLF files match like LF ones.
+            .crlf(true)
             .size_limit(REGEX_SIZE_LIMIT)
             .dfa_size_limit(DFA_SIZE_LIMIT)
             .build()
@@ -62,15 +64,21 @@ impl Needle {
             let Some((start, end)) = self.find(haystack, from) else {
                 return;
             };
+            // An empty match after the last newline is on no line at all.
+            if start == haystack.len() && haystack.last() == Some(&b'\n') {
+                return;
+            }
             line += memchr::memchr_iter(b'\n', &haystack[counted..start]).count() as u64;
             counted = start;
             let line_start = memchr::memrchr(b'\n', &haystack[..start]).map_or(0, |i| i + 1);
             // A match may span lines: report the line it starts on, go on
-            // after the line it ends on.
+            // after the line its last byte is on (a match ending in `\n` ends
+            // on that line, not the next).
             let line_end =
                 memchr::memchr(b'\n', &haystack[start..]).map_or(haystack.len(), |i| start + i);
-            let resume = memchr::memchr(b'\n', &haystack[end.max(start)..])
-                .map_or(haystack.len() + 1, |i| end.max(start) + i + 1);
+            let last = if end > start { end - 1 } else { start };
+            let resume = memchr::memchr(b'\n', &haystack[last..])
+                .map_or(haystack.len() + 1, |i| last + i + 1);
             if !each(line, &haystack[line_start..line_end]) {
                 return;
             }

@@ -23,6 +23,8 @@ impl Pattern {
     /// Compiles `text`, or says in one sentence why it cannot be a pattern.
     pub fn new(text: &str) -> Result<Pattern, String> {
         let shown = text.escape_debug();
+        // `./x` is `x`.
+        let text = text.trim_start_matches("./");
         if text.is_empty() {
             return Err("'pattern' is empty: use '*' for every file name".into());
         }
@@ -41,8 +43,7 @@ impl Pattern {
                  (use 'path' to search elsewhere in the root)"
             ));
         }
-        // `./x` is `x`; `..` could only point outside the searched directory.
-        let text = text.trim_start_matches("./");
+        // `..` could only point outside the searched directory.
         if text.split('/').any(|part| part == "..") {
             return Err(format!(
                 "pattern '{shown}' contains '..': patterns are relative to the searched \

@@ -124,7 +124,7 @@ impl Activity {
     }
 }
 
-/// Most descriptors one call may hold open at once (each is a host file
+/// Most descriptors and directory entry streams one call may hold open at once (each is a host file
 /// descriptor: a guest must not exhaust the server's).
 pub const MAX_DESCRIPTORS: usize = 256;
 
@@ -179,6 +179,12 @@ impl FsGuard {
     /// the trash itself, this call's entry, or below it.
     fn in_own_trash(&self, rel: &Path) -> bool {
         rel == Path::new(TRASH_DIR) || self.stamp.as_ref().is_some_and(|own| rel.starts_with(own))
+    }
+
+    /// Host file descriptors the guest holds: its descriptors and its
+    /// directory entry streams (each reads through a descriptor of its own).
+    fn held(&self) -> usize {
+        self.handles.len() + self.streams.len()
     }
 
     /// The refusals recorded so far.
@@ -819,7 +825,7 @@ impl fs::HostDescriptor for PolicedFs<'_> {
             Permission::Read
         };
         let follow = path_flags.contains(fs::PathFlags::SYMLINK_FOLLOW);
-        if self.guard.handles.len() >= MAX_DESCRIPTORS {
+        if self.guard.held() >= MAX_DESCRIPTORS {
             let h = self.guard.handle(fd.rep(), op)?;
             let shown = h.rel.join(&path);
             return Err(self
@@ -1115,6 +1121,14 @@ impl fs::HostDescriptor for PolicedFs<'_> {
             return Err(self
                 .guard
                 .refuse(Some(h.mount), &h.rel, Permission::Read, "permission"));
+        }
+        if self.guard.held() >= MAX_DESCRIPTORS {
+            return Err(self.guard.refuse(
+                Some(h.mount),
+                &h.rel,
+                Permission::Read,
+                "too_many_descriptors",
+            ));
         }
         // A descriptor of its own: its own position, and the guest may drop
         // the directory's descriptor before the stream.
