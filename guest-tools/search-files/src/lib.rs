@@ -207,58 +207,16 @@ impl Guest for SearchFiles {
         }
 
         let mut found = search.found;
-        let mut notes = Vec::new();
         found.truncated = search.cut.is_some();
-        match search.cut {
-            Some(Cut::Results) => notes.push(format!(
-                "stopped at {max_results} matches (nearest first); there are more: narrow \
-                 the pattern or the path"
-            )),
-            Some(Cut::Bytes) => notes.push(format!(
-                "stopped after scanning {} (max_search_bytes): files further from the start \
-                 were not searched; narrow the pattern or the path",
-                human_bytes(found.scanned_bytes)
-            )),
-            Some(Cut::Time) => notes.push(format!(
-                "stopped near the time limit ({} ms): files further from the start were not \
-                 searched; narrow the pattern or the path",
-                ctx.limits.time_limit_ms
-            )),
-            None => {}
-        }
-        if found.skipped_too_large > 0 {
-            notes.push(format!(
-                "{} files larger than {} (max_read_bytes) were not searched",
-                found.skipped_too_large,
-                human_bytes(at.mount.max_read_bytes)
-            ));
-        }
-        if found.skipped_binary > 0 {
-            notes.push(format!(
-                "{} binary files were not searched",
-                found.skipped_binary
-            ));
-        }
-        if search.unreadable_files > 0 {
-            notes.push(format!(
-                "{} files could not be read and were skipped",
-                search.unreadable_files
-            ));
-        }
-        if stats.dirs_unreadable > 0 {
-            notes.push(format!(
-                "{} directories could not be read and were skipped",
-                stats.dirs_unreadable
-            ));
-        }
-        if stats.entries_skipped > 0 {
-            notes.push(format!(
-                "{} directory entries could not be read and were skipped (a name that is \
-                 not UTF-8 cannot be shown)",
-                stats.entries_skipped
-            ));
-        }
-        found.note = (!notes.is_empty()).then(|| notes.join("; "));
+        found.note = note(
+            &found,
+            search.cut,
+            &stats,
+            search.unreadable_files,
+            max_results,
+            at.mount.max_read_bytes,
+            ctx.limits.time_limit_ms,
+        );
 
         let mut text = vec![render(&found, shown, &args)];
         text.extend(found.note.clone());
@@ -268,6 +226,70 @@ impl Guest for SearchFiles {
             images: vec![],
         })
     }
+}
+
+/// What the model must know besides the matches: why the search stopped
+/// early, what it skipped.
+fn note(
+    found: &Found,
+    cut: Option<Cut>,
+    stats: &walk::Stats,
+    unreadable_files: u64,
+    max_results: u32,
+    max_read_bytes: u64,
+    time_limit_ms: u64,
+) -> Option<String> {
+    let mut notes = Vec::new();
+    match cut {
+        Some(Cut::Results) => notes.push(format!(
+            "stopped at {max_results} matches (nearest first); there are more: narrow \
+             the pattern or the path"
+        )),
+        Some(Cut::Bytes) => notes.push(format!(
+            "stopped after scanning {} (max_search_bytes): files further from the start \
+             were not searched; narrow the pattern or the path",
+            human_bytes(found.scanned_bytes)
+        )),
+        Some(Cut::Time) => notes.push(format!(
+            "stopped near the time limit ({} ms): files further from the start were not \
+             searched; narrow the pattern or the path",
+            time_limit_ms
+        )),
+        None => {}
+    }
+    if found.skipped_too_large > 0 {
+        notes.push(format!(
+            "{} files larger than {} (max_read_bytes) were not searched",
+            found.skipped_too_large,
+            human_bytes(max_read_bytes)
+        ));
+    }
+    if found.skipped_binary > 0 {
+        notes.push(format!(
+            "{} binary files were not searched",
+            found.skipped_binary
+        ));
+    }
+    if unreadable_files > 0 {
+        notes.push(format!(
+            "{} files could not be read and were skipped",
+            unreadable_files
+        ));
+    }
+    if stats.dirs_unreadable > 0 {
+        notes.push(format!(
+            "{} directories could not be read and were skipped",
+            stats.dirs_unreadable
+        ));
+    }
+    if stats.entries_skipped > 0 {
+        notes.push(format!(
+            "{} directory entries could not be read and were skipped (a name that is \
+             not UTF-8 cannot be shown)",
+            stats.entries_skipped
+        ));
+    }
+    (!notes.is_empty()).then(|| notes.join("; "))
 }
 
 /// The state of one search.
