@@ -77,6 +77,28 @@ pub struct Stats {
     pub stopped: bool,
 }
 
+impl Stats {
+    /// What a result must say about the parts of the tree the walk could
+    /// not see.
+    pub fn notes(&self) -> Vec<String> {
+        let mut notes = Vec::new();
+        if self.dirs_unreadable > 0 {
+            notes.push(format!(
+                "{} directories could not be read and were skipped",
+                self.dirs_unreadable
+            ));
+        }
+        if self.entries_skipped > 0 {
+            notes.push(format!(
+                "{} directory entries could not be read and were skipped (a name that is \
+                 not UTF-8 cannot be shown)",
+                self.entries_skipped
+            ));
+        }
+        notes
+    }
+}
+
 /// Most failed entries in a row before a directory read is given up.
 const MAX_FAILED_ENTRIES: u64 = 64;
 

@@ -153,19 +153,7 @@ impl Guest for ListDirectory {
                  subdirectory or use a smaller depth to see the rest"
             ));
         }
-        if stats.dirs_unreadable > 0 {
-            notes.push(format!(
-                "{} subdirectories could not be read and were skipped",
-                stats.dirs_unreadable
-            ));
-        }
-        if stats.entries_skipped > 0 {
-            notes.push(format!(
-                "{} directory entries could not be read and were skipped (a name that is \
-                 not UTF-8 cannot be shown)",
-                stats.entries_skipped
-            ));
-        }
+        notes.extend(stats.notes());
         let listing = Listing {
             path: shown.to_string(),
             truncated,

@@ -276,19 +276,7 @@ fn note(
             unreadable_files
         ));
     }
-    if stats.dirs_unreadable > 0 {
-        notes.push(format!(
-            "{} directories could not be read and were skipped",
-            stats.dirs_unreadable
-        ));
-    }
-    if stats.entries_skipped > 0 {
-        notes.push(format!(
-            "{} directory entries could not be read and were skipped (a name that is \
-             not UTF-8 cannot be shown)",
-            stats.entries_skipped
-        ));
-    }
+    notes.extend(stats.notes());
     (!notes.is_empty()).then(|| notes.join("; "))
 }
 
