@@ -27,13 +27,14 @@
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
 use wasmtime::component::{HasData, Resource};
+use wasmtime_wasi::OpenMode;
 use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemCtxView};
 use wasmtime_wasi::p2::bindings::filesystem::preopens;
 use wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode;
@@ -395,7 +396,6 @@ fn is_plain_name(path: &str) -> bool {
 
 /// The real path of an open descriptor.
 fn real_path(fd: BorrowedFd<'_>) -> Option<PathBuf> {
-    use std::os::fd::AsRawFd;
     std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()
 }
 
@@ -597,6 +597,60 @@ impl PolicedFs<'_> {
             mount: h.mount,
             rel: real,
         })
+    }
+
+    /// Opens a regular file for reading from its probe: the probe's real
+    /// name is checked, then the very inode it holds is opened (through
+    /// `/proc/self/fd`), so nothing can be swapped in between (a FIFO that
+    /// would block, a link to a denied name). `None` when the path is not a
+    /// regular file: the general path then opens it or fails the usual way.
+    fn open_file_for_reading(
+        &mut self,
+        fd: &Resource<Descriptor>,
+        path: &str,
+        follow: bool,
+    ) -> FsResult<Option<Resource<Descriptor>>> {
+        let op = Permission::Read;
+        let h = self.guard.handle(fd.rep(), op)?;
+        let rel = self.guard.lexical(&h, path, op)?;
+        let Some(probe) = self.probe_checked(fd, path, follow, &h, &rel, op)? else {
+            return Ok(None);
+        };
+        let file_type = rustix::fs::fstat(&probe)
+            .map(|st| FileType::from_raw_mode(st.st_mode))
+            .map_err(io_error)?;
+        match file_type {
+            FileType::RegularFile => {}
+            FileType::Directory | FileType::Symlink | FileType::Unknown => return Ok(None),
+            FileType::Fifo
+            | FileType::Socket
+            | FileType::CharacterDevice
+            | FileType::BlockDevice => {
+                return Err(self.guard.refuse(Some(h.mount), &rel, op, "special_file"));
+            }
+        }
+        let real = self.guard.real(&h, probe.as_fd(), &rel, op)?;
+        let Descriptor::Dir(dir) = self.fs.table.get(fd)? else {
+            return Err(ErrorCode::NotDirectory.into());
+        };
+        let perms = dir.perms;
+        let file = rustix::fs::open(
+            format!("/proc/self/fd/{}", probe.as_raw_fd()),
+            OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY,
+            Mode::empty(),
+        )
+        .map_err(io_error)?;
+        let file = wasmtime_wasi::filesystem::File::new(file.into(), perms, OpenMode::READ, true);
+        let new = self.fs.table.push(Descriptor::File(file))?;
+        self.guard.handles.insert(
+            new.rep(),
+            Handle {
+                mount: h.mount,
+                rel: real,
+            },
+        );
+        self.guard.activity.opened.fetch_add(1, Ordering::Relaxed);
+        Ok(Some(new))
     }
 
     /// Checks an existing path before opening it for reading only:
@@ -843,6 +897,12 @@ impl fs::HostDescriptor for PolicedFs<'_> {
             return Err(self
                 .guard
                 .refuse(Some(h.mount), &h.rel.join(&path), op, "trash"));
+        }
+        if oflags == fs::OpenFlags::empty()
+            && flags == fs::DescriptorFlags::READ
+            && let Some(opened) = self.open_file_for_reading(&fd, &path, follow)?
+        {
+            return Ok(opened);
         }
         let creates = oflags.contains(fs::OpenFlags::CREATE)
             && !matches!(probe(self.dir_fd(&fd)?, &path, follow), Probe::Found(_));
