@@ -15,7 +15,7 @@ use loomfs_guest::transfer::{
 };
 use loomfs_guest::write::{Publish, replace};
 use loomfs_guest::{
-    Annotations, Context, Descriptor, Guest, Kind, Output, Permission, ToolError, human_bytes,
+    Context, DESTRUCTIVE, Descriptor, Guest, Kind, Output, Permission, ToolError, human_bytes,
     io_error, parse_args, to_json,
 };
 
@@ -34,11 +34,7 @@ impl Guest for CopyFile {
             input_schema: input_schema("copy"),
             output_schema: Some(OUTPUT_SCHEMA.into()),
             permission: Permission::Write,
-            annotations: Annotations {
-                read_only: false,
-                destructive: true,
-                idempotent: false,
-            },
+            annotations: DESTRUCTIVE,
             path_arguments: path_arguments(Permission::Read, None),
             keeps_history: true,
         }

@@ -4,7 +4,7 @@
 
 use loomfs_guest::write::keep_by_move;
 use loomfs_guest::{
-    Annotations, Context, Descriptor, Guest, Kind, Output, Permission, ToolError, io_error, locate,
+    Context, DESTRUCTIVE, Descriptor, Guest, Kind, Output, Permission, ToolError, io_error, locate,
     parse_args, root_and_path, to_json,
 };
 use serde::{Deserialize, Serialize};
@@ -56,11 +56,7 @@ impl Guest for DeleteFile {
             input_schema: INPUT_SCHEMA.into(),
             output_schema: Some(OUTPUT_SCHEMA.into()),
             permission: Permission::Delete,
-            annotations: Annotations {
-                read_only: false,
-                destructive: true,
-                idempotent: false,
-            },
+            annotations: DESTRUCTIVE,
             path_arguments: root_and_path(Permission::Delete, false),
             keeps_history: true,
         }

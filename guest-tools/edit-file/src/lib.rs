@@ -13,7 +13,7 @@ use std::io::{Read, Write};
 use loomfs_guest::content::is_binary;
 use loomfs_guest::write::{Publish, replace};
 use loomfs_guest::{
-    Annotations, Context, Descriptor, Guest, Kind, Output, Permission, ToolError, human_bytes,
+    Context, DESTRUCTIVE, Descriptor, Guest, Kind, Output, Permission, ToolError, human_bytes,
     io_error, locate, parse_args, root_and_path, to_json,
 };
 use serde::{Deserialize, Serialize};
@@ -96,11 +96,7 @@ impl Guest for EditFile {
             input_schema: INPUT_SCHEMA.into(),
             output_schema: Some(OUTPUT_SCHEMA.into()),
             permission: Permission::Write,
-            annotations: Annotations {
-                read_only: false,
-                destructive: true,
-                idempotent: false,
-            },
+            annotations: DESTRUCTIVE,
             path_arguments: root_and_path(Permission::Write, false),
             keeps_history: true,
         }

@@ -5,7 +5,7 @@
 //! missing or outside the root, so the answer never maps the disk beyond it.
 
 use loomfs_guest::{
-    Annotations, Context, Descriptor, Guest, Kind, Output, Permission, ToolError, human_bytes,
+    Context, Descriptor, Guest, Kind, Output, Permission, READ_ONLY, ToolError, human_bytes,
     io_error, locate, modified, parse_args, root_and_path, sys, timestamp, to_json,
 };
 use serde::{Deserialize, Serialize};
@@ -69,11 +69,7 @@ impl Guest for GetFileInfo {
             input_schema: INPUT_SCHEMA.into(),
             output_schema: Some(OUTPUT_SCHEMA.into()),
             permission: Permission::Read,
-            annotations: Annotations {
-                read_only: true,
-                destructive: false,
-                idempotent: true,
-            },
+            annotations: READ_ONLY,
             path_arguments: root_and_path(Permission::Read, false),
             keeps_history: false,
         }

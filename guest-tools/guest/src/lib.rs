@@ -49,6 +49,21 @@ macro_rules! tool {
     };
 }
 
+/// Hints of a tool that only reads: no change, same answer when repeated.
+pub const READ_ONLY: Annotations = Annotations {
+    read_only: true,
+    destructive: false,
+    idempotent: true,
+};
+
+/// Hints of a tool that replaces or removes what is there (kept in the
+/// trash, but gone from its place).
+pub const DESTRUCTIVE: Annotations = Annotations {
+    read_only: false,
+    destructive: true,
+    idempotent: false,
+};
+
 /// The usual path argument: a root in `root` and a path in `path`, used for
 /// `permission` (`optional`: an omitted path means the root itself).
 pub fn root_and_path(permission: Permission, optional: bool) -> Vec<PathArgument> {

@@ -162,9 +162,9 @@ pub fn copy_tree(
     // List everything first: a copy never sees its own output.
     let mut entries = Vec::new();
     walk::breadth_first(&source.full, &source.shown, u32::MAX, |e| {
-        entries.push((e.rel.clone(), e.kind, e.full.clone()));
+        entries.push((e.rel.clone(), e.kind, e.full()));
         Flow::Continue
-    });
+    })?;
     create_parents(&destination.full, &destination.shown)?;
     fs::create_dir(&destination.full).map_err(|e| io_error(&destination.shown, &e))?;
     out.directories += 1;

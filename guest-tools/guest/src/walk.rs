@@ -17,7 +17,7 @@ use wasip2::filesystem::types::{
     Descriptor, DescriptorFlags, DescriptorStat, ErrorCode, OpenFlags, PathFlags,
 };
 
-use crate::{Kind, sys};
+use crate::{Kind, ToolError, io_error, sys};
 
 /// One entry met by the walk.
 pub struct Entry<'a> {
@@ -27,14 +27,20 @@ pub struct Entry<'a> {
     pub depth: u32,
     /// The entry's own type (a symlink is `Symlink`, whatever it points to).
     pub kind: Kind,
-    /// Where the guest opens it.
-    pub full: PathBuf,
-    /// The directory being read, and the entry's name in it.
+    /// The directory being read (open, and where the guest finds it), and
+    /// the entry's name in it.
     dir: &'a Descriptor,
+    dir_full: &'a Path,
     name: &'a str,
 }
 
 impl Entry<'_> {
+    /// Where the guest finds the entry by path (built on demand: most
+    /// visitors use the open directory instead).
+    pub fn full(&self) -> PathBuf {
+        self.dir_full.join(self.name)
+    }
+
     /// The entry's own metadata (a symlink's, not its target's).
     pub fn stat(&self) -> Option<DescriptorStat> {
         self.dir.stat_at(PathFlags::empty(), self.name).ok()
@@ -131,12 +137,13 @@ fn entries(dir: &Descriptor) -> Option<(Vec<(String, Kind)>, u64)> {
 /// Walks `start` (shown as `start_rel`, `.` for the root) breadth-first down to
 /// `max_depth` levels, calling `visit` on every entry. Symlinks on the way to
 /// `start` are followed (the host has checked them); none below it are.
+/// Fails only if `start` itself cannot be read.
 pub fn breadth_first(
     start: &Path,
     start_rel: &str,
     max_depth: u32,
     mut visit: impl FnMut(&Entry) -> Flow,
-) -> Stats {
+) -> Result<Stats, ToolError> {
     let mut stats = Stats::default();
     let mut queue: VecDeque<(PathBuf, String, u32)> = VecDeque::new();
     queue.push_back((start.to_path_buf(), start_rel.to_string(), 0));
@@ -145,6 +152,9 @@ pub fn breadth_first(
             .ok()
             .and_then(|dir| entries(&dir).map(|entries| (dir, entries)));
         let Some((dir, (entries, failed))) = read else {
+            if depth == 0 {
+                return Err(start_error(start, start_rel));
+            }
             stats.dirs_unreadable += 1;
             continue;
         };
@@ -160,23 +170,32 @@ pub fn breadth_first(
                 rel,
                 depth: depth + 1,
                 kind: *kind,
-                full: dir_full.join(name),
                 dir: &dir,
+                dir_full: &dir_full,
                 name,
             };
             match visit(&entry) {
                 Flow::Stop => {
                     stats.stopped = true;
-                    return stats;
+                    return Ok(stats);
                 }
                 Flow::Prune => {}
                 Flow::Continue => {
                     if *kind == Kind::Directory && depth + 1 < max_depth {
-                        queue.push_back((entry.full, entry.rel, depth + 1));
+                        queue.push_back((entry.full(), entry.rel, depth + 1));
                     }
                 }
             }
         }
     }
-    stats
+    Ok(stats)
+}
+
+/// Why the start directory cannot be read, in the words of `io_error`
+/// (asked again through std: only on this failure path).
+fn start_error(start: &Path, shown: &str) -> ToolError {
+    std::fs::read_dir(start).err().map_or_else(
+        || ToolError::Io(format!("'{shown}' could not be read")),
+        |e| io_error(shown, &e),
+    )
 }

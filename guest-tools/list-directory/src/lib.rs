@@ -10,7 +10,7 @@ use std::cmp::Ordering;
 
 use loomfs_guest::walk::{self, Flow};
 use loomfs_guest::{
-    Annotations, Context, Descriptor, Guest, Kind, Output, Permission, ToolError, human_bytes,
+    Context, Descriptor, Guest, Kind, Output, Permission, READ_ONLY, ToolError, human_bytes,
     io_error, locate, modified_at, parse_args, root_and_path, to_json,
 };
 use serde::{Deserialize, Serialize};
@@ -91,11 +91,7 @@ impl Guest for ListDirectory {
             input_schema: INPUT_SCHEMA.into(),
             output_schema: Some(OUTPUT_SCHEMA.into()),
             permission: Permission::Read,
-            annotations: Annotations {
-                read_only: true,
-                destructive: false,
-                idempotent: true,
-            },
+            annotations: READ_ONLY,
             path_arguments: root_and_path(Permission::Read, true),
             keeps_history: false,
         }
@@ -135,15 +131,7 @@ impl Guest for ListDirectory {
                 modified: stat.as_ref().and_then(modified_at),
             });
             Flow::Continue
-        });
-        if stats.dirs_unreadable > 0 && stats.dirs_read == 0 {
-            // The start directory itself could not be read.
-            let err = std::fs::read_dir(&at.full).err();
-            return Err(err.map_or_else(
-                || ToolError::Io(format!("'{shown}' could not be read")),
-                |e| io_error(shown, &e),
-            ));
-        }
+        })?;
         entries.sort_by(|a, b| tree_order(&a.path, &b.path));
 
         let mut notes = Vec::new();

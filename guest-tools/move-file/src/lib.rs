@@ -15,7 +15,7 @@ use loomfs_guest::transfer::{
 };
 use loomfs_guest::write::{Publish, create_parents, keep_by_link, keep_by_move, replace};
 use loomfs_guest::{
-    Annotations, Context, Descriptor, Guest, Kind, Output, Permission, ToolError, io_error,
+    Context, DESTRUCTIVE, Descriptor, Guest, Kind, Output, Permission, ToolError, io_error,
     parse_args, to_json,
 };
 
@@ -33,11 +33,7 @@ impl Guest for MoveFile {
             input_schema: input_schema("move"),
             output_schema: Some(OUTPUT_SCHEMA.into()),
             permission: Permission::Write,
-            annotations: Annotations {
-                read_only: false,
-                destructive: true,
-                idempotent: false,
-            },
+            annotations: DESTRUCTIVE,
             path_arguments: path_arguments(Permission::Write, Some(Permission::Delete)),
             keeps_history: true,
         }

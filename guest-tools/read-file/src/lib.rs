@@ -13,8 +13,8 @@ use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 
 use loomfs_guest::content::{SNIFF_BYTES, image_mime, is_binary};
 use loomfs_guest::{
-    Annotations, Context, Descriptor, Guest, Image, Kind, Output, Permission, ToolError,
-    human_bytes, io_error, locate, parse_args, root_and_path, to_json,
+    Context, Descriptor, Guest, Image, Kind, Output, Permission, READ_ONLY, ToolError, human_bytes,
+    io_error, locate, parse_args, root_and_path, to_json,
 };
 use serde::{Deserialize, Serialize};
 
@@ -86,11 +86,7 @@ impl Guest for ReadFile {
             input_schema: INPUT_SCHEMA.into(),
             output_schema: Some(OUTPUT_SCHEMA.into()),
             permission: Permission::Read,
-            annotations: Annotations {
-                read_only: true,
-                destructive: false,
-                idempotent: true,
-            },
+            annotations: READ_ONLY,
             path_arguments: root_and_path(Permission::Read, false),
             keeps_history: false,
         }

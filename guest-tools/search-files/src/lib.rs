@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use loomfs_guest::content::{SNIFF_BYTES, is_binary};
 use loomfs_guest::walk::{self, Flow};
 use loomfs_guest::{
-    Annotations, Context, Descriptor, Guest, Kind, Output, Permission, ToolError, human_bytes,
+    Context, Descriptor, Guest, Kind, Output, Permission, READ_ONLY, ToolError, human_bytes,
     io_error, locate, parse_args, root_and_path, to_json,
 };
 use serde::{Deserialize, Serialize};
@@ -128,11 +128,7 @@ impl Guest for SearchFiles {
             input_schema: INPUT_SCHEMA.into(),
             output_schema: Some(OUTPUT_SCHEMA.into()),
             permission: Permission::Read,
-            annotations: Annotations {
-                read_only: true,
-                destructive: false,
-                idempotent: true,
-            },
+            annotations: READ_ONLY,
             path_arguments: root_and_path(Permission::Read, true),
             keeps_history: false,
         }
@@ -197,14 +193,7 @@ impl Guest for SearchFiles {
                 return Flow::Stop;
             }
             search.visit(entry)
-        });
-        if stats.dirs_read == 0 {
-            let err = std::fs::read_dir(&at.full).err();
-            return Err(err.map_or_else(
-                || ToolError::Io(format!("'{shown}' could not be read")),
-                |e| io_error(shown, &e),
-            ));
-        }
+        })?;
 
         let mut found = search.found;
         found.truncated = search.cut.is_some();

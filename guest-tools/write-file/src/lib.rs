@@ -12,7 +12,7 @@ use std::io::Write;
 
 use loomfs_guest::write::{Publish, create_parents, replace};
 use loomfs_guest::{
-    Annotations, Context, Descriptor, Guest, Kind, Output, Permission, ToolError, human_bytes,
+    Context, DESTRUCTIVE, Descriptor, Guest, Kind, Output, Permission, ToolError, human_bytes,
     io_error, locate, parse_args, root_and_path, sys, to_json,
 };
 use serde::{Deserialize, Serialize};
@@ -82,11 +82,7 @@ impl Guest for WriteFile {
             input_schema: INPUT_SCHEMA.into(),
             output_schema: Some(OUTPUT_SCHEMA.into()),
             permission: Permission::Write,
-            annotations: Annotations {
-                read_only: false,
-                destructive: true,
-                idempotent: false,
-            },
+            annotations: DESTRUCTIVE,
             path_arguments: root_and_path(Permission::Write, false),
             keeps_history: true,
         }
