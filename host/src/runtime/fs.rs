@@ -490,6 +490,14 @@ fn wasi_file_type(t: FileType) -> fs::DescriptorType {
     }
 }
 
+/// What the checks before a read-only open did.
+enum ReadOpen {
+    /// Opened the file itself, from its probe.
+    Opened(Resource<Descriptor>),
+    /// Left the open to wasmtime-wasi; the handle to check it against.
+    General(Handle),
+}
+
 /// A directory entry stream of the policing filesystem. The guest knows it
 /// as a `wasi:filesystem` `directory-entry-stream`; only this module ever
 /// touches it, so it needs none of wasmtime-wasi's own stream type. Unlike
@@ -599,29 +607,41 @@ impl PolicedFs<'_> {
         })
     }
 
-    /// Opens a regular file for reading from its probe: the probe's real
-    /// name is checked, then the very inode it holds is opened (through
-    /// `/proc/self/fd`), so nothing can be swapped in between (a FIFO that
-    /// would block, a link to a denied name). `None` when the path is not a
-    /// regular file: the general path then opens it or fails the usual way.
-    fn open_file_for_reading(
+    /// Checks an existing path before opening it for reading only, with one
+    /// probe: lexically, then by type (a special file is refused without
+    /// being opened). A regular file opened with plain read flags
+    /// (`reopen`) is opened here, from the probe, after its real name is
+    /// checked: the inode read is the inode checked, nothing can be swapped
+    /// in between. Anything else (a directory, a symlink not followed, a
+    /// missing path) goes to the general open, whose real name is checked
+    /// on the opened descriptor: opening for reading changes nothing.
+    fn read_open(
         &mut self,
         fd: &Resource<Descriptor>,
         path: &str,
         follow: bool,
-    ) -> FsResult<Option<Resource<Descriptor>>> {
+        reopen: bool,
+    ) -> FsResult<ReadOpen> {
         let op = Permission::Read;
         let h = self.guard.handle(fd.rep(), op)?;
         let rel = self.guard.lexical(&h, path, op)?;
+        let general = |rel| {
+            Ok(ReadOpen::General(Handle {
+                mount: h.mount,
+                rel,
+            }))
+        };
         let Some(probe) = self.probe_checked(fd, path, follow, &h, &rel, op)? else {
-            return Ok(None);
+            return general(rel);
         };
         let file_type = rustix::fs::fstat(&probe)
             .map(|st| FileType::from_raw_mode(st.st_mode))
             .map_err(io_error)?;
         match file_type {
-            FileType::RegularFile => {}
-            FileType::Directory | FileType::Symlink | FileType::Unknown => return Ok(None),
+            FileType::RegularFile if reopen => {}
+            FileType::RegularFile | FileType::Directory | FileType::Symlink | FileType::Unknown => {
+                return general(rel);
+            }
             FileType::Fifo
             | FileType::Socket
             | FileType::CharacterDevice
@@ -650,32 +670,7 @@ impl PolicedFs<'_> {
             },
         );
         self.guard.activity.opened.fetch_add(1, Ordering::Relaxed);
-        Ok(Some(new))
-    }
-
-    /// Checks an existing path before opening it for reading only:
-    /// lexically, and its type by a probe (a special file is refused without
-    /// being opened). Its real name is checked on the opened descriptor
-    /// instead of the probe: opening a file for reading changes nothing, so
-    /// the check after the open is as strict, one lookup cheaper.
-    fn check_read_open(
-        &mut self,
-        fd: &Resource<Descriptor>,
-        path: &str,
-        follow: bool,
-    ) -> FsResult<Handle> {
-        let op = Permission::Read;
-        let h = self.guard.handle(fd.rep(), op)?;
-        let rel = self.guard.lexical(&h, path, op)?;
-        if let Some(probe) = self.probe_checked(fd, path, follow, &h, &rel, op)?
-            && is_special(probe.as_fd())
-        {
-            return Err(self.guard.refuse(Some(h.mount), &rel, op, "special_file"));
-        }
-        Ok(Handle {
-            mount: h.mount,
-            rel,
-        })
+        Ok(ReadOpen::Opened(new))
     }
 
     /// Checks a name about to be created (or replaced) for `op`: lexically,
@@ -898,12 +893,6 @@ impl fs::HostDescriptor for PolicedFs<'_> {
                 .guard
                 .refuse(Some(h.mount), &h.rel.join(&path), op, "trash"));
         }
-        if oflags == fs::OpenFlags::empty()
-            && flags == fs::DescriptorFlags::READ
-            && let Some(opened) = self.open_file_for_reading(&fd, &path, follow)?
-        {
-            return Ok(opened);
-        }
         let creates = oflags.contains(fs::OpenFlags::CREATE)
             && !matches!(probe(self.dir_fd(&fd)?, &path, follow), Probe::Found(_));
         let checked = if oflags.contains(fs::OpenFlags::CREATE) {
@@ -922,7 +911,11 @@ impl fs::HostDescriptor for PolicedFs<'_> {
             }
             checked
         } else if op == Permission::Read {
-            self.check_read_open(&fd, &path, follow)?
+            let reopen = oflags == fs::OpenFlags::empty() && flags == fs::DescriptorFlags::READ;
+            match self.read_open(&fd, &path, follow, reopen)? {
+                ReadOpen::Opened(new) => return Ok(new),
+                ReadOpen::General(checked) => checked,
+            }
         } else {
             self.check_existing(&fd, &path, op, follow, true)?
         };
