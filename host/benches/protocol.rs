@@ -133,21 +133,9 @@ fn roundtrip(c: &mut Criterion) {
     drop(s);
 
     // The reference server, same files, same pipes.
-    let Some(reference) = std::env::var_os("LOOMFS_BENCH_REFERENCE") else {
-        eprintln!(
-            "reference/*: skipped (set LOOMFS_BENCH_REFERENCE to server-filesystem's dist/index.js)"
-        );
+    let Some(mut r) = session::reference(&f.dir) else {
         return;
     };
-    let child = Command::new("node")
-        .arg(reference)
-        .arg(&f.dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut r = Session::start(child);
     let path = |rel: &str| f.dir.join(rel).to_string_lossy().into_owned();
     let read = format!(
         r#"{{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{{"name":"read_text_file","arguments":{{"path":"{}"}}}}}}"#,

@@ -25,7 +25,7 @@
 mod session;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -209,21 +209,9 @@ fn bench(c: &mut Criterion) {
     group.finish();
     drop(s);
 
-    let Some(reference) = std::env::var_os("LOOMFS_BENCH_REFERENCE") else {
-        eprintln!(
-            "reference/*: skipped (set LOOMFS_BENCH_REFERENCE to server-filesystem's dist/index.js)"
-        );
+    let Some(mut r) = session::reference(&root) else {
         return;
     };
-    let child = Command::new("node")
-        .arg(reference)
-        .arg(&root)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut r = Session::start(child);
     let search = format!(
         r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"search_files","arguments":{{"path":"{}","pattern":"**/*.py"}}}}}}"#,
         root.display()

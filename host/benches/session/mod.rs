@@ -24,6 +24,27 @@ pub fn spawn(config: &Path) -> Child {
         .unwrap()
 }
 
+/// A session with `@modelcontextprotocol/server-filesystem` serving `dir`,
+/// when `LOOMFS_BENCH_REFERENCE` names its `dist/index.js` (needs `node`);
+/// otherwise says on stderr that the reference figures are skipped.
+pub fn reference(dir: &Path) -> Option<Session> {
+    let Some(script) = std::env::var_os("LOOMFS_BENCH_REFERENCE") else {
+        eprintln!(
+            "reference/*: skipped (set LOOMFS_BENCH_REFERENCE to server-filesystem's dist/index.js)"
+        );
+        return None;
+    };
+    let child = Command::new("node")
+        .arg(script)
+        .arg(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    Some(Session::start(child))
+}
+
 /// A session kept open across iterations.
 pub struct Session {
     child: Child,
