@@ -11,8 +11,8 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use common::Env;
-use loom_fs_mcp::policy::{DenyList, Perms, Role, Root};
+use common::{Env, root};
+use loom_fs_mcp::policy::{Role, Root};
 use loom_fs_mcp::runtime::fs::Refusal;
 use loom_fs_mcp::runtime::{
     Budget, Cache, CallError, CallMount, CallOutcome, CallRequest, GuestLimits, Runtime,
@@ -65,18 +65,6 @@ fn runtime() -> &'static Runtime {
             memory_bytes: 64 << 20,
             timeout: Duration::from_secs(10),
         })
-    })
-}
-
-fn root(env: &Env, name: &str, role: Role, perms: Perms) -> Arc<Root> {
-    Arc::new(Root {
-        name: name.into(),
-        path: env.path(name),
-        role,
-        perms,
-        deny: DenyList::new([]).unwrap(),
-        extra_deny: vec![],
-        max_read_bytes: 1 << 20,
     })
 }
 

@@ -3,11 +3,12 @@
 
 mod common;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use loom_fs_mcp::policy::{DenyList, Role, Root};
+use loom_fs_mcp::policy::Role;
 use loom_fs_mcp::runtime::{
     self, Activity, Budget, Cache, CallMount, CallRequest, GuestLimits, Runtime,
 };
@@ -67,6 +68,20 @@ fn fixture() -> (Env, std::path::PathBuf) {
         "#,
     );
     (env, config)
+}
+
+/// Writes `file` (beside the tree) serving `r/` as the reference root `r`,
+/// with top-level `settings` and the root's own `root_settings` (TOML lines).
+fn reference_r(env: &Env, file: &str, settings: &str, root_settings: &str) -> PathBuf {
+    let path = env.path(file);
+    std::fs::write(
+        &path,
+        format!(
+            "{settings}\n[[roots]]\nname = \"r\"\npath = \"r\"\nrole = \"reference\"\n{root_settings}\n"
+        ),
+    )
+    .unwrap();
+    path
 }
 
 fn paths(r: &rmcp::model::CallToolResult) -> Vec<String> {
@@ -364,17 +379,11 @@ async fn limits_cut_the_search_and_say_so() {
     }
     env.write("r/big.txt", "hit\n".repeat(100))
         .write("r/z/deep.txt", "hit deep\n");
-    let config = env.config(
-        r#"
-        max_search_results = 20
-        max_search_bytes = 50
-        [[roots]]
-        name = "r"
-        path = "r"
-        role = "reference"
-        max_read_bytes = 100
-
-        "#,
+    let config = reference_r(
+        &env,
+        "r.toml",
+        "max_search_results = 20\nmax_search_bytes = 50",
+        "max_read_bytes = 100",
     );
     let client = start(&config).await;
 
@@ -431,16 +440,10 @@ async fn limits_cut_the_search_and_say_so() {
     );
 
     // The result limit counts lines, not files.
-    let whole = env.path("whole.toml");
-    std::fs::write(
-        &whole,
-        "[[roots]]\nname = \"whole\"\npath = \"r\"\nrole = \"reference\"\n",
-    )
-    .unwrap();
-    let client = start(&whole).await;
+    let client = start(&reference_r(&env, "whole.toml", "", "")).await;
     let r = search(
         &client,
-        json!({"root": "whole", "pattern": "big.txt", "contains": "hit", "max_results": 20}),
+        json!({"root": "r", "pattern": "big.txt", "contains": "hit", "max_results": 20}),
     )
     .await;
     assert_eq!(structured(&r)["matches"].as_array().unwrap().len(), 20);
@@ -455,14 +458,7 @@ async fn matching_lines_are_numbered_as_an_editor_would() {
     env.write("r/lf.txt", "xa\nya\nza\n")
         .write("r/blank.txt", "a\n\nb\n")
         .write("r/crlf.txt", "foo\r\nbar foo\r\n");
-    let config = env.config(
-        r#"
-        [[roots]]
-        name = "r"
-        path = "r"
-        role = "reference"
-        "#,
-    );
+    let config = reference_r(&env, "r.toml", "", "");
     let client = start(&config).await;
     let lines = |r: &rmcp::model::CallToolResult| -> Vec<(String, u64, String)> {
         structured(r)["matches"]
@@ -526,14 +522,7 @@ async fn names_that_are_not_utf8_are_skipped_not_fatal() {
         "hit\n",
     )
     .unwrap();
-    let config = env.config(
-        r#"
-        [[roots]]
-        name = "r"
-        path = "r"
-        role = "reference"
-        "#,
-    );
+    let config = reference_r(&env, "r.toml", "", "");
     let client = start(&config).await;
     for args in [
         json!({"root": "r", "pattern": "*.txt"}),
@@ -562,15 +551,7 @@ async fn star_bomb_patterns_stay_linear() {
     let long = "a".repeat(250);
     env.write(&format!("r/{long}"), "x\n")
         .write(&format!("r/d/{long}"), "x\n");
-    let config = env.config(
-        r#"
-        tool_timeout_ms = 2000
-        [[roots]]
-        name = "r"
-        path = "r"
-        role = "reference"
-        "#,
-    );
+    let config = reference_r(&env, "r.toml", "tool_timeout_ms = 2000", "");
     let client = start(&config).await;
     let bomb = "*a".repeat(40) + "b";
     let r = search(&client, json!({"root": "r", "pattern": bomb})).await;
@@ -603,14 +584,7 @@ async fn unreadable_directories_are_skipped() {
     )
     .unwrap();
     rustix::io::write(&file, b"needle\n").unwrap();
-    let config = env.config(
-        r#"
-        [[roots]]
-        name = "r"
-        path = "r"
-        role = "reference"
-        "#,
-    );
+    let config = reference_r(&env, "r.toml", "", "");
     let client = start(&config).await;
     let r = search(
         &client,
@@ -644,15 +618,7 @@ fn denied_directories_are_never_walked() {
         .write(&format!("r/node_modules/n{i}/lib/index.py"), "TOKEN\n")
         .write(&format!("r/src/__pycache__/c{i}/x.py"), "TOKEN\n");
     }
-    let root = Arc::new(Root {
-        name: "r".into(),
-        path: env.path("r"),
-        role: Role::Reference,
-        perms: Role::Reference.ceiling(),
-        deny: DenyList::new([]).unwrap(),
-        extra_deny: vec![],
-        max_read_bytes: 1 << 20,
-    });
+    let root = root(&env, "r", Role::Reference, Role::Reference.ceiling());
     let mut rt = Runtime::new(Budget {
         memory_bytes: 64 << 20,
         timeout: Duration::from_secs(30),
@@ -742,18 +708,15 @@ async fn long_searches_report_progress_and_stop_when_cancelled() {
         }
     }
     let audit = env.path("audit.jsonl");
-    let config = env.config(&format!(
-        r#"
-        audit_log = "{}"
-        tool_timeout_ms = 600000
-        max_search_bytes = 1000000000
-        [[roots]]
-        name = "r"
-        path = "r"
-        role = "reference"
-        "#,
-        audit.display()
-    ));
+    let config = reference_r(
+        &env,
+        "r.toml",
+        &format!(
+            "audit_log = \"{}\"\ntool_timeout_ms = 600000\nmax_search_bytes = 1000000000",
+            audit.display()
+        ),
+        "",
+    );
     let mut cmd = tokio::process::Command::new(BIN);
     cmd.arg("--config")
         .arg(&config)
@@ -820,13 +783,12 @@ async fn long_searches_report_progress_and_stop_when_cancelled() {
 
     // Near the time limit the search stops by itself and answers with what
     // it has, marked truncated (300 ms: it stops after 150 ms).
-    let quick = env.path("quick.toml");
-    std::fs::write(
-        &quick,
-        "tool_timeout_ms = 300\nmax_search_bytes = 1000000000\n\
-         [[roots]]\nname = \"r\"\npath = \"r\"\nrole = \"reference\"\n",
-    )
-    .unwrap();
+    let quick = reference_r(
+        &env,
+        "quick.toml",
+        "tool_timeout_ms = 300\nmax_search_bytes = 1000000000",
+        "",
+    );
     let client = start(&quick).await;
     let r = search(
         &client,

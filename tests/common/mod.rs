@@ -6,6 +6,9 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
+
+use loom_fs_mcp::policy::{DenyList, Perms, Role, Root};
 
 use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, ProtocolVersion, Tool};
 use rmcp::service::{ClientLifecycleMode, RunningService};
@@ -134,6 +137,20 @@ fn snapshot_into(base: &Path, dir: &Path, out: &mut Vec<(PathBuf, Option<Vec<u8>
             out.push((rel, None));
         }
     }
+}
+
+/// The root `name` (the directory of that name in `env`) as the runtime
+/// sees it: built-in deny list, 1 MiB read cap.
+pub fn root(env: &Env, name: &str, role: Role, perms: Perms) -> Arc<Root> {
+    Arc::new(Root {
+        name: name.into(),
+        path: env.path(name),
+        role,
+        perms,
+        deny: DenyList::new([]).unwrap(),
+        extra_deny: vec![],
+        max_read_bytes: 1 << 20,
+    })
 }
 
 pub type Client = RunningService<RoleClient, ()>;
