@@ -8,13 +8,15 @@
 //! root-relative message: no host path ever reaches the model.
 
 mod deny;
+mod requests;
 mod resolve;
 
 use std::fmt;
 use std::path::PathBuf;
 
 pub use deny::{BUILTIN_DENY, DenyError, DenyList};
-pub use resolve::{Denial, Resolved, Rule, resolve, shown};
+pub use requests::{PathArg, PathRequest, path_requests};
+pub use resolve::{Denial, MAX_NAME_BYTES, MAX_PATH_BYTES, Resolved, Rule, resolve, shown};
 
 /// What may be done on a root.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

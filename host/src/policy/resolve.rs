@@ -28,11 +28,18 @@ use super::{Permission, Root};
 /// More symlinks than this in one resolution is a loop.
 const MAX_SYMLINKS: u32 = 40;
 
+/// Longest path and longest name Linux accepts (`PATH_MAX - 1`, `NAME_MAX`).
+/// Longer ones are refused here: no lookup could succeed, and the guest
+/// would only echo them back.
+pub const MAX_PATH_BYTES: usize = 4095;
+pub const MAX_NAME_BYTES: usize = 255;
+
 /// The check that refused a path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Rule {
     UnknownRoot,
     NulByte,
+    TooLong,
     AbsolutePath,
     EmptyPath,
     Permission,
@@ -46,6 +53,7 @@ impl Rule {
         match self {
             Rule::UnknownRoot => "unknown_root",
             Rule::NulByte => "nul_byte",
+            Rule::TooLong => "too_long",
             Rule::AbsolutePath => "absolute_path",
             Rule::EmptyPath => "empty_path",
             Rule::Permission => "permission",
@@ -150,6 +158,24 @@ pub fn resolve(
     if path.contains('\0') || root.contains('\0') {
         return Err(Denial::new(Rule::NulByte, "path contains a NUL byte"));
     }
+    if path.len() > MAX_PATH_BYTES {
+        return Err(Denial::new(
+            Rule::TooLong,
+            format!(
+                "path is {} bytes long; at most {MAX_PATH_BYTES} are allowed",
+                path.len()
+            ),
+        ));
+    }
+    if let Some(name) = path.split('/').find(|n| n.len() > MAX_NAME_BYTES) {
+        return Err(Denial::new(
+            Rule::TooLong,
+            format!(
+                "a name in the path is {} bytes long; at most {MAX_NAME_BYTES} are allowed",
+                name.len()
+            ),
+        ));
+    }
     if path.starts_with('/') {
         return Err(Denial::new(
             Rule::AbsolutePath,
@@ -205,13 +231,18 @@ fn confine(root: &Path, rel: &Path) -> Result<(PathBuf, bool), Denial> {
     let escape = || Denial::new(Rule::Confinement, "path escapes the root");
     let mut pending: VecDeque<OsString> = components(rel).collect();
     let mut cur = root.to_path_buf();
-    let mut exists = true;
+    // How many names at the end of `cur` do not exist: a `..` back out of
+    // them lands on a directory that does, and the walk checks again from
+    // there (`missing/../link_out` must meet the link).
+    let mut missing = 0usize;
     let mut links = 0;
     while let Some(part) = pending.pop_front() {
         if part == ".." {
             cur.pop();
-        } else if !exists {
+            missing = missing.saturating_sub(1);
+        } else if missing > 0 {
             cur.push(&part);
+            missing += 1;
         } else {
             let next = cur.join(&part);
             match fs::symlink_metadata(&next) {
@@ -236,7 +267,7 @@ fn confine(root: &Path, rel: &Path) -> Result<(PathBuf, bool), Denial> {
                 }
                 Ok(_) => cur = next,
                 Err(_) => {
-                    exists = false;
+                    missing = 1;
                     cur = next;
                 }
             }
@@ -245,7 +276,7 @@ fn confine(root: &Path, rel: &Path) -> Result<(PathBuf, bool), Denial> {
             return Err(escape());
         }
     }
-    Ok((cur, exists))
+    Ok((cur, missing == 0))
 }
 
 /// The `..` and normal components of a relative path (`.` dropped).
@@ -428,6 +459,28 @@ mod tests {
     }
 
     #[test]
+    fn over_long_paths_and_names_are_refused() {
+        let f = fixture();
+        let name = "n".repeat(MAX_NAME_BYTES);
+        assert_eq!(rule(&f, &name, Permission::Write), None);
+        let d = check(&f, &format!("sub/{name}x"), Permission::Read).unwrap_err();
+        assert_eq!(d.rule, Rule::TooLong);
+        assert_eq!(
+            d.message,
+            "a name in the path is 256 bytes long; at most 255 are allowed"
+        );
+        let fits = "a/".repeat(MAX_PATH_BYTES / 2) + "b";
+        assert_eq!(fits.len(), MAX_PATH_BYTES);
+        assert_eq!(rule(&f, &fits, Permission::Write), None);
+        let d = check(&f, &format!("{fits}b"), Permission::Read).unwrap_err();
+        assert_eq!(d.rule, Rule::TooLong);
+        assert_eq!(
+            d.message,
+            "path is 4096 bytes long; at most 4095 are allowed"
+        );
+    }
+
+    #[test]
     fn permission_is_checked_first() {
         let f = fixture();
         let d = resolve(&f.roots, "docs", "key.txt", Permission::Write).unwrap_err();
@@ -537,6 +590,11 @@ mod tests {
             ("abs_out", Permission::Read),
             ("abs_in", Permission::Read),
             ("linkdir/../data/a.txt", Permission::Read),
+            // Back out of missing names onto a link: the walk checks it.
+            ("missing/../linkdir/secret.txt", Permission::Read),
+            ("missing/deeper/../../linkdir", Permission::Write),
+            ("sub/missing/../link_mid/secret.txt", Permission::Read),
+            ("missing/../link_out_file", Permission::Read),
         ] {
             let d = check(&f, p, op).unwrap_err();
             assert_eq!(d.rule, Rule::Confinement, "{p}");
