@@ -7,17 +7,20 @@ mod common;
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{Env, root};
+use loom_fs_mcp::audit::Audit;
+use loom_fs_mcp::config::{AuditTarget, Config};
 use loom_fs_mcp::policy::{Role, Root};
 use loom_fs_mcp::runtime::fs::Refusal;
 use loom_fs_mcp::runtime::{
     Budget, Cache, CallError, CallMount, CallOutcome, CallRequest, GuestLimits, Runtime,
 };
+use loom_fs_mcp::tools::Toolbox;
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 
 /// Builds the fixture crate for wasm32-wasip2, once per test run.
 fn hostile_wasm() -> &'static [u8] {
@@ -72,7 +75,7 @@ fn request(
     root: &Arc<Root>,
     writable: bool,
     args: &serde_json::Value,
-    cancel: Arc<AtomicBool>,
+    cancel: CancellationToken,
 ) -> CallRequest {
     CallRequest {
         mounts: vec![CallMount {
@@ -94,7 +97,7 @@ fn request(
 /// Runs one attack on `root`, preopened read-write or not. Returns the
 /// component's report and the refusals the host recorded.
 fn attack(root: &Arc<Root>, writable: bool, args: serde_json::Value) -> (String, Vec<Refusal>) {
-    let outcome = runtime().call(0, request(root, writable, &args, Arc::default()));
+    let outcome = runtime().call(0, request(root, writable, &args, CancellationToken::new()));
     let output = outcome
         .result
         .unwrap_or_else(|e| panic!("call failed: {e:?}"));
@@ -356,13 +359,13 @@ fn runaway_guests_are_stopped_by_the_limits() {
         memory_bytes: 32 << 20,
         timeout: Duration::from_millis(300),
     });
-    let run = |attack: &str, cancel: Arc<AtomicBool>| -> (CallOutcome, Duration) {
+    let run = |attack: &str, cancel: CancellationToken| -> (CallOutcome, Duration) {
         let started = std::time::Instant::now();
         let outcome = rt.call(0, request(&r, false, &json!({"attack": attack}), cancel));
         (outcome, started.elapsed())
     };
     for attack in ["spin", "sleep"] {
-        let (outcome, took) = run(attack, Arc::default());
+        let (outcome, took) = run(attack, CancellationToken::new());
         assert!(
             matches!(outcome.result, Err(CallError::Timeout(t)) if t == Duration::from_millis(300)),
             "{attack}: {:?}",
@@ -370,26 +373,36 @@ fn runaway_guests_are_stopped_by_the_limits() {
         );
         assert!(took < Duration::from_secs(5), "{attack} took {took:?}");
     }
-    let (hog, _) = run("hog", Arc::default());
+    let (hog, _) = run("hog", CancellationToken::new());
     assert!(
         matches!(hog.result, Err(CallError::Memory(m)) if m == 32 << 20),
         "{:?}",
         hog.result.err()
     );
 
-    let cancel = Arc::new(AtomicBool::new(false));
-    let flag = Arc::clone(&cancel);
-    let canceller = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(50));
-        flag.store(true, std::sync::atomic::Ordering::Relaxed);
-    });
-    let (cancelled, _) = run("spin", cancel);
-    canceller.join().unwrap();
-    assert!(
-        matches!(cancelled.result, Err(CallError::Cancelled)),
-        "{:?}",
-        cancelled.result.err()
-    );
+    // Cancelled while running wasm, and while asleep in a host call: both
+    // end at once, long before the 10 s deadline of this runtime.
+    for attack in ["spin", "sleep"] {
+        let cancel = CancellationToken::new();
+        let trigger = cancel.clone();
+        let canceller = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            trigger.cancel();
+        });
+        let started = Instant::now();
+        let outcome = runtime().call(0, request(&r, false, &json!({"attack": attack}), cancel));
+        let took = started.elapsed();
+        canceller.join().unwrap();
+        assert!(
+            matches!(outcome.result, Err(CallError::Cancelled)),
+            "{attack}: {:?}",
+            outcome.result.err()
+        );
+        assert!(
+            took < Duration::from_secs(5),
+            "{attack}: cancelled after {took:?}"
+        );
+    }
 
     let ok = rt.call(
         0,
@@ -397,7 +410,7 @@ fn runaway_guests_are_stopped_by_the_limits() {
             &r,
             false,
             &json!({"attack": "raw_read", "path": "README.md"}),
-            Arc::default(),
+            CancellationToken::new(),
         ),
     );
     assert_eq!(ok.result.unwrap().text, ["ok: readme\n"]);
@@ -413,7 +426,7 @@ fn the_trash_only_takes_things_in() {
         .write("ws/b.txt", "b\n");
     let ws = root(&env, "ws", Role::Workspace, Role::Workspace.ceiling());
     let call = |args: serde_json::Value| {
-        let mut req = request(&ws, true, &args, Arc::default());
+        let mut req = request(&ws, true, &args, CancellationToken::new());
         req.stamp = Some("20261129T000000.000001Z".into());
         let outcome = runtime().call(0, req);
         let text = outcome.result.unwrap().text.join("\n");
@@ -488,7 +501,7 @@ fn the_trash_only_takes_things_in() {
         &src,
         true,
         &json!({"attack": "trash_in", "path": "c.txt", "to": ".mcp-trash/20261129T000000.000003Z/c.txt"}),
-        Arc::default(),
+        CancellationToken::new(),
     );
     req.stamp = Some("20261129T000000.000003Z".into());
     let outcome = runtime().call(0, req);
@@ -512,7 +525,7 @@ fn a_planted_trash_symlink_is_not_followed() {
         &ws,
         true,
         &json!({"attack": "trash_mkdir", "path": ".mcp-trash/20261129T000000.000002Z"}),
-        Arc::default(),
+        CancellationToken::new(),
     );
     req.stamp = Some("20261129T000000.000002Z".into());
     let outcome = runtime().call(0, req);
@@ -542,7 +555,7 @@ fn a_stopped_call_leaves_no_temporary_file() {
             &ws,
             true,
             &json!({"attack": "temp_then_spin"}),
-            Arc::default(),
+            CancellationToken::new(),
         ),
     );
     assert!(matches!(outcome.result, Err(CallError::Timeout(_))));
@@ -550,5 +563,136 @@ fn a_stopped_call_leaves_no_temporary_file() {
     assert!(
         env.path("ws/made-by-guest.txt").exists(),
         "only temporaries are swept"
+    );
+}
+
+/// A `Toolbox` serving the hostile fixture, with `max_concurrent_calls`
+/// slots and a tool timeout: the call path the MCP layer uses.
+fn toolbox(env: &Env, slots: u32, timeout_ms: u64) -> Arc<Toolbox> {
+    let config = env.config(&format!(
+        "max_concurrent_calls = {slots}\ntool_timeout_ms = {timeout_ms}\n\
+         [[roots]]\nname = \"ref\"\npath = \"ref\"\nrole = \"reference\"\n"
+    ));
+    let config = Config::load(&config, false).unwrap();
+    let audit = Audit::open(&AuditTarget::Stderr, 1 << 20, 0).unwrap();
+    let rt = runtime_with(Budget {
+        memory_bytes: 32 << 20,
+        timeout: config.limits.tool_timeout,
+    });
+    Arc::new(Toolbox::new(config, rt, audit).unwrap())
+}
+
+/// Calls the fixture through the toolbox on a task of its own.
+fn spawn_call(
+    tb: &Arc<Toolbox>,
+    attack: &str,
+    cancel: &CancellationToken,
+) -> tokio::task::JoinHandle<(String, bool)> {
+    let (tb, cancel) = (Arc::clone(tb), cancel.clone());
+    let args = json!({"attack": attack, "path": "README.md"});
+    tokio::spawn(async move {
+        let serde_json::Value::Object(args) = args else {
+            unreachable!()
+        };
+        let r = tb
+            .call("hostile", Some(args), cancel, Arc::default())
+            .await
+            .unwrap();
+        let text = r
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+            .collect::<String>();
+        (text, r.is_error == Some(true))
+    })
+}
+
+/// 64 calls in flight: one guest that never returns holds one of 8 slots,
+/// and the 63 others are all served while it runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_slow_call_does_not_hold_up_63_others() {
+    let env = fixture();
+    let tb = toolbox(&env, 8, 60_000);
+    let stuck = CancellationToken::new();
+    let slow = spawn_call(&tb, "spin", &stuck);
+    let none = CancellationToken::new();
+    let quick: Vec<_> = (0..63)
+        .map(|_| spawn_call(&tb, "std_stat", &none))
+        .collect();
+    for call in quick {
+        let (text, failed) = tokio::time::timeout(Duration::from_secs(30), call)
+            .await
+            .expect("a quick call waited behind the slow one")
+            .unwrap();
+        // The fixture has no path arguments, so it gets no mount: its stat
+        // fails, quickly, as a report.
+        assert!(!text.is_empty() && !failed, "{text}");
+    }
+    assert!(!slow.is_finished(), "the slow call ended early");
+    stuck.cancel();
+    let (text, failed) = slow.await.unwrap();
+    assert!(failed && text == "the call was cancelled", "{text}");
+}
+
+/// With 2 slots held by sleeping guests, further calls wait; one cancelled
+/// while it waits ends at once, the other runs as soon as a slot frees.
+/// With one slot, a call still queued when its wait (the tool timeout) ends
+/// is refused as busy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_beyond_the_bound_wait_their_turn() {
+    let env = fixture();
+    let tb = toolbox(&env, 2, 60_000);
+    let (a, b, d) = (
+        CancellationToken::new(),
+        CancellationToken::new(),
+        CancellationToken::new(),
+    );
+    let none = CancellationToken::new();
+    let first = spawn_call(&tb, "sleep", &a);
+    let second = spawn_call(&tb, "sleep", &b);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let third = spawn_call(&tb, "std_stat", &none);
+    let fourth = spawn_call(&tb, "std_stat", &d);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!third.is_finished() && !fourth.is_finished());
+
+    let started = Instant::now();
+    d.cancel();
+    let (text, failed) = fourth.await.unwrap();
+    assert!(failed && text == "the call was cancelled", "{text}");
+    // Cancelling a sleeping guest wakes it: its slot frees at once.
+    a.cancel();
+    let (text, _) = first.await.unwrap();
+    assert_eq!(text, "the call was cancelled");
+    let (text, failed) = tokio::time::timeout(Duration::from_secs(30), third)
+        .await
+        .expect("the waiting call never got the freed slot")
+        .unwrap();
+    assert!(!failed, "{text}");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    b.cancel();
+    second.await.unwrap();
+
+    // One slot, a 1.5 s timeout: the first sleeper holds it until its
+    // deadline, the second takes it then and holds it another 1.5 s; the
+    // third, queued behind both, gives up after waiting 1.5 s.
+    let tb = toolbox(&env, 1, 1500);
+    let mut calls = Vec::new();
+    for _ in 0..3 {
+        calls.push(spawn_call(&tb, "sleep", &none));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let mut texts = Vec::new();
+    for call in calls {
+        texts.push(call.await.unwrap().0);
+    }
+    let timed_out = "the call took longer than 1500 ms and was stopped (tool_timeout_ms)";
+    assert_eq!(
+        texts,
+        [
+            timed_out,
+            timed_out,
+            "all 1 call slots stayed taken for 1500 ms (max_concurrent_calls); try again later"
+        ]
     );
 }

@@ -655,7 +655,7 @@ fn denied_directories_are_never_walked() {
                 },
                 arguments: args.to_string(),
                 stamp: None,
-                cancel: Arc::default(),
+                cancel: Default::default(),
                 activity: Arc::clone(&activity),
             },
         );

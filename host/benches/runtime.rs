@@ -6,7 +6,6 @@
 //! Run with `cargo bench -p loom-fs-mcp --bench runtime`.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -52,7 +51,7 @@ fn bench(c: &mut Criterion) {
                 },
                 arguments: r#"{"root":"docs","path":"page.txt"}"#.into(),
                 stamp: None,
-                cancel: Arc::new(AtomicBool::new(false)),
+                cancel: Default::default(),
                 activity: Arc::default(),
             },
         );

@@ -30,6 +30,8 @@ pub struct Limits {
     pub max_list_entries: u32,
     pub tool_timeout: Duration,
     pub tool_memory_bytes: u64,
+    /// Guests running at once; more calls wait for a slot.
+    pub max_concurrent_calls: u32,
 }
 
 /// A validated config.
@@ -82,6 +84,7 @@ struct RawConfig {
     max_list_entries: Option<u64>,
     tool_timeout_ms: Option<u64>,
     tool_memory_bytes: Option<u64>,
+    max_concurrent_calls: Option<u64>,
     #[serde(default)]
     read_only: bool,
     #[serde(default)]
@@ -156,6 +159,14 @@ const MEMORY_BYTES: Bound = Bound {
     default: 256 * MIB,
     min: 16 * MIB,
     max: 4 * GIB,
+};
+/// The runtime reserves one instance slot per call slot, plus one.
+pub const MAX_CONCURRENT_CALLS: u64 = 64;
+const CONCURRENT_CALLS: Bound = Bound {
+    key: "max_concurrent_calls",
+    default: 8,
+    min: 1,
+    max: MAX_CONCURRENT_CALLS,
 };
 /// Default per-root read cap.
 pub const DEFAULT_MAX_READ_BYTES: u64 = MIB;
@@ -235,6 +246,8 @@ fn validate(raw: RawConfig, base: &Path, read_only_flag: bool) -> Result<Config,
             "",
         )),
         tool_memory_bytes: MEMORY_BYTES.take(raw.tool_memory_bytes, &mut problems, ""),
+        max_concurrent_calls: CONCURRENT_CALLS.take(raw.max_concurrent_calls, &mut problems, "")
+            as u32,
     };
     let audit = match raw.audit_log.as_deref() {
         None | Some("stderr") => AuditTarget::Stderr,
@@ -501,6 +514,7 @@ mod tests {
         assert_eq!(c.limits.max_search_results, 200);
         assert_eq!(c.limits.max_search_bytes, 64 * MIB);
         assert_eq!(c.limits.tool_timeout, Duration::from_secs(30));
+        assert_eq!(c.limits.max_concurrent_calls, 8);
         assert!(!c.read_only);
         assert!(c.grants(Permission::Write));
         assert!(!c.grants(Permission::Delete));
@@ -518,6 +532,7 @@ mod tests {
             max_list_entries = 300
             tool_timeout_ms = 5000
             tool_memory_bytes = 67108864
+            max_concurrent_calls = 3
             deny = ["*.sqlite3", "*.dump"]
             [[roots]]
             name = "ws"
@@ -536,6 +551,7 @@ mod tests {
         assert_eq!(c.limits.max_list_entries, 300);
         assert_eq!(c.limits.tool_timeout, Duration::from_millis(5000));
         assert_eq!(c.limits.tool_memory_bytes, 64 * MIB);
+        assert_eq!(c.limits.max_concurrent_calls, 3);
         assert_eq!(c.deny, ["*.sqlite3", "*.dump"]);
         let r = &c.roots[0];
         assert_eq!(r.perms.to_string(), "[read, delete]");
@@ -755,6 +771,14 @@ mod tests {
             (
                 "max_search_bytes = 0",
                 "max_search_bytes = 0 is out of range (1 to 1099511627776)",
+            ),
+            (
+                "max_concurrent_calls = 0",
+                "max_concurrent_calls = 0 is out of range (1 to 64)",
+            ),
+            (
+                "max_concurrent_calls = 65",
+                "max_concurrent_calls = 65 is out of range (1 to 64)",
             ),
             (
                 "audit_log_backups = 5000",

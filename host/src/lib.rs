@@ -7,4 +7,5 @@ pub mod config;
 pub mod mcp;
 pub mod policy;
 pub mod runtime;
+pub mod slots;
 pub mod tools;

@@ -13,13 +13,12 @@
 //! client's handshake is answered): tool requests wait for it.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ServerCapabilities,
-    ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode,
+    Implementation, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ProgressToken, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -90,15 +89,6 @@ impl ServerHandler for Server {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let toolbox = self.toolbox().await?;
-        let cancel = Arc::new(AtomicBool::new(false));
-        let watcher = {
-            let cancel = Arc::clone(&cancel);
-            let ct = context.ct.clone();
-            tokio::spawn(async move {
-                ct.cancelled().await;
-                cancel.store(true, Ordering::Relaxed);
-            })
-        };
         let activity = Arc::new(Activity::default());
         let reporter = context.meta.get_progress_token().map(|token| {
             tokio::spawn(report_progress(
@@ -108,15 +98,54 @@ impl ServerHandler for Server {
             ))
         });
         let result = toolbox
-            .call(&request.name, request.arguments, cancel, activity)
+            .call(
+                &request.name,
+                request.arguments,
+                context.ct.clone(),
+                activity,
+            )
             .await;
-        watcher.abort();
         if let Some(reporter) = reporter {
             // Stopped before the response goes out: no progress after it.
             reporter.abort();
             let _ = reporter.await;
         }
         result.map(Into::into)
+    }
+
+    /// A request rmcp could not type: an unknown method, or a known one whose
+    /// params do not fit (rmcp would call both "method not found").
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        Err(unfit_request(&request.method))
+    }
+}
+
+/// The methods this server answers, with the params each expects.
+const METHODS: &[(&str, &str)] = &[
+    ("tools/call", r#"{"name": string, "arguments"?: object}"#),
+    ("tools/list", r#"{"cursor"?: string}"#),
+    (
+        "initialize",
+        r#"{"protocolVersion": string, "capabilities": object, "clientInfo": object}"#,
+    ),
+    ("ping", "{}"),
+];
+
+fn unfit_request(method: &str) -> ErrorData {
+    match METHODS.iter().find(|(m, _)| *m == method) {
+        Some((m, expected)) => ErrorData::invalid_params(
+            format!("invalid params for '{m}': expected {expected}"),
+            None,
+        ),
+        None => ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("unknown method '{}'", crate::policy::shown(method)),
+            None,
+        ),
     }
 }
 

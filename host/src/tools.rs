@@ -13,23 +13,28 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use base64::Engine as _;
 use rmcp::ErrorData;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
 use crate::audit::{Audit, Record};
 use crate::config::Config;
-use crate::policy::{Permission, Resolved, resolve, shown};
+use crate::policy::{PathArg, Permission, Resolved, path_requests, resolve, shown};
 use crate::runtime::{
     self, Activity, CallError, CallMount, CallRequest, GuestLimits, Runtime, ToolError,
 };
+use crate::slots::{SlotError, Slots};
 
-/// Longest model-supplied string kept in an audit line.
+/// Longest model-supplied string kept in an audit line (bytes).
 const AUDIT_CLIP: usize = 1024;
+
+/// Longest guest error text passed to the model (bytes): guests quote
+/// their arguments, which may be megabytes long.
+const ERROR_CLIP: usize = 4096;
 
 /// What calling a listed tool does.
 enum Action {
@@ -42,19 +47,9 @@ enum Action {
     },
 }
 
-/// A path argument of a component, as declared by its `describe`.
-struct PathArg {
-    root_field: String,
-    root_fallback: Option<String>,
-    path_field: String,
-    op: Permission,
-    across_roots: Option<Permission>,
-    optional: bool,
-}
-
 /// What the MCP layer keeps of a running call: its stop switch and counters.
 struct Control {
-    cancel: Arc<AtomicBool>,
+    cancel: CancellationToken,
     activity: Arc<Activity>,
 }
 
@@ -69,6 +64,7 @@ pub struct Toolbox {
     runtime: Runtime,
     audit: Audit,
     entries: Vec<Entry>,
+    slots: Slots,
 }
 
 /// A component whose self-description cannot be served.
@@ -170,11 +166,16 @@ impl Toolbox {
                 },
             });
         }
+        let slots = Slots::new(
+            config.limits.max_concurrent_calls as usize,
+            config.limits.tool_timeout,
+        );
         Ok(Toolbox {
             config,
             runtime,
             audit,
             entries,
+            slots,
         })
     }
 
@@ -212,13 +213,13 @@ impl Toolbox {
 
     /// Calls tool `name`. Unknown tools are a protocol error; everything
     /// else, including refusals, is a tool result (`isError` when it failed).
-    /// Setting `cancel` stops the running guest; `activity` counts what it
-    /// does while it runs.
+    /// Firing `cancel` stops the call, waiting for a slot or running;
+    /// `activity` counts what its guest does while it runs.
     pub async fn call(
         self: &Arc<Self>,
         name: &str,
         arguments: Option<JsonObject>,
-        cancel: Arc<AtomicBool>,
+        cancel: CancellationToken,
         activity: Arc<Activity>,
     ) -> Result<CallToolResult, ErrorData> {
         let Some(entry) = self.entries.iter().find(|e| e.tool.name == name) else {
@@ -281,23 +282,9 @@ impl Toolbox {
         paths: &[PathArg],
         args: &JsonObject,
     ) -> Result<Vec<Resolved>, String> {
-        let mut named = Vec::with_capacity(paths.len());
-        for p in paths {
-            let root = match (string_arg(args, &p.root_field, true)?, &p.root_fallback) {
-                (Some(root), _) => root,
-                (None, Some(fallback)) => string_arg(args, fallback, false)?.unwrap_or_default(),
-                (None, None) => string_arg(args, &p.root_field, false)?.unwrap_or_default(),
-            };
-            let path = string_arg(args, &p.path_field, p.optional)?.unwrap_or_default();
-            named.push((root, path, p));
-        }
-        let across = named.windows(2).any(|w| w[0].0 != w[1].0);
-        let mut resolved = Vec::with_capacity(named.len());
-        for (root, path, p) in named {
-            let op = match p.across_roots {
-                Some(stronger) if across => stronger,
-                _ => p.op,
-            };
+        let mut resolved = Vec::with_capacity(paths.len());
+        for request in path_requests(paths, args)? {
+            let (root, path, op) = (request.root, request.path, request.op);
             match resolve(&self.config.roots, root, path, op) {
                 Ok(r) => resolved.push(r),
                 Err(denial) => {
@@ -351,8 +338,28 @@ impl Toolbox {
             activity: control.activity,
         };
         let started = Instant::now();
+        let slot = match self.slots.take(&request.cancel).await {
+            Ok(slot) => slot,
+            Err(e) => {
+                let rule = match e {
+                    SlotError::Busy { .. } => "busy",
+                    SlotError::Cancelled => "cancelled",
+                };
+                for r in &resolved {
+                    self.audit.log(
+                        &Record::new(tool, &r.root().name, &clip(r.requested()), r.op())
+                            .denied(rule),
+                    );
+                }
+                return error_result(e.to_string());
+            }
+        };
         let this = Arc::clone(self);
-        let outcome = tokio::task::spawn_blocking(move || this.runtime.call(index, request)).await;
+        let outcome = tokio::task::spawn_blocking(move || {
+            let _slot = slot;
+            this.runtime.call(index, request)
+        })
+        .await;
         let elapsed = started.elapsed();
         let outcome = match outcome {
             Ok(outcome) => outcome,
@@ -449,25 +456,20 @@ fn list_roots_tool() -> Tool {
     )
 }
 
-/// A string argument: `Ok(None)` when optional and absent.
-fn string_arg<'a>(
-    args: &'a JsonObject,
-    field: &str,
-    optional: bool,
-) -> Result<Option<&'a str>, String> {
-    match args.get(field) {
-        Some(Value::String(s)) => Ok(Some(s)),
-        None | Some(Value::Null) if optional => Ok(None),
-        None | Some(Value::Null) => Err(format!("invalid arguments: missing '{field}'")),
-        Some(_) => Err(format!("invalid arguments: '{field}' must be a string")),
-    }
+fn clip(s: &str) -> String {
+    clip_to(s, AUDIT_CLIP)
 }
 
-fn clip(s: &str) -> String {
-    match s.char_indices().nth(AUDIT_CLIP) {
-        Some((cut, _)) => format!("{}…", &s[..cut]),
-        None => s.to_string(),
+/// `s`, cut to at most `max` bytes at a character boundary, `…` marking a cut.
+fn clip_to(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
     }
+    let cut = (0..=max)
+        .rev()
+        .find(|&i| s.is_char_boundary(i))
+        .unwrap_or(0);
+    format!("{}…", &s[..cut])
 }
 
 /// Parses a JSON Schema text; it must be an object.
@@ -521,8 +523,12 @@ fn to_result(tool: &str, output: runtime::Output) -> (CallToolResult, u64) {
 
 fn call_error_text(tool: &str, e: CallError) -> String {
     match e {
-        CallError::Tool(ToolError::InvalidArguments(m)) => format!("invalid arguments: {m}"),
-        CallError::Tool(ToolError::NotFound(m) | ToolError::Refused(m) | ToolError::Io(m)) => m,
+        CallError::Tool(ToolError::InvalidArguments(m)) => {
+            format!("invalid arguments: {}", clip_to(&m, ERROR_CLIP))
+        }
+        CallError::Tool(ToolError::NotFound(m) | ToolError::Refused(m) | ToolError::Io(m)) => {
+            clip_to(&m, ERROR_CLIP)
+        }
         CallError::Timeout(limit) => format!(
             "the call took longer than {} ms and was stopped (tool_timeout_ms)",
             limit.as_millis()
@@ -571,21 +577,9 @@ mod tests {
             CallError::Tool(ToolError::InvalidArguments("missing field `path`".into())),
         );
         assert_eq!(invalid, "invalid arguments: missing field `path`");
-    }
-
-    #[test]
-    fn string_arguments() {
-        let args: JsonObject = serde_json::from_str(r#"{"root":"docs","n":1,"p":null}"#).unwrap();
-        assert_eq!(string_arg(&args, "root", false), Ok(Some("docs")));
-        assert_eq!(string_arg(&args, "path", true), Ok(None));
-        assert_eq!(string_arg(&args, "p", true), Ok(None));
-        assert_eq!(
-            string_arg(&args, "path", false),
-            Err("invalid arguments: missing 'path'".to_string())
-        );
-        assert_eq!(
-            string_arg(&args, "n", false),
-            Err("invalid arguments: 'n' must be a string".to_string())
-        );
+        let long = "é".repeat(3 * ERROR_CLIP);
+        let clipped = call_error_text("t", CallError::Tool(ToolError::Refused(long)));
+        assert_eq!(clipped.len(), ERROR_CLIP + "…".len());
+        assert!(clipped.ends_with("é…"));
     }
 }

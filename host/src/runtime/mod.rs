@@ -18,7 +18,9 @@ pub mod fs;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
 use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{
@@ -38,10 +40,11 @@ use crate::policy::Root;
 /// How often the epoch advances: the granularity of deadlines and cancellation.
 const TICK: Duration = Duration::from_millis(10);
 
-/// Most component instances alive at once (calls in flight, plus `describe`
-/// at load). Slots are reserved up front by the pooling allocator, so a call
-/// reuses a warm slot instead of mapping and unmapping fresh memory.
-pub const MAX_INSTANCES: u32 = 64;
+/// Most component instances alive at once: the most calls a config may let
+/// run at once (`max_concurrent_calls`), plus one for `describe` at load.
+/// Slots are reserved up front by the pooling allocator, so a call reuses a
+/// warm slot instead of mapping and unmapping fresh memory.
+pub const MAX_INSTANCES: u32 = crate::config::MAX_CONCURRENT_CALLS as u32 + 1;
 
 /// Limits of one call.
 #[derive(Clone, Debug)]
@@ -104,8 +107,8 @@ pub struct CallRequest {
     pub stamp: Option<String>,
     pub limits: GuestLimits,
     pub arguments: String,
-    /// Set by the caller to stop the call (client cancellation).
-    pub cancel: Arc<AtomicBool>,
+    /// Fired by the caller to stop the call (client cancellation).
+    pub cancel: CancellationToken,
     /// Counts what the call does while it runs (progress notifications).
     pub activity: Arc<Activity>,
 }
@@ -114,6 +117,8 @@ pub struct CallRequest {
 pub struct CallState {
     /// When the call must end; clock waits are clamped to it.
     deadline: Instant,
+    /// Fired when the client cancels; clock waits end on it too.
+    cancel: CancellationToken,
     wasi: WasiCtx,
     table: ResourceTable,
     limiter: MemoryLimiter,
@@ -131,10 +136,11 @@ impl WasiView for CallState {
 
 fn capped_clock(state: &mut CallState) -> clock::CappedClock<'_> {
     use wasmtime_wasi::clocks::WasiClocksView;
-    let deadline = state.deadline;
+    let (deadline, cancel) = (state.deadline, state.cancel.clone());
     clock::CappedClock {
         clock: state.clocks(),
         deadline,
+        cancel,
     }
 }
 
@@ -270,11 +276,7 @@ impl Runtime {
     pub fn load(&mut self, component: &Component, source: String) -> wasmtime::Result<usize> {
         let instance_pre = self.linker.instantiate_pre(component)?;
         let pre = bindings::ToolComponentPre::new(instance_pre)?;
-        let mut store = self.store(
-            CallState::empty(self.budget.timeout),
-            &self.budget.clone(),
-            Arc::default(),
-        );
+        let mut store = self.store(CallState::empty(self.budget.timeout), &self.budget.clone());
         let descriptor = pre
             .instantiate(&mut store)?
             .loom_fs_tool_tool()
@@ -287,18 +289,13 @@ impl Runtime {
         Ok(self.tools.len() - 1)
     }
 
-    fn store(
-        &self,
-        state: CallState,
-        budget: &Budget,
-        cancel: Arc<AtomicBool>,
-    ) -> Store<CallState> {
+    fn store(&self, state: CallState, budget: &Budget) -> Store<CallState> {
         let mut store = Store::new(&self.engine, state);
         store.data_mut().limiter.max = usize::try_from(budget.memory_bytes).unwrap_or(usize::MAX);
         store.limiter(|s| &mut s.limiter);
-        let deadline = store.data().deadline;
+        let (deadline, cancel) = (store.data().deadline, store.data().cancel.clone());
         store.epoch_deadline_callback(move |_| {
-            if cancel.load(Ordering::Relaxed) || Instant::now() >= deadline {
+            if cancel.is_cancelled() || Instant::now() >= deadline {
                 Ok(UpdateDeadline::Interrupt)
             } else {
                 Ok(UpdateDeadline::Continue(1))
@@ -365,12 +362,13 @@ impl Runtime {
         table.set_max_capacity(4 * fs::MAX_DESCRIPTORS);
         let state = CallState {
             deadline: Instant::now() + self.budget.timeout,
+            cancel: req.cancel.clone(),
             wasi: wasi.build(),
             table,
             limiter: MemoryLimiter { max: 0, hit: false },
             guard: FsGuard::new(mounts, req.stamp.as_deref(), Arc::clone(&req.activity)),
         };
-        let mut store = self.store(state, &self.budget, Arc::clone(&req.cancel));
+        let mut store = self.store(state, &self.budget);
         let ctx = bindings::Context {
             mounts: context_mounts,
             limits: bindings::Limits {
@@ -388,7 +386,7 @@ impl Runtime {
         let result = match ran {
             Ok(Ok(output)) => Ok(output),
             Ok(Err(e)) => Err(CallError::Tool(e)),
-            Err(_) if req.cancel.load(Ordering::Relaxed) => Err(CallError::Cancelled),
+            Err(_) if req.cancel.is_cancelled() => Err(CallError::Cancelled),
             Err(e) if e.downcast_ref::<Trap>() == Some(&Trap::Interrupt) => {
                 Err(CallError::Timeout(self.budget.timeout))
             }
@@ -426,6 +424,7 @@ impl CallState {
     fn empty(timeout: Duration) -> CallState {
         CallState {
             deadline: Instant::now() + timeout,
+            cancel: CancellationToken::new(),
             wasi: WasiCtxBuilder::new().build(),
             table: ResourceTable::new(),
             limiter: MemoryLimiter { max: 0, hit: false },
