@@ -5,8 +5,6 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::Command;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -25,30 +23,7 @@ use tokio_util::sync::CancellationToken;
 /// Builds the fixture crate for wasm32-wasip2, once per test run.
 fn hostile_wasm() -> &'static [u8] {
     static WASM: OnceLock<Vec<u8>> = OnceLock::new();
-    WASM.get_or_init(|| {
-        let crate_dir =
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hostile-tool");
-        let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("fixtures-target");
-        let status = Command::new(env!("CARGO"))
-            .args([
-                "build",
-                "--release",
-                "--locked",
-                "--target",
-                "wasm32-wasip2",
-                "--manifest-path",
-            ])
-            .arg(crate_dir.join("Cargo.toml"))
-            .env("CARGO_TARGET_DIR", &target)
-            .env_remove("RUSTFLAGS")
-            .env_remove("CARGO_ENCODED_RUSTFLAGS")
-            .env_remove("CARGO_BUILD_TARGET")
-            .env_remove("RUSTC_WORKSPACE_WRAPPER")
-            .status()
-            .expect("run cargo for the fixture");
-        assert!(status.success(), "building the hostile fixture failed");
-        std::fs::read(target.join("wasm32-wasip2/release/hostile_tool.wasm")).unwrap()
-    })
+    WASM.get_or_init(|| common::build_wasm("tests/fixtures/hostile-tool", "hostile_tool.wasm"))
 }
 
 fn runtime_with(budget: Budget) -> Runtime {
@@ -571,7 +546,7 @@ fn a_stopped_call_leaves_no_temporary_file() {
 fn toolbox(env: &Env, slots: u32, timeout_ms: u64) -> Arc<Toolbox> {
     let config = env.config(&format!(
         "max_concurrent_calls = {slots}\ntool_timeout_ms = {timeout_ms}\n\
-         [[roots]]\nname = \"ref\"\npath = \"ref\"\nrole = \"reference\"\n"
+         [[roots]]\nname = \"ws\"\npath = \"ws\"\nrole = \"sourcecode\"\n"
     ));
     let config = Config::load(&config, false).unwrap();
     let audit = Audit::open(&AuditTarget::Stderr, 1 << 20, 0).unwrap();
@@ -589,7 +564,7 @@ fn spawn_call(
     cancel: &CancellationToken,
 ) -> tokio::task::JoinHandle<(String, bool)> {
     let (tb, cancel) = (Arc::clone(tb), cancel.clone());
-    let args = json!({"attack": attack, "path": "README.md"});
+    let args = json!({"attack": attack, "root": "ws", "target": "scratch.txt", "path": "keep.txt"});
     tokio::spawn(async move {
         let serde_json::Value::Object(args) = args else {
             unreachable!()
@@ -624,9 +599,8 @@ async fn one_slow_call_does_not_hold_up_63_others() {
             .await
             .expect("a quick call waited behind the slow one")
             .unwrap();
-        // The fixture has no path arguments, so it gets no mount: its stat
-        // fails, quickly, as a report.
-        assert!(!text.is_empty() && !failed, "{text}");
+        // A stat of a file in the mount: quick.
+        assert!(text == "ok: 5 bytes" && !failed, "{text}");
     }
     assert!(!slow.is_finished(), "the slow call ended early");
     stuck.cancel();
@@ -668,7 +642,7 @@ async fn calls_beyond_the_bound_wait_their_turn() {
         .await
         .expect("the waiting call never got the freed slot")
         .unwrap();
-    assert!(!failed, "{text}");
+    assert!(text == "ok: 5 bytes" && !failed, "{text}");
     assert!(started.elapsed() < Duration::from_secs(30));
     b.cancel();
     second.await.unwrap();

@@ -45,6 +45,8 @@ pub struct Config {
     pub audit_max_bytes: u64,
     pub audit_backups: u32,
     pub limits: Limits,
+    /// Third-party tool components (`[[components]] path`), in config order.
+    pub components: Vec<PathBuf>,
 }
 
 /// Why a config was refused.
@@ -91,6 +93,14 @@ struct RawConfig {
     deny: Vec<String>,
     #[serde(default)]
     roots: Vec<RawRoot>,
+    #[serde(default)]
+    components: Vec<RawComponent>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawComponent {
+    path: String,
 }
 
 #[derive(Deserialize)]
@@ -334,6 +344,20 @@ fn validate(raw: RawConfig, base: &Path, read_only_flag: bool) -> Result<Config,
     }
     check_nesting(&roots, &mut problems);
 
+    let mut components: Vec<PathBuf> = Vec::new();
+    for c in &raw.components {
+        let path = absolute(base, &c.path);
+        match fs::metadata(&path) {
+            Ok(m) if m.is_file() => {}
+            Ok(_) => problems.push(format!("component '{}': not a regular file", c.path)),
+            Err(e) => problems.push(format!("component '{}': {e}", c.path)),
+        }
+        if components.contains(&path) {
+            problems.push(format!("component '{}' is declared twice", c.path));
+        }
+        components.push(path);
+    }
+
     if !problems.is_empty() {
         return Err(ConfigError::Invalid(problems));
     }
@@ -345,6 +369,7 @@ fn validate(raw: RawConfig, base: &Path, read_only_flag: bool) -> Result<Config,
         audit_max_bytes,
         audit_backups,
         limits,
+        components,
     })
 }
 
@@ -734,7 +759,7 @@ mod tests {
             format!("base_deny = []\n{}", root("x", "a", "reference")),
             root("x", "a", "reference") + "colour = \"red\"\n",
             format!(
-                "{}[[components]]\npath = \"x.wasm\"\n",
+                "{}[[components]]\npath = \"file.txt\"\nsha256 = \"00\"\n",
                 root("x", "a", "reference")
             ),
         ] {
@@ -742,6 +767,29 @@ mod tests {
             assert!(matches!(err, ConfigError::Parse { .. }), "{err}");
             assert!(err.to_string().contains("unknown field"), "{err}");
         }
+    }
+
+    #[test]
+    fn components_are_files_relative_to_the_config() {
+        let d = Dirs::new();
+        let with = |paths: &[&str]| {
+            let mut text = root("x", "a", "reference");
+            for p in paths {
+                text += &format!("[[components]]\npath = \"{p}\"\n");
+            }
+            text
+        };
+        let c = d.parse(&with(&["file.txt"])).unwrap();
+        assert_eq!(c.components, [d.base().join("file.txt")]);
+        assert!(d.parse(&with(&[])).unwrap().components.is_empty());
+        assert_eq!(
+            d.problems(&with(&["missing.wasm", "a", "file.txt", "./file.txt"])),
+            [
+                "component 'missing.wasm': No such file or directory (os error 2)",
+                "component 'a': not a regular file",
+                "component './file.txt' is declared twice",
+            ]
+        );
     }
 
     #[test]

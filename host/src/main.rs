@@ -87,7 +87,9 @@ fn prepare(config: &Config) -> anyhow::Result<(Audit, Runtime)> {
     Ok((audit, runtime))
 }
 
-/// Loads the built-in components and builds the tool surface.
+/// Loads the built-in components, then the config's, and builds the tool
+/// surface. A third-party component that cannot be a tool stops the start
+/// with its file and the reason.
 fn toolbox(config: Config, audit: Audit, mut runtime: Runtime) -> anyhow::Result<Toolbox> {
     let cache = Cache::from_env();
     for (name, wasm) in runtime::BUILTINS {
@@ -97,6 +99,21 @@ fn toolbox(config: Config, audit: Audit, mut runtime: Runtime) -> anyhow::Result
         runtime
             .load(&component, "built-in".into())
             .map_err(|e| anyhow::anyhow!("built-in component {name}: {e}"))?;
+    }
+    for path in &config.components {
+        let file = path.display().to_string();
+        let fail = |why: String| anyhow::anyhow!("component {file}: {why}");
+        let wasm = std::fs::read(path).map_err(|e| fail(format!("cannot be read: {e}")))?;
+        runtime::check_component_bytes(&wasm).map_err(fail)?;
+        let stem = path
+            .file_stem()
+            .map_or("component".into(), |s| s.to_string_lossy().into_owned());
+        let component = cache
+            .component(runtime.engine(), &format!("ext-{stem}"), &wasm)
+            .map_err(|e| fail(format!("{e}")))?;
+        runtime
+            .load(&component, file.clone())
+            .map_err(|e| fail(format!("{e}")))?;
     }
     Ok(Toolbox::new(config, runtime, audit)?)
 }

@@ -69,7 +69,7 @@ pub struct Toolbox {
 
 /// A component whose self-description cannot be served.
 #[derive(Debug, thiserror::Error)]
-#[error("component '{name}' ({source_name}): {problem}")]
+#[error("component '{}' ({source_name}): {problem}", name.escape_debug())]
 pub struct SurfaceError {
     name: String,
     source_name: String,
@@ -90,6 +90,11 @@ impl Toolbox {
                 source_name: loaded.source.clone(),
                 problem,
             };
+            if !is_tool_name(&d.name) {
+                return Err(problem(
+                    "a tool name is 1 to 64 of a-z, 0-9 and '_', starting with a letter".into(),
+                ));
+            }
             if entries.iter().any(|e| e.tool.name == d.name) {
                 return Err(problem("a tool of that name is already registered".into()));
             }
@@ -407,6 +412,15 @@ impl Toolbox {
                     .stopped(stopped),
             );
         }
+        if resolved.is_empty() {
+            // A tool without path arguments: one line for the call itself.
+            let op = self.runtime.tools()[index].descriptor.permission.into();
+            self.audit.log(
+                &Record::new(tool, "", "", op)
+                    .took(elapsed, bytes)
+                    .stopped(stopped),
+            );
+        }
         for refusal in &outcome.refusals {
             self.audit.log(
                 &Record::new(tool, &refusal.root, &clip(&refusal.path), refusal.op)
@@ -470,6 +484,14 @@ fn clip_to(s: &str, max: usize) -> String {
         .find(|&i| s.is_char_boundary(i))
         .unwrap_or(0);
     format!("{}…", &s[..cut])
+}
+
+/// `snake_case`, as MCP clients expect tool names: `[a-z][a-z0-9_]{0,63}`.
+fn is_tool_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_lowercase())
+        && name.len() <= 64
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
 
 /// Parses a JSON Schema text; it must be an object.
@@ -550,6 +572,16 @@ fn call_error_text(tool: &str, e: CallError) -> String {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn tool_names_are_snake_case() {
+        for good in ["read_file", "a", "text_stats2", &"x".repeat(64)] {
+            assert!(is_tool_name(good), "{good}");
+        }
+        for bad in ["", "Read", "2x", "_x", "a-b", "a b", "é", &"x".repeat(65)] {
+            assert!(!is_tool_name(bad), "{bad}");
+        }
+    }
 
     #[test]
     fn limit_errors_name_the_limit_and_no_detail() {

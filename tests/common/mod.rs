@@ -6,7 +6,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use loom_fs_mcp::policy::{DenyList, Perms, Role, Root};
 
@@ -161,6 +161,16 @@ pub async fn start(config: &Path) -> Client {
 }
 
 pub async fn start_with(config: &Path, args: &[&str], lifecycle: ClientLifecycleMode) -> Client {
+    start_with_pid(config, args, lifecycle).await.0
+}
+
+/// Like [`start_with`], and also returns the server's process id (to read
+/// its `/proc/<pid>/status`, say).
+pub async fn start_with_pid(
+    config: &Path,
+    args: &[&str],
+    lifecycle: ClientLifecycleMode,
+) -> (Client, u32) {
     let mut cmd = tokio::process::Command::new(BIN);
     cmd.arg("--config")
         .arg(config)
@@ -171,9 +181,12 @@ pub async fn start_with(config: &Path, args: &[&str], lifecycle: ClientLifecycle
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn loom-fs-mcp");
-    ().serve_with_lifecycle(transport, lifecycle)
-        .await
-        .expect("MCP handshake")
+    let pid = transport.id().expect("the server's pid");
+    let client = ().serve_with_lifecycle(transport, lifecycle).await.expect("MCP handshake");
+    if let Some(info) = client.peer_info() {
+        scan(&serde_json::to_string(&*info).unwrap());
+    }
+    (client, pid)
 }
 
 pub fn discover() -> ClientLifecycleMode {
@@ -183,17 +196,24 @@ pub fn discover() -> ClientLifecycleMode {
 }
 
 pub async fn tools(client: &Client) -> Vec<Tool> {
-    client.list_all_tools().await.expect("tools/list")
+    let tools = client.list_all_tools().await.expect("tools/list");
+    scan(&serde_json::to_string(&tools).unwrap());
+    tools
 }
 
 pub async fn call(client: &Client, name: &str, args: Value) -> CallToolResult {
     let Value::Object(args) = args else {
         panic!("arguments must be an object")
     };
-    client
+    let r = client
         .call_tool(CallToolRequestParams::new(name.to_string()).with_arguments(args))
         .await
-        .unwrap_or_else(|e| panic!("tools/call {name}: {e}"))
+        .unwrap_or_else(|e| {
+            scan(&e.to_string());
+            panic!("tools/call {name}: {e}")
+        });
+    scan(&serde_json::to_string(&r).unwrap());
+    r
 }
 
 /// Calls and returns the raw result, protocol errors included.
@@ -202,10 +222,15 @@ pub async fn try_call(
     name: &str,
     args: JsonObject,
 ) -> Result<CallToolResult, String> {
-    client
+    let r = client
         .call_tool(CallToolRequestParams::new(name.to_string()).with_arguments(args))
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string());
+    match &r {
+        Ok(r) => scan(&serde_json::to_string(r).unwrap()),
+        Err(e) => scan(e),
+    }
+    r
 }
 
 /// All text content of a result, joined by newlines.
@@ -235,12 +260,86 @@ pub fn structured(r: &CallToolResult) -> &Value {
     r.structured_content.as_ref().expect("structured content")
 }
 
+/// The host paths no response may contain: where every test tree lives
+/// (`<canonical temp dir>/.tmp…`, and `/tmp/.tmp` however the temp dir is
+/// spelt) and the repository itself.
+fn host_paths() -> &'static [String] {
+    static PATHS: OnceLock<Vec<String>> = OnceLock::new();
+    PATHS.get_or_init(|| {
+        let tmp = std::env::temp_dir();
+        let tmp = fs::canonicalize(&tmp).unwrap_or(tmp);
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("the repository holds host/");
+        let repo = fs::canonicalize(repo).unwrap_or_else(|_| repo.to_path_buf());
+        let mut paths = vec![
+            format!("{}/.tmp", tmp.to_string_lossy().trim_end_matches('/')),
+            "/tmp/.tmp".to_string(),
+            repo.to_string_lossy().into_owned(),
+        ];
+        paths.dedup();
+        paths
+    })
+}
+
+/// The no-oracle scan: panics if server output (`json`: a serialized
+/// response, an error text) names a host path.
+pub fn scan(json: &str) {
+    for host in host_paths() {
+        if let Some(at) = json.find(host.as_str()) {
+            let start = json[..at]
+                .char_indices()
+                .rev()
+                .nth(200)
+                .map_or(0, |(i, _)| i);
+            let end = json[at..]
+                .char_indices()
+                .nth(400)
+                .map_or(json.len(), |(i, _)| at + i);
+            panic!(
+                "host path {host:?} leaked in server output ({} bytes): …{}…",
+                json.len(),
+                &json[start..end]
+            );
+        }
+    }
+}
+
 /// Asserts that no response mentions the host location of the test tree.
 pub fn assert_no_host_path(env: &Env, results: &[&CallToolResult]) {
     let host = env.dir.to_string_lossy().to_string();
     for r in results {
         let json = serde_json::to_string(r).unwrap();
+        scan(&json);
         assert!(!json.contains(&host), "host path leaked: {json}");
         assert!(!json.contains("/tmp/"), "host path leaked: {json}");
     }
+}
+
+/// Builds the wasm32-wasip2 crate at `crate_dir` (relative to the
+/// repository) on its own, as its author would (`cargo build --release
+/// --target wasm32-wasip2`), in a target directory of the test run, and
+/// returns the bytes of `artifact`. Cargo's variables that would leak into
+/// the nested build are removed.
+pub fn build_wasm(crate_dir: &str, artifact: &str) -> Vec<u8> {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("wasm-target");
+    let status = std::process::Command::new(env!("CARGO"))
+        .args([
+            "build",
+            "--release",
+            "--locked",
+            "--target",
+            "wasm32-wasip2",
+        ])
+        .current_dir(repo.join(crate_dir))
+        .env("CARGO_TARGET_DIR", &target)
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("CARGO_BUILD_TARGET")
+        .env_remove("RUSTC_WORKSPACE_WRAPPER")
+        .status()
+        .expect("run cargo");
+    assert!(status.success(), "building {crate_dir} failed");
+    fs::read(target.join("wasm32-wasip2/release").join(artifact)).unwrap()
 }

@@ -185,9 +185,17 @@ impl Guest for EditFile {
 
 /// The file as UTF-8 text, refusing what cannot be edited as text.
 fn read_text(full: &std::path::Path, shown: &str, max: u64) -> Result<String, ToolError> {
-    let file = std::fs::File::open(full).map_err(|e| io_error(shown, &e))?;
+    // The host refuses to open special files (FIFO, socket, device); a
+    // refusal is named by a stat.
+    let file = std::fs::File::open(full).map_err(|e| match Kind::at(full, true) {
+        kind if kind.is_special() && kind != Kind::Unknown => special(shown, kind),
+        _ => io_error(shown, &e),
+    })?;
     let meta = file.metadata().map_err(|e| io_error(shown, &e))?;
     let kind = Kind::of(meta.file_type(), full, true);
+    if kind.is_special() && kind != Kind::Unknown {
+        return Err(special(shown, kind));
+    }
     if kind != Kind::File {
         return Err(ToolError::Refused(format!(
             "'{shown}' is a {}, not a text file",
@@ -220,6 +228,13 @@ fn read_text(full: &std::path::Path, shown: &str, max: u64) -> Result<String, To
             "'{shown}' is not valid UTF-8 and cannot be edited as text"
         ))
     })
+}
+
+fn special(shown: &str, kind: Kind) -> ToolError {
+    ToolError::Refused(format!(
+        "'{shown}' is a {} (special file): never edited",
+        kind.name()
+    ))
 }
 
 /// `s` with its line breaks written the file's way.

@@ -46,6 +46,29 @@ const TICK: Duration = Duration::from_millis(10);
 /// warm slot instead of mapping and unmapping fresh memory.
 pub const MAX_INSTANCES: u32 = crate::config::MAX_CONCURRENT_CALLS as u32 + 1;
 
+/// Interfaces a tool may not import.
+const NETWORK_IMPORTS: &[&str] = &["wasi:sockets/", "wasi:http/"];
+
+/// The interface every tool component exports.
+pub const TOOL_INTERFACE: &str = "loom-fs:tool/tool@0.1.0";
+
+/// What a file must start with to be a component (magic, then the
+/// component-model layer; a core module has version 1 there).
+const COMPONENT_HEADER: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00];
+const MODULE_HEADER: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00];
+
+/// Why a file cannot be a tool component, judged by its first bytes before
+/// anything compiles it.
+pub fn check_component_bytes(wasm: &[u8]) -> Result<(), String> {
+    match wasm.get(..8) {
+        Some(h) if h == COMPONENT_HEADER => Ok(()),
+        Some(h) if h == MODULE_HEADER => {
+            Err("is a core WebAssembly module, not a component (build it for wasm32-wasip2)".into())
+        }
+        _ => Err("is not a WebAssembly component".into()),
+    }
+}
+
 /// Limits of one call.
 #[derive(Clone, Debug)]
 pub struct Budget {
@@ -272,10 +295,28 @@ impl Runtime {
     }
 
     /// Loads a component, asks it to describe itself, and keeps it.
-    /// Returns its index.
+    /// Returns its index. A component that imports a network interface is
+    /// refused: the linker has wasmtime-wasi's sockets, but no call is ever
+    /// granted a network, and a tool that needs one does not belong here.
     pub fn load(&mut self, component: &Component, source: String) -> wasmtime::Result<usize> {
+        let ty = component.component_type();
+        let network: Vec<&str> = ty
+            .imports(&self.engine)
+            .map(|(name, _)| name)
+            .filter(|name| NETWORK_IMPORTS.iter().any(|n| name.starts_with(n)))
+            .collect();
+        if !network.is_empty() {
+            return Err(wasmtime::Error::msg(format!(
+                "imports {}: loom-fs grants no network to tools",
+                network.join(", ")
+            )));
+        }
         let instance_pre = self.linker.instantiate_pre(component)?;
-        let pre = bindings::ToolComponentPre::new(instance_pre)?;
+        let pre = bindings::ToolComponentPre::new(instance_pre).map_err(|_| {
+            wasmtime::Error::msg(format!(
+                "does not export the tool interface ({TOOL_INTERFACE}); build it against wit/"
+            ))
+        })?;
         let mut store = self.store(CallState::empty(self.budget.timeout), &self.budget.clone());
         let descriptor = pre
             .instantiate(&mut store)?

@@ -1,0 +1,333 @@
+//! Third-party components declared in the config (`[[components]]`): the
+//! example tool built alone as its README says, served like a built-in; the
+//! hostile fixture served the same way, every attack refused by the policing
+//! filesystem and audited; and files that cannot be tools stopping the start
+//! with the file and the reason.
+
+mod common;
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use common::*;
+use serde_json::{Value, json};
+
+fn example_wasm() -> &'static [u8] {
+    static WASM: OnceLock<Vec<u8>> = OnceLock::new();
+    WASM.get_or_init(|| build_wasm("examples/text-stats", "text_stats.wasm"))
+}
+
+fn hostile_wasm() -> &'static [u8] {
+    static WASM: OnceLock<Vec<u8>> = OnceLock::new();
+    WASM.get_or_init(|| build_wasm("tests/fixtures/hostile-tool", "hostile_tool.wasm"))
+}
+
+/// The audit lines of `tool`, parsed.
+fn audit_of(env: &Env, tool: &str) -> Vec<Value> {
+    std::fs::read_to_string(env.path("audit.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|l| l["tool"] == tool)
+        .collect()
+}
+
+const GUIDE: &str = "# Guide\n\nIntro words here.\n\n## Install\n\n```sh\n# not a heading\ncargo build\n```\n\n### From source ###\n\n#no-space is text\n## Use\n";
+
+#[tokio::test]
+async fn the_example_tool_loads_from_the_config_and_works_over_mcp() {
+    let env = Env::new();
+    env.write("docs/guide.md", GUIDE)
+        .write("docs/.env", "CANARY-DOTENV\n")
+        .write("docs/big.txt", "x".repeat(5000))
+        .write("outside/secret.md", "# CANARY-OUTSIDE\n")
+        .write("tools/text_stats.wasm", example_wasm())
+        .symlink("../outside/secret.md", "docs/link_out.md")
+        .fifo("docs/pipe");
+    let config = env.config(
+        "audit_log = \"audit.log\"\n\
+         [[roots]]\nname = \"docs\"\npath = \"docs\"\nrole = \"reference\"\nmax_read_bytes = 4096\n\
+         [[components]]\npath = \"tools/text_stats.wasm\"\n",
+    );
+    let before = env.snapshot_of("outside");
+    let client = start(&config).await;
+
+    let listed = tools(&client).await;
+    let tool = listed
+        .iter()
+        .find(|t| t.name == "text_stats")
+        .expect("text_stats is listed");
+    let description = tool.description.as_deref().unwrap_or_default();
+    assert!(
+        description.ends_with("Roots it can act on: docs (reference)."),
+        "{description}"
+    );
+    let hints = tool.annotations.as_ref().unwrap();
+    assert_eq!(hints.read_only_hint, Some(true));
+    assert_eq!(hints.destructive_hint, Some(false));
+    assert!(tool.output_schema.is_some());
+
+    let r = call(
+        &client,
+        "text_stats",
+        json!({"root": "docs", "path": "guide.md"}),
+    )
+    .await;
+    assert!(!is_error(&r), "{r:?}");
+    assert_eq!(
+        structured(&r),
+        &json!({
+            "lines": 15, "words": 24, "bytes": GUIDE.len(),
+            "outline": [
+                {"level": 1, "title": "Guide", "line": 1},
+                {"level": 2, "title": "Install", "line": 5},
+                {"level": 3, "title": "From source", "line": 12},
+                {"level": 2, "title": "Use", "line": 15},
+            ]
+        })
+    );
+    assert_eq!(
+        text(&r),
+        format!(
+            "guide.md: 15 lines, 24 words, {} bytes\nGuide (line 1)\n  Install (line 5)\n    From source (line 12)\n  Use (line 15)",
+            GUIDE.len()
+        )
+    );
+
+    // resolve() stands in front of it like any built-in; its own checks
+    // follow (type and size before opening).
+    let refusals = [
+        (
+            ".env",
+            "refused by rule 'deny': matches deny pattern '.env'",
+        ),
+        ("../outside/secret.md", "refused by rule 'confinement'"),
+        ("link_out.md", "refused by rule 'confinement'"),
+        ("pipe", "'pipe' is not a regular file"),
+        (
+            "big.txt",
+            "'big.txt' is 5000 bytes; this root lets a tool read at most 4096 (max_read_bytes)",
+        ),
+        ("missing.md", "'missing.md' does not exist"),
+    ];
+    let mut results = vec![r];
+    for (path, message) in refusals {
+        let r = call(&client, "text_stats", json!({"root": "docs", "path": path})).await;
+        assert_refused(&r, message);
+        results.push(r);
+    }
+    let r = call(&client, "text_stats", json!({"root": "docs"})).await;
+    assert_refused(&r, "invalid arguments: missing 'path'");
+    results.push(r);
+    for r in &results {
+        let all = serde_json::to_string(r).unwrap();
+        assert!(!all.contains("CANARY"), "{all}");
+    }
+    assert_no_host_path(&env, &results.iter().collect::<Vec<_>>());
+    client.cancel().await.unwrap();
+
+    let lines = audit_of(&env, "text_stats");
+    let rules: Vec<&Value> = lines.iter().map(|l| &l["rule"]).collect();
+    assert_eq!(
+        rules,
+        [
+            &Value::Null,
+            &json!("deny"),
+            &json!("confinement"),
+            &json!("confinement"),
+            &Value::Null,
+            &Value::Null,
+            &Value::Null,
+        ],
+        "{lines:?}"
+    );
+    assert_eq!(env.snapshot_of("outside"), before);
+}
+
+/// The hostile fixture, declared in the config, attacks from inside the
+/// sandbox: a sourcecode root mounted read-write and a reference root
+/// mounted read-only. Each attack is refused, audited with its rule, and
+/// nothing on disk changes.
+#[tokio::test]
+async fn a_hostile_component_from_the_config_is_policed() {
+    let env = Env::new();
+    env.write("src/main.rs", "fn main() {}\n")
+        .write("src/.env", "CANARY-SRC-DOTENV\n")
+        .write("ref/README.md", "readme\n")
+        .write("ref/.env", "CANARY-DOTENV\n")
+        .write("ref/id_rsa", "CANARY-KEY\n")
+        .write("ref/notes.txt", "notes\n")
+        .write("outside/secret.txt", "CANARY-OUTSIDE\n")
+        .write("tools/hostile.wasm", hostile_wasm());
+    let config = env.config(
+        "audit_log = \"audit.log\"\n\
+         [[roots]]\nname = \"src\"\npath = \"src\"\nrole = \"sourcecode\"\n\
+         [[roots]]\nname = \"ref\"\npath = \"ref\"\nrole = \"reference\"\n\
+         [[components]]\npath = \"tools/hostile.wasm\"\n",
+    );
+    let before = env.snapshot();
+    let client = start(&config).await;
+    assert!(tools(&client).await.iter().any(|t| t.name == "hostile"));
+
+    let attack = |args: Value| {
+        let mut base = json!({"root": "src", "target": "scratch.txt", "read_root": "ref"});
+        for (k, v) in args.as_object().unwrap() {
+            base[k] = v.clone();
+        }
+        base
+    };
+    let attacks = [
+        // Read .env, raw and through std.
+        json!({"attack": "raw_read", "mount": "ref", "path": ".env"}),
+        json!({"attack": "std_read", "mount": "ref", "path": ".env"}),
+        // Write and truncate on the reference root.
+        json!({"attack": "std_write", "mount": "ref", "path": "pwned.txt"}),
+        json!({"attack": "raw_create", "mount": "ref", "path": "notes.txt"}),
+        // Delete on the sourcecode root (mounted read-write: its role has no delete).
+        json!({"attack": "raw_unlink", "mount": "src", "path": "main.rs"}),
+        // Rename into the trash.
+        json!({"attack": "raw_rename", "mount": "src", "from": "main.rs", "to": ".mcp-trash/x"}),
+        // A symlink pointing out, and an escape with ../.
+        json!({"attack": "raw_symlink", "mount": "src", "path": "out", "target": "../outside/secret.txt"}),
+        json!({"attack": "std_read", "mount": "src", "path": "../outside/secret.txt"}),
+    ];
+    let mut results = Vec::new();
+    for a in &attacks {
+        let r = call(&client, "hostile", attack(a.clone())).await;
+        let report = text(&r);
+        assert!(report.starts_with("refused"), "{a}: {report}");
+        results.push(r);
+    }
+    // A listing of a directory holding .env and id_rsa shows neither.
+    let r = call(
+        &client,
+        "hostile",
+        attack(json!({"attack": "raw_list", "mount": "ref", "path": "."})),
+    )
+    .await;
+    assert_eq!(text(&r), "ok: README.md,notes.txt");
+    results.push(r);
+    for r in &results {
+        let all = serde_json::to_string(r).unwrap();
+        assert!(!all.contains("CANARY"), "{all}");
+    }
+    assert_no_host_path(&env, &results.iter().collect::<Vec<_>>());
+    client.cancel().await.unwrap();
+
+    let denials: Vec<String> = audit_of(&env, "hostile")
+        .iter()
+        .filter(|l| l["decision"] == "deny")
+        .map(|l| format!("{} {} {}", l["root"], l["path"], l["rule"]))
+        .collect();
+    assert_eq!(
+        denials,
+        [
+            r#""ref" ".env" "deny""#,
+            r#""ref" ".env" "deny""#,
+            r#""ref" "pwned.txt" "permission""#,
+            r#""ref" "notes.txt" "permission""#,
+            r#""src" "main.rs" "permission""#,
+            r#""src" ".mcp-trash/x" "deny""#,
+            // The link's target is what escapes.
+            r#""src" "../outside/secret.txt" "confinement""#,
+            r#""src" "../outside/secret.txt" "confinement""#,
+        ]
+    );
+    let mut after = env.snapshot();
+    after.retain(|(p, _)| p != Path::new("audit.log"));
+    assert_eq!(after, before);
+}
+
+/// `check` (and so a start) refuses a component that cannot be a tool,
+/// naming the file and the reason.
+#[test]
+fn components_that_cannot_be_tools_stop_the_start() {
+    let env = Env::new();
+    env.mkdir("docs")
+        .write("tools/notes.txt", "not wasm")
+        .write("tools/module.wasm", b"\0asm\x01\0\0\0")
+        .write("tools/empty.wasm", b"\0asm\x0d\0\x01\0")
+        .write("tools/net.wasm", network_component())
+        .write("tools/text_stats.wasm", example_wasm())
+        .write("tools/again.wasm", example_wasm());
+    let check = |components: &[&str]| -> (bool, String) {
+        let mut text =
+            "[[roots]]\nname = \"docs\"\npath = \"docs\"\nrole = \"reference\"\n".to_string();
+        for c in components {
+            text += &format!("[[components]]\npath = \"{c}\"\n");
+        }
+        let config = env.config(&text);
+        let out = command()
+            .arg("check")
+            .arg("--config")
+            .arg(&config)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let file = |name: &str| env.path("tools").join(name).display().to_string();
+    for (components, expected) in [
+        (
+            vec!["tools/missing.wasm"],
+            "component 'tools/missing.wasm': No such file or directory (os error 2)".to_string(),
+        ),
+        (
+            vec!["tools/notes.txt"],
+            format!(
+                "component {}: is not a WebAssembly component",
+                file("notes.txt")
+            ),
+        ),
+        (
+            vec!["tools/module.wasm"],
+            format!(
+                "component {}: is a core WebAssembly module, not a component (build it for wasm32-wasip2)",
+                file("module.wasm")
+            ),
+        ),
+        (
+            vec!["tools/empty.wasm"],
+            format!(
+                "component {}: does not export the tool interface (loom-fs:tool/tool@0.1.0); build it against wit/",
+                file("empty.wasm")
+            ),
+        ),
+        (
+            vec!["tools/net.wasm"],
+            format!(
+                "component {}: imports wasi:sockets/tcp@0.2.6: loom-fs grants no network to tools",
+                file("net.wasm")
+            ),
+        ),
+        (
+            vec!["tools/text_stats.wasm", "tools/again.wasm"],
+            format!(
+                "component 'text_stats' ({}): a tool of that name is already registered",
+                file("again.wasm")
+            ),
+        ),
+    ] {
+        let (ok, stderr) = check(&components);
+        assert!(!ok, "{components:?} was accepted");
+        assert!(stderr.contains(&expected), "{components:?}: {stderr}");
+    }
+    let (ok, stderr) = check(&["tools/text_stats.wasm"]);
+    assert!(ok, "{stderr}");
+}
+
+/// The smallest component that imports a network interface.
+fn network_component() -> Vec<u8> {
+    use wasm_encoder::{
+        Component, ComponentImportSection, ComponentTypeRef, ComponentTypeSection, InstanceType,
+    };
+    let mut types = ComponentTypeSection::new();
+    types.instance(&InstanceType::new());
+    let mut imports = ComponentImportSection::new();
+    imports.import("wasi:sockets/tcp@0.2.6", ComponentTypeRef::Instance(0));
+    let mut component = Component::new();
+    component.section(&types).section(&imports);
+    component.finish()
+}
