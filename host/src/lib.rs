@@ -9,3 +9,4 @@ pub mod policy;
 pub mod runtime;
 pub mod slots;
 pub mod tools;
+pub mod transport;

@@ -17,6 +17,7 @@ use loom_fs_mcp::mcp::Server;
 use loom_fs_mcp::policy::Permission;
 use loom_fs_mcp::runtime::{self, Budget, Cache, Runtime};
 use loom_fs_mcp::tools::Toolbox;
+use loom_fs_mcp::transport;
 
 #[derive(Parser)]
 #[command(
@@ -206,14 +207,17 @@ fn serve(cli: &Cli) -> anyhow::Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     rt.block_on(async move {
+        let (io, flushed) = transport::guarded(tokio::io::stdin(), tokio::io::stdout());
         let service = Server::new(loaded)
-            .serve(rmcp::transport::stdio())
+            .serve(io)
             .await
             .context("MCP session failed to start")?;
         service
             .waiting()
             .await
             .context("MCP session ended with an error")?;
+        // The session is over: let its last answers reach the client.
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), flushed).await;
         Ok(())
     })
 }
