@@ -170,7 +170,7 @@ async fn a_hostile_component_from_the_config_is_policed() {
     assert!(tools(&client).await.iter().any(|t| t.name == "hostile"));
 
     let attack = |args: Value| {
-        let mut base = json!({"root": "src", "target": "scratch.txt", "read_root": "ref"});
+        let mut base = json!({"root": "src", "write_path": "scratch.txt", "read_root": "ref"});
         for (k, v) in args.as_object().unwrap() {
             base[k] = v.clone();
         }
@@ -228,8 +228,7 @@ async fn a_hostile_component_from_the_config_is_policed() {
             r#""ref" "notes.txt" "permission""#,
             r#""src" "main.rs" "permission""#,
             r#""src" ".mcp-trash/x" "deny""#,
-            // The link's target is what escapes.
-            r#""src" "../outside/secret.txt" "confinement""#,
+            r#""src" "out" "confinement""#,
             r#""src" "../outside/secret.txt" "confinement""#,
         ]
     );

@@ -549,7 +549,7 @@ fn toolbox(env: &Env, slots: u32, timeout_ms: u64) -> Arc<Toolbox> {
          [[roots]]\nname = \"ws\"\npath = \"ws\"\nrole = \"sourcecode\"\n"
     ));
     let config = Config::load(&config, false).unwrap();
-    let audit = Audit::open(&AuditTarget::Stderr, 1 << 20, 0).unwrap();
+    let audit = Audit::open(&AuditTarget::File(env.path("audit.log")), 1 << 20, 0).unwrap();
     let rt = runtime_with(Budget {
         memory_bytes: 32 << 20,
         timeout: config.limits.tool_timeout,
@@ -564,7 +564,8 @@ fn spawn_call(
     cancel: &CancellationToken,
 ) -> tokio::task::JoinHandle<(String, bool)> {
     let (tb, cancel) = (Arc::clone(tb), cancel.clone());
-    let args = json!({"attack": attack, "root": "ws", "target": "scratch.txt", "path": "keep.txt"});
+    let args =
+        json!({"attack": attack, "root": "ws", "write_path": "scratch.txt", "path": "keep.txt"});
     tokio::spawn(async move {
         let serde_json::Value::Object(args) = args else {
             unreachable!()

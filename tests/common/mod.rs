@@ -94,11 +94,7 @@ impl Env {
 
     /// Every file under `rel` with its content.
     pub fn snapshot_of(&self, rel: &str) -> Vec<(PathBuf, Option<Vec<u8>>)> {
-        let mut out = Vec::new();
-        let base = self.path(rel);
-        snapshot_into(&base, &base, &mut out);
-        out.sort();
-        out
+        snapshot_dir(&self.path(rel))
     }
 
     /// The entries of `<root>/.mcp-trash`: `(stamp, path inside it, content)`.
@@ -120,6 +116,14 @@ impl Env {
         out.sort();
         out
     }
+}
+
+/// Every entry under `dir` (relative to it) with a file's content.
+pub fn snapshot_dir(dir: &Path) -> Vec<(PathBuf, Option<Vec<u8>>)> {
+    let mut out = Vec::new();
+    snapshot_into(dir, dir, &mut out);
+    out.sort();
+    out
 }
 
 fn snapshot_into(base: &Path, dir: &Path, out: &mut Vec<(PathBuf, Option<Vec<u8>>)>) {

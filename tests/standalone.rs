@@ -1,0 +1,116 @@
+//! The README's standalone commands, run as written under the wasmtime CLI
+//! on a copy of `sample/`: every built-in component answers `ok(...)` and
+//! does its job outside loom-fs. Needs a `wasmtime` on `PATH`; without one
+//! the test says so on stderr and passes (a fresh machine has none).
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn wasmtime_on_path() -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join("wasmtime"))
+        .find(|p| p.is_file())
+}
+
+/// The shell block between the README's standalone markers.
+fn readme_block() -> String {
+    let readme =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
+    let start = readme
+        .find("<!-- standalone:begin -->")
+        .expect("begin marker");
+    let end = readme.find("<!-- standalone:end -->").expect("end marker");
+    let block = &readme[start..end];
+    let body = block
+        .split_once("```sh\n")
+        .and_then(|(_, rest)| rest.rsplit_once("```"))
+        .map(|(body, _)| body)
+        .expect("a sh block between the markers");
+    body.to_string()
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn the_readme_standalone_commands_run_under_wasmtime() {
+    let Some(wasmtime) = wasmtime_on_path() else {
+        eprintln!("SKIPPED: no wasmtime on PATH; the README's standalone commands were not run");
+        return;
+    };
+    let version = Command::new(&wasmtime).arg("--version").output().unwrap();
+    eprintln!(
+        "running the README's standalone commands with {}",
+        String::from_utf8_lossy(&version.stdout).trim()
+    );
+    let env = common::Env::new();
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sample");
+    let before = common::snapshot_dir(&sample);
+    copy_tree(&sample, &env.path("sample"));
+    // The README's block, then one call it describes as unenforced: a
+    // standalone run reads the deny-listed `.env` like any file.
+    let script = format!(
+        "set -eu\n{}\ncall read_file \"$DOCS\" '{{\"root\": \"docs\", \"path\": \".env\"}}' \"$RO\"\n",
+        readme_block()
+    );
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .current_dir(&env.dir)
+        .env("C", loom_fs_mcp::runtime::builtin_dir())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let results: Vec<&str> = stdout.lines().collect();
+    assert_eq!(results.len(), 11, "{stdout}\n{stderr}");
+    for r in &results {
+        assert!(r.starts_with("ok("), "{r}");
+    }
+    assert!(
+        results[0].contains("# Sample documentation"),
+        "{}",
+        results[0]
+    );
+    assert!(
+        results[10].contains("DEMO_TOKEN=not-a-real-secret"),
+        "{}",
+        results[10]
+    );
+
+    // The write tools did their work on the copy, keeping what they replaced.
+    let notes = env.path("sample/notes");
+    assert_eq!(
+        fs::read_to_string(notes.join("archive/draft.txt")).unwrap(),
+        "first draft\n"
+    );
+    assert!(!notes.join("draft.txt").exists());
+    assert!(!notes.join("archive/copy.txt").exists());
+    let trash = notes.join(".mcp-trash/20261201T120000.000000Z");
+    assert_eq!(
+        fs::read_to_string(trash.join("archive/copy.txt")).unwrap(),
+        "first draft\n"
+    );
+    let todo = fs::read_to_string(notes.join("todo.txt")).unwrap();
+    assert!(todo.starts_with("- read the README (done)\n"), "{todo}");
+    assert_eq!(
+        fs::read_to_string(trash.join("todo.txt")).unwrap(),
+        fs::read_to_string(sample.join("notes/todo.txt")).unwrap()
+    );
+    // The repository's own sample/ is untouched.
+    assert_eq!(common::snapshot_dir(&sample), before);
+}
