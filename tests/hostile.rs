@@ -845,60 +845,48 @@ fn malformed_json_rpc_lines_do_not_end_the_session() {
         "x".repeat(1 << 20)
     );
     // (label, line, the id its answer carries (null when the line has none
-    // or is not JSON), whether that answer must come, its JSON-RPC error code)
-    let cases: Vec<(&str, Vec<u8>, Option<Value>, bool, Option<i32>)> = vec![
-        ("garbage", b"{nope".to_vec(), Some(Value::Null), true, Some(-32700)),
-        ("empty object", b"{}".to_vec(), Some(Value::Null), true, Some(-32600)),
-        ("empty array", b"[]".to_vec(), Some(Value::Null), true, Some(-32600)),
+    // or is not JSON), its JSON-RPC error code)
+    let cases: Vec<(&str, Vec<u8>, Value, i64)> = vec![
+        ("garbage", b"{nope".to_vec(), Value::Null, -32700),
+        ("empty object", b"{}".to_vec(), Value::Null, -32600),
+        ("empty array", b"[]".to_vec(), Value::Null, -32600),
         (
             "lone surrogate",
             br#"{"jsonrpc":"2.0","id":"surrogate","method":"tools/call","params":{"name":"read_file","arguments":{"root":"ws","path":"\ud800"}}}"#.to_vec(),
             // Not valid JSON to serde: a parse error, which has no id.
-            Some(Value::Null),
-            true,
-            Some(-32700),
+            Value::Null, -32700,
         ),
-        ("control bytes", b"\x01\x02\x1b[31m\x7f\x00{\x08}".to_vec(), Some(Value::Null), true, Some(-32700)),
-        ("100000-deep array", deep.into_bytes(), Some(Value::Null), true, Some(-32700)),
+        ("control bytes", b"\x01\x02\x1b[31m\x7f\x00{\x08}".to_vec(), Value::Null, -32700),
+        ("100000-deep array", deep.into_bytes(), Value::Null, -32700),
         (
             "params 5",
             br#"{"jsonrpc":"2.0","id":"params-5","method":"tools/call","params":5}"#.to_vec(),
-            Some(json!("params-5")),
-            true,
-            Some(-32602),
+            json!("params-5"), -32602,
         ),
         (
             "name 7",
             br#"{"jsonrpc":"2.0","id":"name-7","method":"tools/call","params":{"name":7}}"#.to_vec(),
-            Some(json!("name-7")),
-            true,
-            Some(-32602),
+            json!("name-7"), -32602,
         ),
         (
             "arguments string",
             br#"{"jsonrpc":"2.0","id":"args-x","method":"tools/call","params":{"name":"read_file","arguments":"x"}}"#.to_vec(),
-            Some(json!("args-x")),
-            true,
-            Some(-32602),
+            json!("args-x"), -32602,
         ),
         (
             "unknown method",
             br#"{"jsonrpc":"2.0","id":"unknown","method":"nope/nothing","params":{}}"#.to_vec(),
-            Some(json!("unknown")),
-            true,
-            Some(-32601),
+            json!("unknown"), -32601,
         ),
         (
             "1 MiB tool name",
             huge_name.into_bytes(),
-            Some(json!("huge-name")),
-            true,
-            Some(-32602),
+            json!("huge-name"), -32602,
         ),
     ];
     let mut failures = Vec::new();
     let mut report = Vec::new();
-    for (n, (label, line, id, required, code)) in cases.into_iter().enumerate() {
+    for (n, (label, line, id, code)) in cases.into_iter().enumerate() {
         raw.send(&line);
         let ping = json!(1000 + n);
         raw.send(
@@ -907,10 +895,7 @@ fn malformed_json_rpc_lines_do_not_end_the_session() {
             .to_string()
             .as_bytes(),
         );
-        let mut ids = vec![ping.clone()];
-        if required {
-            ids.extend(id.clone());
-        }
+        let ids = [ping.clone(), id.clone()];
         let (seen, missing) = raw.until(&ids, &format!("the answers after {label}"));
         let Some(answer) = seen.iter().find(|m| m["id"] == ping) else {
             panic!(
@@ -927,7 +912,7 @@ fn malformed_json_rpc_lines_do_not_end_the_session() {
         let others: Vec<&Value> = seen.iter().filter(|m| m["id"] != ping).collect();
         for m in &others {
             if let Some(i) = m.get("id").filter(|i| !i.is_null())
-                && id.as_ref() != Some(i)
+                && &id != i
             {
                 failures.push(format!("{label}: an answer with a foreign id {i}"));
             }
@@ -948,27 +933,23 @@ fn malformed_json_rpc_lines_do_not_end_the_session() {
                     .join(" | ")
             }
         ));
-        if let Some(id) = id.as_ref().filter(|_| required) {
-            let Some(mine) = others.iter().find(|m| &m["id"] == id) else {
-                assert!(missing.contains(id));
-                failures.push(format!("{label}: no answer to id {id} within {LIMIT:?}"));
-                continue;
-            };
-            if let Some(code) = code {
-                let got = mine["error"]["code"].as_i64();
-                if got != Some(code as i64) {
-                    failures.push(format!(
-                        "{label}: expected JSON-RPC error {code}, got {}",
-                        clip(&mine.to_string())
-                    ));
-                } else if code == -32602 && label != "1 MiB tool name" {
-                    let message = mine["error"]["message"].as_str().unwrap_or("");
-                    if !message.contains("tools/call") {
-                        failures.push(format!(
-                            "{label}: the message should say what tools/call expects: {message:?}"
-                        ));
-                    }
-                }
+        let Some(mine) = others.iter().find(|m| m["id"] == id) else {
+            assert!(missing.contains(&id));
+            failures.push(format!("{label}: no answer to id {id} within {LIMIT:?}"));
+            continue;
+        };
+        let got = mine["error"]["code"].as_i64();
+        if got != Some(code) {
+            failures.push(format!(
+                "{label}: expected JSON-RPC error {code}, got {}",
+                clip(&mine.to_string())
+            ));
+        } else if code == -32602 && label != "1 MiB tool name" {
+            let message = mine["error"]["message"].as_str().unwrap_or("");
+            if !message.contains("tools/call") {
+                failures.push(format!(
+                    "{label}: the message should say what tools/call expects: {message:?}"
+                ));
             }
         }
     }
@@ -993,6 +974,9 @@ fn malformed_json_rpc_lines_do_not_end_the_session() {
 // ---------------------------------------------------------------------------
 // e. no oracle on the disk outside
 
+/// A tool name and how to call it on one path.
+type ToolCall = (&'static str, fn(&str) -> Value);
+
 #[tokio::test]
 async fn outside_paths_read_the_same_whether_they_exist_or_not() {
     let (env, config) = workspace();
@@ -1012,7 +996,7 @@ async fn outside_paths_read_the_same_whether_they_exist_or_not() {
         ("../outside/dir", "../outside/nodir"),
         ("../outside/dir/inner.txt", "../outside/nodir/inner.txt"),
     ];
-    let calls: [(&str, fn(&str) -> Value); 9] = [
+    let calls: [ToolCall; 9] = [
         ("read_file", |p| json!({"root": "ws", "path": p})),
         ("get_file_info", |p| json!({"root": "ws", "path": p})),
         ("list_directory", |p| json!({"root": "ws", "path": p})),
