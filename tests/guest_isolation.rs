@@ -579,6 +579,7 @@ fn spawn_call(
             .iter()
             .filter_map(|c| c.as_text().map(|t| t.text.clone()))
             .collect::<String>();
+        assert!(!text.contains("CANARY"), "{text}");
         (text, r.is_error == Some(true))
     })
 }
@@ -588,6 +589,7 @@ fn spawn_call(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_slow_call_does_not_hold_up_63_others() {
     let env = fixture();
+    let before = env.snapshot();
     let tb = toolbox(&env, 8, 60_000);
     let stuck = CancellationToken::new();
     let slow = spawn_call(&tb, "spin", &stuck);
@@ -607,6 +609,17 @@ async fn one_slow_call_does_not_hold_up_63_others() {
     stuck.cancel();
     let (text, failed) = slow.await.unwrap();
     assert!(failed && text == "the call was cancelled", "{text}");
+    assert_unchanged_but_the_audit(&env, &before);
+}
+
+/// Nothing on disk changed but the toolbox's own config and audit log.
+fn assert_unchanged_but_the_audit(env: &Env, before: &[(std::path::PathBuf, Option<Vec<u8>>)]) {
+    let ours = |p: &std::path::PathBuf| p.ends_with("audit.log") || p.ends_with("config.toml");
+    let mut after = env.snapshot();
+    after.retain(|(p, _)| !ours(p));
+    let mut before = before.to_vec();
+    before.retain(|(p, _)| !ours(p));
+    assert_eq!(after, before);
 }
 
 /// With 2 slots held by sleeping guests, further calls wait; one cancelled
@@ -616,6 +629,7 @@ async fn one_slow_call_does_not_hold_up_63_others() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_beyond_the_bound_wait_their_turn() {
     let env = fixture();
+    let before = env.snapshot();
     let tb = toolbox(&env, 2, 60_000);
     let (a, b, d) = (
         CancellationToken::new(),
@@ -670,4 +684,5 @@ async fn calls_beyond_the_bound_wait_their_turn() {
             "all 1 call slots stayed taken for 1500 ms (max_concurrent_calls); try again later"
         ]
     );
+    assert_unchanged_but_the_audit(&env, &before);
 }
