@@ -1410,6 +1410,20 @@ mod tests {
         assert_eq!(j("", ""), Some(PathBuf::new()));
     }
 
+    /// A descriptor the guard did not hand out (the component model makes
+    /// handles unforgeable; this is the defence behind that) is refused for
+    /// every operation, and the refusal is recorded.
+    #[test]
+    fn untracked_descriptors_are_refused_and_recorded() {
+        let mut guard = FsGuard::new(vec![], None, Arc::default());
+        for op in Permission::ALL {
+            assert!(guard.handle(7, op).is_err());
+        }
+        let refusals = guard.take_refusals();
+        assert_eq!(refusals.len(), 3);
+        assert!(refusals.iter().all(|r| r.rule == "untracked_descriptor"));
+    }
+
     #[test]
     fn plain_names() {
         assert!(is_plain_name("a.txt"));
