@@ -7,7 +7,8 @@
 //! is not JSON gets `-32700` (id null, as JSON-RPC says); a request of the
 //! wrong shape gets `-32600` or `-32602` with its own id; only well-formed
 //! messages reach rmcp, unchanged. A line longer than [`MAX_LINE`] is
-//! skipped whole and answered, never buffered.
+//! answered and skipped: at most [`MAX_LINE`] bytes of it are ever held.
+//! rmcp is served with the same cap, so no line passes here and dies there.
 //!
 //! Under stdio, stdout is the JSON-RPC channel: the one task here that
 //! writes it forwards rmcp's lines and the guard's answers, whole lines each.
@@ -16,8 +17,13 @@ use serde_json::{Map, Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
-/// Longest line accepted: a `write_file` of tens of megabytes fits.
-pub const MAX_LINE: usize = 64 << 20;
+/// Longest line accepted (rmcp's own default cap for line transports): a
+/// `write_file` of several megabytes fits.
+pub const MAX_LINE: usize = rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH;
+
+/// Answers waiting for stdout; past this, reading stdin waits too (a client
+/// that never reads cannot grow the server's memory).
+const QUEUED_ANSWERS: usize = 64;
 
 /// What to do with one line from the client.
 #[derive(Debug, PartialEq)]
@@ -30,8 +36,12 @@ enum Verdict {
     Skip,
 }
 
-/// rmcp's side of the guard: the reader and writer to hand to `serve`.
-pub type Io = (tokio::io::DuplexStream, tokio::io::DuplexStream);
+/// rmcp's side of the guard, to hand to `serve`.
+pub type Io = rmcp::transport::async_rw::AsyncRwTransport<
+    rmcp::RoleServer,
+    tokio::io::DuplexStream,
+    tokio::io::DuplexStream,
+>;
 
 /// Serves rmcp through the guard: returns rmcp's side, and spawns the tasks
 /// that move lines between it and `input`/`output`. The handle ends once
@@ -42,9 +52,27 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    let ((reads, writes), flushed) = pipes(input, output);
+    let io = rmcp::transport::async_rw::AsyncRwTransport::new_server(reads, writes)
+        .with_max_line_length(MAX_LINE);
+    (io, flushed)
+}
+
+/// The guard's plumbing: what rmcp reads and writes, and the two tasks.
+fn pipes<R, W>(
+    input: R,
+    output: W,
+) -> (
+    (tokio::io::DuplexStream, tokio::io::DuplexStream),
+    tokio::task::JoinHandle<()>,
+)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     let (to_rmcp, rmcp_reads) = tokio::io::duplex(1 << 16);
     let (rmcp_writes, from_rmcp) = tokio::io::duplex(1 << 16);
-    let (answers, answered) = mpsc::unbounded_channel();
+    let (answers, answered) = mpsc::channel(QUEUED_ANSWERS);
     tokio::spawn(read_side(input, to_rmcp, answers));
     let flushed = tokio::spawn(write_side(from_rmcp, answered, output));
     ((rmcp_reads, rmcp_writes), flushed)
@@ -55,7 +83,7 @@ where
 async fn read_side<R: AsyncRead + Unpin>(
     input: R,
     mut to_rmcp: tokio::io::DuplexStream,
-    answers: mpsc::UnboundedSender<Value>,
+    answers: mpsc::Sender<Value>,
 ) {
     let mut reader = BufReader::new(input);
     let mut line = Vec::new();
@@ -88,7 +116,7 @@ async fn read_side<R: AsyncRead + Unpin>(
                 }
             }
             Verdict::Answer(response) => {
-                if answers.send(response).is_err() {
+                if answers.send(response).await.is_err() {
                     break;
                 }
             }
@@ -123,7 +151,7 @@ async fn skip_line<R: AsyncRead + Unpin>(reader: &mut BufReader<R>) -> std::io::
 /// when the other branch wins), so an answer never lands inside it.
 async fn write_side<W: AsyncWrite + Unpin>(
     from_rmcp: tokio::io::DuplexStream,
-    mut answered: mpsc::UnboundedReceiver<Value>,
+    mut answered: mpsc::Receiver<Value>,
     mut output: W,
 ) {
     let mut rmcp = BufReader::new(from_rmcp);
@@ -131,23 +159,37 @@ async fn write_side<W: AsyncWrite + Unpin>(
     loop {
         let written = tokio::select! {
             read = rmcp.read_until(b'\n', &mut line) => match read {
-                Ok(0) | Err(_) => break,
+                Ok(0) | Err(_) => {
+                    // rmcp is done; the guard's last answers still go out
+                    // (its reader ends, and drops the sender, at input's end).
+                    while let Some(answer) = answered.recv().await {
+                        if write_answer(&mut output, &answer).await.is_err() {
+                            break;
+                        }
+                    }
+                    break;
+                }
                 Ok(_) => {
                     let written = write_line(&mut output, &line).await;
                     line.clear();
                     written
                 }
             },
-            Some(answer) = answered.recv() => {
-                let mut text = answer.to_string().into_bytes();
-                text.push(b'\n');
-                write_line(&mut output, &text).await
-            }
+            Some(answer) = answered.recv() => write_answer(&mut output, &answer).await,
         };
         if written.is_err() {
             break;
         }
     }
+}
+
+async fn write_answer<W: AsyncWrite + Unpin>(
+    output: &mut W,
+    answer: &Value,
+) -> std::io::Result<()> {
+    let mut text = answer.to_string().into_bytes();
+    text.push(b'\n');
+    write_line(output, &text).await
 }
 
 async fn write_line<W: AsyncWrite + Unpin>(output: &mut W, line: &[u8]) -> std::io::Result<()> {
@@ -158,8 +200,12 @@ async fn write_line<W: AsyncWrite + Unpin>(output: &mut W, line: &[u8]) -> std::
 /// Judges one line: a JSON-RPC 2.0 request, notification or response is
 /// forwarded; anything else is answered as JSON-RPC says.
 fn triage(line: &[u8]) -> Verdict {
-    let line = line.trim_ascii();
-    if line.is_empty() {
+    // Exactly the bytes that would be forwarded are judged: JSON's own
+    // whitespace only (a form feed is not JSON, and not skipped).
+    if line
+        .iter()
+        .all(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
+    {
         return Verdict::Skip;
     }
     let message: Value = match serde_json::from_slice(line) {
@@ -174,7 +220,8 @@ fn triage(line: &[u8]) -> Verdict {
         ));
     };
     let id = message.get("id");
-    let valid_id = id.is_some_and(|id| id.is_string() || id.is_number());
+    // rmcp takes a string or an integer that fits an i64.
+    let valid_id = id.is_some_and(|id| id.is_string() || id.is_i64());
     let answer_id = if valid_id {
         id.cloned().unwrap_or_default()
     } else {
@@ -193,7 +240,7 @@ fn triage(line: &[u8]) -> Verdict {
     match (id, message.get("method")) {
         (_, Some(Value::String(method))) => {
             if id.is_some() && !valid_id {
-                return invalid("\"id\" must be a string or a number");
+                return invalid("\"id\" must be a string or an integer");
             }
             params_problem(&message, method).map_or(Verdict::Forward, |why| match id {
                 Some(_) => Verdict::Answer(error(answer_id.clone(), -32602, why)),
@@ -285,7 +332,7 @@ mod tests {
             (
                 r#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#,
                 -32600,
-                "invalid request: \"id\" must be a string or a number",
+                "invalid request: \"id\" must be a string or an integer",
             ),
         ] {
             assert_eq!(
@@ -309,11 +356,81 @@ mod tests {
             answer(r#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":"\ud800"}}"#).1,
             -32700
         );
+        // What rmcp would not take either: a form feed before the JSON, a
+        // fractional id.
+        assert_eq!(
+            answer("\x0c{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"ping\"}").1,
+            -32700
+        );
+        assert_eq!(
+            answer(r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#),
+            (
+                Value::Null,
+                -32600,
+                "invalid request: \"id\" must be a string or an integer".to_string()
+            )
+        );
         // A notification of the wrong shape is dropped: notifications get no answer.
         assert_eq!(
             triage(br#"{"jsonrpc":"2.0","method":"n","params":5}"#),
             Verdict::Skip
         );
+    }
+
+    /// The guard's own answer to the last line still goes out when input
+    /// ends right after it (and rmcp's output ends with it).
+    #[test]
+    fn answers_are_not_lost_at_the_end_of_input() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        for _ in 0..50 {
+            rt.block_on(async {
+                let input = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n{nope\n".to_vec();
+                let (client_out, server_in) = tokio::io::duplex(1 << 16);
+                let ((mut reads, writes), flushed) = pipes(std::io::Cursor::new(input), client_out);
+                let mut forwarded = String::new();
+                reads.read_to_string(&mut forwarded).await.unwrap();
+                drop(writes);
+                flushed.await.unwrap();
+                let mut out = String::new();
+                BufReader::new(server_in)
+                    .read_to_string(&mut out)
+                    .await
+                    .unwrap();
+                assert!(out.contains("-32700"), "{out:?}");
+            });
+        }
+    }
+
+    /// A line over the cap is answered and skipped; the next one passes.
+    #[test]
+    fn an_over_long_line_is_answered_and_the_session_goes_on() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut input = vec![b'x'; MAX_LINE + 10];
+            input.extend_from_slice(b"\n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\n");
+            let (client_out, server_in) = tokio::io::duplex(1 << 16);
+            let ((mut reads, writes), flushed) = pipes(std::io::Cursor::new(input), client_out);
+            let mut forwarded = String::new();
+            reads.read_to_string(&mut forwarded).await.unwrap();
+            assert_eq!(
+                forwarded,
+                "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\n"
+            );
+            drop(writes);
+            flushed.await.unwrap();
+            let mut out = String::new();
+            BufReader::new(server_in)
+                .read_to_string(&mut out)
+                .await
+                .unwrap();
+            assert!(out.contains("at most 16777216 bytes"), "{out:?}");
+        });
     }
 
     #[test]
@@ -326,7 +443,7 @@ mod tests {
             let input = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n{nope\n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}".to_vec();
             let (client_out, server_in) = tokio::io::duplex(1 << 16);
             let ((mut rmcp_reads, mut rmcp_writes), flushed) =
-                guarded(std::io::Cursor::new(input), client_out);
+                pipes(std::io::Cursor::new(input), client_out);
             let mut got = String::new();
             rmcp_reads.read_to_string(&mut got).await.unwrap();
             assert_eq!(
