@@ -16,7 +16,7 @@ use loom_fs_mcp::runtime::fs::Refusal;
 use loom_fs_mcp::runtime::{
     Budget, Cache, CallError, CallMount, CallOutcome, CallRequest, GuestLimits, Runtime,
 };
-use loom_fs_mcp::tools::Toolbox;
+use loom_fs_mcp::tools::{Control, Toolbox};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -571,7 +571,14 @@ fn spawn_call(
             unreachable!()
         };
         let r = tb
-            .call("hostile", Some(args), cancel, Arc::default())
+            .call(
+                "hostile",
+                Some(args),
+                Control {
+                    cancel,
+                    ..Control::default()
+                },
+            )
             .await
             .unwrap();
         let text = r

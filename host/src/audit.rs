@@ -39,6 +39,9 @@ pub struct Record<'a> {
     /// `timeout`, `memory`, `crashed`), if it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stopped: Option<&'a str>,
+    /// The client's address, for a call over HTTP.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client: Option<&'a str>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
@@ -62,7 +65,13 @@ impl<'a> Record<'a> {
             bytes: 0,
             trash: &[],
             stopped: None,
+            client: None,
         }
+    }
+
+    pub fn client(mut self, client: Option<&'a str>) -> Record<'a> {
+        self.client = client;
+        self
     }
 
     pub fn stopped(mut self, reason: Option<&'a str>) -> Record<'a> {

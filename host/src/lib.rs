@@ -4,6 +4,7 @@
 
 pub mod audit;
 pub mod config;
+pub mod http;
 pub mod mcp;
 pub mod policy;
 pub mod runtime;

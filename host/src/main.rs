@@ -3,6 +3,7 @@
 //! else (banner, logs, audit) goes to stderr.
 
 use std::io::IsTerminal;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use rmcp::ServiceExt;
 
 use loom_fs_mcp::audit::Audit;
 use loom_fs_mcp::config::{AuditTarget, Config};
+use loom_fs_mcp::http::{self, HttpOptions};
 use loom_fs_mcp::mcp::Server;
 use loom_fs_mcp::policy::Permission;
 use loom_fs_mcp::runtime::{self, Budget, Cache, Runtime};
@@ -34,6 +36,49 @@ struct Cli {
     /// Cap every root at read, whatever its role.
     #[arg(long, global = true)]
     read_only: bool,
+    #[command(flatten)]
+    http: HttpArgs,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Transport {
+    /// JSON-RPC lines on stdin/stdout (what a client that starts the server uses).
+    Stdio,
+    /// Streamable HTTP on `--listen`, endpoint `/mcp`.
+    Http,
+}
+
+#[derive(clap::Args)]
+struct HttpArgs {
+    /// How to serve MCP.
+    #[arg(long, value_enum, default_value = "stdio")]
+    transport: Transport,
+    /// Address to listen on (HTTP); port 0 picks a free one.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:3000")]
+    listen: SocketAddr,
+    /// Allow listening on an address that is not loopback.
+    #[arg(long)]
+    allow_non_loopback: bool,
+    /// File holding the bearer token every HTTP request must carry.
+    #[arg(long, value_name = "FILE")]
+    auth_token_file: Option<PathBuf>,
+    /// A `Host` header value to accept besides the bound address and
+    /// loopback names (repeatable).
+    #[arg(long = "allowed-host", value_name = "HOST")]
+    allowed_hosts: Vec<String>,
+    /// An `Origin` to accept besides loopback origins, with its scheme
+    /// (`https://app.example.com:443`; repeatable).
+    #[arg(long = "allowed-origin", value_name = "ORIGIN")]
+    allowed_origins: Vec<String>,
+    /// Largest HTTP request body.
+    #[arg(long, value_name = "BYTES", default_value_t = 4 << 20)]
+    max_body_bytes: usize,
+    /// Most MCP sessions open at once (2025-era clients).
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    max_sessions: usize,
+    /// Seconds after which a session without requests is closed.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    session_idle_secs: u64,
 }
 
 #[derive(Subcommand)]
@@ -185,7 +230,10 @@ fn serve(cli: &Cli) -> anyhow::Result<()> {
     for r in &config.roots {
         eprintln!("  {:width$}  {:<10}  {}", r.name, r.role.as_str(), r.perms);
     }
-    eprintln!("serving MCP over stdio");
+    let http = match cli.http.transport {
+        Transport::Stdio => None,
+        Transport::Http => Some(http_options(&cli.http, config.limits.tool_timeout)?),
+    };
     // The client's handshake needs no component: answer it at once, and
     // load the components meanwhile. Tool requests wait for them; a
     // component that fails to load stops the server with the reason.
@@ -206,18 +254,104 @@ fn serve(cli: &Cli) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    rt.block_on(async move {
-        let (io, flushed) = transport::guarded(tokio::io::stdin(), tokio::io::stdout());
-        let service = Server::new(loaded)
-            .serve(io)
-            .await
-            .context("MCP session failed to start")?;
-        service
-            .waiting()
-            .await
-            .context("MCP session ended with an error")?;
-        // The session is over: let its last answers reach the client.
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), flushed).await;
-        Ok(())
+    match http {
+        None => {
+            eprintln!("serving MCP over stdio");
+            rt.block_on(serve_stdio(Server::new(loaded)))
+        }
+        Some(options) => rt.block_on(serve_http(Server::new(loaded), options)),
+    }
+}
+
+async fn serve_stdio(server: Server) -> anyhow::Result<()> {
+    let (io, flushed) = transport::guarded(tokio::io::stdin(), tokio::io::stdout());
+    let service = server
+        .serve(io)
+        .await
+        .context("MCP session failed to start")?;
+    service
+        .waiting()
+        .await
+        .context("MCP session ended with an error")?;
+    // The session is over: let its last answers reach the client.
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), flushed).await;
+    Ok(())
+}
+
+async fn serve_http(server: Server, options: HttpOptions) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", options.listen))?;
+    let bound = listener.local_addr()?;
+    eprintln!("serving MCP over HTTP on http://{bound}/mcp (health: http://{bound}/health)");
+    let stop = tokio_util::sync::CancellationToken::new();
+    let trigger = stop.clone();
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("cannot watch SIGTERM")?;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        eprintln!("loom-fs-mcp: stopping: finishing the calls in flight");
+        trigger.cancel();
+    });
+    http::serve(listener, server, &options, stop)
+        .await
+        .context("HTTP server failed")
+}
+
+/// The HTTP options from the command line, refusing what would be unsafe by
+/// surprise: a non-loopback address needs `--allow-non-loopback`, and then
+/// the risk is said on stderr.
+fn http_options(args: &HttpArgs, tool_timeout: std::time::Duration) -> anyhow::Result<HttpOptions> {
+    let token = match &args.auth_token_file {
+        None => None,
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read the auth token file {}", path.display()))?;
+            let token = text.trim();
+            anyhow::ensure!(
+                !token.is_empty(),
+                "the auth token file {} is empty",
+                path.display()
+            );
+            Some(token.to_string())
+        }
+    };
+    let ip = args.listen.ip();
+    if !ip.is_loopback() {
+        anyhow::ensure!(
+            args.allow_non_loopback,
+            "refusing to listen on {}: not a loopback address; anyone who can reach it gets \
+             the roots' permissions. Pass --allow-non-loopback (and --auth-token-file) if you mean it",
+            args.listen
+        );
+        eprintln!(
+            "warning: listening on {}, which is not loopback: anyone who can reach this address \
+             can use every root with its permissions{}",
+            args.listen,
+            if token.is_none() {
+                ", and no --auth-token-file is set"
+            } else {
+                " if they hold the token"
+            }
+        );
+    }
+    anyhow::ensure!(args.max_sessions > 0, "--max-sessions must be at least 1");
+    anyhow::ensure!(
+        args.session_idle_secs > 0,
+        "--session-idle-secs must be at least 1"
+    );
+    Ok(HttpOptions {
+        listen: args.listen,
+        token,
+        allowed_hosts: args.allowed_hosts.clone(),
+        allowed_origins: args.allowed_origins.clone(),
+        max_body_bytes: args.max_body_bytes,
+        max_sessions: args.max_sessions,
+        session_idle: std::time::Duration::from_secs(args.session_idle_secs),
+        // A call may wait for a slot, then run, each up to the tool timeout.
+        drain: tool_timeout * 2 + std::time::Duration::from_secs(1),
     })
 }

@@ -13,6 +13,7 @@
 //! client's handshake is answered): tool requests wait for it.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use rmcp::model::{
@@ -23,8 +24,9 @@ use rmcp::model::{
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
+use crate::http::ClientAddr;
 use crate::runtime::Activity;
-use crate::tools::Toolbox;
+use crate::tools::{Control, Toolbox};
 
 /// How often a running call with a progress token reports progress. A call
 /// that ends sooner sends none.
@@ -40,11 +42,38 @@ pub type Ready = tokio::sync::watch::Receiver<Option<Arc<Toolbox>>>;
 #[derive(Clone)]
 pub struct Server {
     toolbox: Ready,
+    /// Tool calls being answered, across every session (for a shutdown
+    /// that lets them finish).
+    in_flight: Arc<AtomicUsize>,
+}
+
+/// Counts a call in flight while it lives.
+struct InFlight(Arc<AtomicUsize>);
+
+impl InFlight {
+    fn new(count: &Arc<AtomicUsize>) -> InFlight {
+        count.fetch_add(1, Ordering::SeqCst);
+        InFlight(Arc::clone(count))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Server {
     pub fn new(toolbox: Ready) -> Server {
-        Server { toolbox }
+        Server {
+            toolbox,
+            in_flight: Arc::default(),
+        }
+    }
+
+    /// Tool calls not answered yet.
+    pub fn calls_in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::SeqCst)
     }
 
     /// The toolbox, waiting for it to be loaded.
@@ -88,6 +117,7 @@ impl ServerHandler for Server {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let _counted = InFlight::new(&self.in_flight);
         let toolbox = self.toolbox().await?;
         let activity = Arc::new(Activity::default());
         let reporter = context.meta.get_progress_token().map(|token| {
@@ -97,13 +127,18 @@ impl ServerHandler for Server {
                 Arc::clone(&activity),
             ))
         });
+        let client = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<ClientAddr>())
+            .map(|ClientAddr(addr)| addr.to_string());
+        let control = Control {
+            cancel: context.ct.clone(),
+            activity,
+            client,
+        };
         let result = toolbox
-            .call(
-                &request.name,
-                request.arguments,
-                context.ct.clone(),
-                activity,
-            )
+            .call(&request.name, request.arguments, control)
             .await;
         if let Some(reporter) = reporter {
             // Stopped before the response goes out: no progress after it.
@@ -133,6 +168,10 @@ const METHODS: &[(&str, &str)] = &[
         r#"{"protocolVersion": string, "capabilities": object, "clientInfo": object}"#,
     ),
     ("ping", "{}"),
+    (
+        "server/discover",
+        r#"{"_meta": {"io.modelcontextprotocol/protocolVersion": string, ...}}"#,
+    ),
 ];
 
 fn unfit_request(method: &str) -> ErrorData {

@@ -47,10 +47,14 @@ enum Action {
     },
 }
 
-/// What the MCP layer keeps of a running call: its stop switch and counters.
-struct Control {
-    cancel: CancellationToken,
-    activity: Arc<Activity>,
+/// What the transport gives a call: its stop switch, the counters its guest
+/// updates while it runs, and who asked (a client address over HTTP).
+#[derive(Default)]
+pub struct Control {
+    /// Fired to stop the call, waiting for a slot or running.
+    pub cancel: CancellationToken,
+    pub activity: Arc<Activity>,
+    pub client: Option<String>,
 }
 
 struct Entry {
@@ -218,14 +222,11 @@ impl Toolbox {
 
     /// Calls tool `name`. Unknown tools are a protocol error; everything
     /// else, including refusals, is a tool result (`isError` when it failed).
-    /// Firing `cancel` stops the call, waiting for a slot or running;
-    /// `activity` counts what its guest does while it runs.
     pub async fn call(
         self: &Arc<Self>,
         name: &str,
         arguments: Option<JsonObject>,
-        cancel: CancellationToken,
-        activity: Arc<Activity>,
+        control: Control,
     ) -> Result<CallToolResult, ErrorData> {
         let Some(entry) = self.entries.iter().find(|e| e.tool.name == name) else {
             return Err(ErrorData::invalid_params(
@@ -241,12 +242,12 @@ impl Toolbox {
                 paths,
                 keeps_history,
             } => {
-                let resolved = match self.resolve_all(name, paths, &arguments) {
+                let client = control.client.as_deref();
+                let resolved = match self.resolve_all(name, paths, &arguments, client) {
                     Ok(resolved) => resolved,
                     Err(message) => return Ok(error_result(message)),
                 };
                 let stamp = keeps_history.then(runtime::trash_stamp);
-                let control = Control { cancel, activity };
                 Ok(self
                     .run(name, *index, resolved, arguments, stamp, control)
                     .await)
@@ -286,6 +287,7 @@ impl Toolbox {
         tool: &str,
         paths: &[PathArg],
         args: &JsonObject,
+        client: Option<&str>,
     ) -> Result<Vec<Resolved>, String> {
         let mut resolved = Vec::with_capacity(paths.len());
         for request in path_requests(paths, args)? {
@@ -294,8 +296,11 @@ impl Toolbox {
                 Ok(r) => resolved.push(r),
                 Err(denial) => {
                     let (root_c, path_c) = (clip(root), clip(path));
-                    self.audit
-                        .log(&Record::new(tool, &root_c, &path_c, op).denied(denial.rule.as_str()));
+                    self.audit.log(
+                        &Record::new(tool, &root_c, &path_c, op)
+                            .denied(denial.rule.as_str())
+                            .client(client),
+                    );
                     return Err(format!(
                         "refused by rule '{}': {} (root '{}', path '{}')",
                         denial.rule,
@@ -329,6 +334,8 @@ impl Toolbox {
                 }),
             }
         }
+        let client = control.client;
+        let client = client.as_deref();
         let limits = &self.config.limits;
         let request = CallRequest {
             mounts,
@@ -342,7 +349,6 @@ impl Toolbox {
             cancel: control.cancel,
             activity: control.activity,
         };
-        let started = Instant::now();
         let slot = match self.slots.take(&request.cancel).await {
             Ok(slot) => slot,
             Err(e) => {
@@ -353,12 +359,15 @@ impl Toolbox {
                 for r in &resolved {
                     self.audit.log(
                         &Record::new(tool, &r.root().name, &clip(r.requested()), r.op())
-                            .denied(rule),
+                            .denied(rule)
+                            .client(client),
                     );
                 }
                 return error_result(e.to_string());
             }
         };
+        // The call's duration is its guest's, not its wait for a slot.
+        let started = Instant::now();
         let this = Arc::clone(self);
         let outcome = tokio::task::spawn_blocking(move || {
             let _slot = slot;
@@ -407,6 +416,7 @@ impl Toolbox {
                 .collect();
             self.audit.log(
                 &Record::new(tool, &r.root().name, &path, r.op())
+                    .client(client)
                     .took(elapsed, bytes)
                     .kept(&kept)
                     .stopped(stopped),
@@ -417,6 +427,7 @@ impl Toolbox {
             let op = self.runtime.tools()[index].descriptor.permission.into();
             self.audit.log(
                 &Record::new(tool, "", "", op)
+                    .client(client)
                     .took(elapsed, bytes)
                     .stopped(stopped),
             );
@@ -424,6 +435,7 @@ impl Toolbox {
         for refusal in &outcome.refusals {
             self.audit.log(
                 &Record::new(tool, &refusal.root, &clip(&refusal.path), refusal.op)
+                    .client(client)
                     .denied(refusal.rule),
             );
         }

@@ -1,0 +1,210 @@
+//! The Streamable HTTP transport: `/mcp` (rmcp's `StreamableHttpService`)
+//! and `GET /health`, for a shared endpoint.
+//!
+//! As safe as stdio by default: it listens on loopback only unless told
+//! otherwise; requests whose `Host` is not the bound address or a loopback
+//! name, and requests carrying a foreign `Origin`, are refused with 403 (DNS
+//! rebinding: a web page must not reach a local server through the
+//! browser); with `--auth-token-file`, every `/mcp` request must carry the
+//! token (`Authorization: Bearer …`, compared in constant time) or gets 401.
+//! Bodies are capped, sessions are capped and expire when idle. Both
+//! protocol eras are served on the one endpoint: 2025 clients `initialize`
+//! and keep an `Mcp-Session-Id` session; 2026-07-28 clients are stateless.
+//!
+//! `/health` answers `ok` without touching any root or the toolbox.
+
+use std::future::IntoFuture;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use subtle::ConstantTimeEq;
+use tokio_util::sync::CancellationToken;
+
+use crate::mcp::Server;
+
+/// How the endpoint is served.
+#[derive(Clone, Debug)]
+pub struct HttpOptions {
+    pub listen: SocketAddr,
+    /// Bearer token every `/mcp` request must carry, if any.
+    pub token: Option<String>,
+    /// `Host` values accepted besides the bound address and loopback names.
+    pub allowed_hosts: Vec<String>,
+    /// `Origin` values accepted besides loopback origins.
+    pub allowed_origins: Vec<String>,
+    pub max_body_bytes: usize,
+    pub max_sessions: usize,
+    /// A session with no request for this long is closed.
+    pub session_idle: Duration,
+    /// How long a shutdown waits for calls in flight.
+    pub drain: Duration,
+}
+
+/// The client's address, put in each request's extensions for the audit log.
+#[derive(Clone, Copy, Debug)]
+pub struct ClientAddr(pub SocketAddr);
+
+/// What the `/mcp` guard needs.
+struct Gate {
+    token: Option<String>,
+    sessions: Arc<LocalSessionManager>,
+    max_sessions: usize,
+}
+
+/// The `Host` values always accepted: loopback names, with any port.
+const LOOPBACK_HOSTS: [&str; 4] = ["localhost", "127.0.0.1", "::1", "[::1]"];
+
+/// The router: `/health` and the guarded `/mcp`. `sessions_end` closes
+/// every MCP session when fired.
+pub fn router(server: Server, options: &HttpOptions, sessions_end: &CancellationToken) -> Router {
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive = Some(options.session_idle);
+    let sessions = Arc::new(sessions);
+    let mut hosts: Vec<String> = LOOPBACK_HOSTS.iter().map(|h| h.to_string()).collect();
+    hosts.push(options.listen.ip().to_string());
+    hosts.push(options.listen.to_string());
+    hosts.extend(options.allowed_hosts.iter().cloned());
+    let mut origins: Vec<String> = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"]
+        .iter()
+        .map(|o| o.to_string())
+        .collect();
+    origins.extend(options.allowed_origins.iter().cloned());
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(hosts)
+        .with_allowed_origins(origins)
+        .with_max_request_body_bytes(options.max_body_bytes)
+        .with_cancellation_token(sessions_end.clone());
+    let mcp = StreamableHttpService::new(move || Ok(server.clone()), Arc::clone(&sessions), config);
+    let gate = Arc::new(Gate {
+        token: options.token.clone(),
+        sessions,
+        max_sessions: options.max_sessions,
+    });
+    let guarded = Router::new()
+        .route_service("/mcp", mcp)
+        .layer(middleware::from_fn_with_state(gate, guard));
+    Router::new()
+        .route("/health", get(|| async { "ok\n" }))
+        .merge(guarded)
+}
+
+/// Serves on `listener` until `stop` fires. Then it stops accepting, lets
+/// the tool calls in flight finish (for at most `drain`: a write is never cut
+/// short by a shutdown), closes the sessions, and returns.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    server: Server,
+    options: &HttpOptions,
+    stop: CancellationToken,
+) -> std::io::Result<()> {
+    let sessions_end = CancellationToken::new();
+    let app = router(server.clone(), options, &sessions_end);
+    let accepting = stop.clone();
+    let serving = tokio::spawn(
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(async move { accepting.cancelled().await })
+        .into_future(),
+    );
+    stop.cancelled().await;
+    let deadline = tokio::time::Instant::now() + options.drain;
+    while server.calls_in_flight() > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Every answer is out: end the sessions (and their open streams), so
+    // the connections close; whatever still hangs on is cut at the deadline.
+    sessions_end.cancel();
+    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+    match tokio::time::timeout(left.max(Duration::from_millis(200)), serving).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(e)) => Err(std::io::Error::other(e)),
+        Err(_) => Ok(()),
+    }
+}
+
+/// Auth, the session cap, and the client's address, before rmcp sees the
+/// request (which then checks `Host`, `Origin` and the body size).
+async fn guard(
+    State(gate): State<Arc<Gate>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    if let Some(token) = &gate.token
+        && !bearer_matches(request.headers(), token)
+    {
+        return (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Bearer")],
+            "missing or wrong bearer token\n",
+        )
+            .into_response();
+    }
+    if opens_session(&request) && gate.sessions.sessions.read().await.len() >= gate.max_sessions {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "all {} sessions are in use (--max-sessions); try again later\n",
+                gate.max_sessions
+            ),
+        )
+            .into_response();
+    }
+    request.extensions_mut().insert(ClientAddr(peer));
+    next.run(request).await
+}
+
+fn bearer_matches(headers: &HeaderMap, token: &str) -> bool {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|given| bool::from(given.as_bytes().ct_eq(token.as_bytes())))
+}
+
+/// Whether a request may open a session: a POST without a session id, of a
+/// protocol era that has sessions (2026-07-28 and later are stateless).
+fn opens_session(request: &Request) -> bool {
+    let headers = request.headers();
+    let stateless = headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v >= "2026-07-28");
+    request.method() == Method::POST && !headers.contains_key("mcp-session-id") && !stateless
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_token_must_match_exactly() {
+        let with = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::AUTHORIZATION, v.parse().unwrap());
+            h
+        };
+        assert!(bearer_matches(&with("Bearer s3cret"), "s3cret"));
+        for wrong in [
+            "Bearer s3cre",
+            "Bearer s3cret ",
+            "bearer s3cret",
+            "s3cret",
+            "Bearer ",
+        ] {
+            assert!(!bearer_matches(&with(wrong), "s3cret"), "{wrong}");
+        }
+        assert!(!bearer_matches(&HeaderMap::new(), "s3cret"));
+    }
+}

@@ -1,0 +1,458 @@
+//! Streamable HTTP, end to end: the real binary on an ephemeral loopback
+//! port, spoken to by a minimal HTTP/1.1 client (so every header is the
+//! test's own): both protocol eras, DNS-rebinding protection (`Host`,
+//! `Origin`), the bearer token, the body cap, the session cap, the
+//! loopback-only default, the client address in the audit log, and a
+//! shutdown that lets a write in flight finish.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Env, command, scan};
+use serde_json::{Value, json};
+
+/// The server, with the address it printed.
+struct Http {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Drop for Http {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(config: &Path, extra: &[&str]) -> Http {
+    let mut child = command()
+        .arg("--config")
+        .arg(config)
+        .args(["--transport", "http", "--listen", "127.0.0.1:0"])
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let addr = loop {
+        line.clear();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "the server ended before listening");
+        if let Some(rest) = line.trim().strip_prefix("serving MCP over HTTP on http://") {
+            break rest.split('/').next().unwrap().parse().unwrap();
+        }
+    };
+    // Keep draining stderr so the server never blocks on it.
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    Http { child, addr }
+}
+
+struct Response {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Response {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The JSON-RPC messages of the body: one JSON document, or the `data:`
+    /// lines of an event stream.
+    fn messages(&self) -> Vec<Value> {
+        if self.header("content-type").is_some_and(|t| t.starts_with("text/event-stream")) {
+            self.body
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .filter(|d| !d.trim().is_empty())
+                .map(|d| serde_json::from_str(d.trim()).unwrap())
+                .collect()
+        } else {
+            vec![serde_json::from_str(&self.body).unwrap()]
+        }
+    }
+
+    fn message(&self) -> Value {
+        let mut all = self.messages();
+        assert_eq!(all.len(), 1, "{all:?}");
+        all.remove(0)
+    }
+}
+
+/// One request on its own connection. A `Host` is added unless given.
+fn send(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Response {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+    if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
+        head += &format!("Host: {addr}\r\n");
+    }
+    for (n, v) in headers {
+        head += &format!("{n}: {v}\r\n");
+    }
+    head += "\r\n";
+    stream.write_all(head.as_bytes()).unwrap();
+    // The server may answer (413, 401) before reading a large body.
+    let _ = stream.write_all(body);
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    parse(&raw)
+}
+
+fn parse(raw: &[u8]) -> Response {
+    let text = String::from_utf8_lossy(raw);
+    let (head, rest) = text.split_once("\r\n\r\n").expect("an HTTP response");
+    let mut lines = head.lines();
+    let status = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_string(), v.trim().to_string()))
+        .collect();
+    let chunked = headers
+        .iter()
+        .any(|(n, v)| n.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
+    let body = if chunked { dechunk(rest) } else { rest.to_string() };
+    scan(&body);
+    Response { status, headers, body }
+}
+
+fn dechunk(mut rest: &str) -> String {
+    let mut body = String::new();
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else { break };
+        if n == 0 || after.len() < n {
+            break;
+        }
+        body.push_str(&after[..n]);
+        rest = after[n..].trim_start_matches("\r\n");
+    }
+    body
+}
+
+const ACCEPT: (&str, &str) = ("Accept", "application/json, text/event-stream");
+const JSON: (&str, &str) = ("Content-Type", "application/json");
+
+fn initialize_body(version: &str) -> String {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": version, "capabilities": {},
+        "clientInfo": {"name": "http-test", "version": "0"}}})
+    .to_string()
+}
+
+/// A 2025-11-25 session: initialize, then the initialized notification.
+fn open_session(addr: SocketAddr) -> String {
+    let r = send(addr, "POST", "/mcp", &[ACCEPT, JSON], initialize_body("2025-11-25").as_bytes());
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.message()["result"]["protocolVersion"], "2025-11-25");
+    let session = r.header("mcp-session-id").expect("a session id").to_string();
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+    let r = send(
+        addr,
+        "POST",
+        "/mcp",
+        &[ACCEPT, JSON, ("Mcp-Session-Id", &session), ("MCP-Protocol-Version", "2025-11-25")],
+        note.as_bytes(),
+    );
+    assert_eq!(r.status, 202, "{}", r.body);
+    session
+}
+
+fn in_session(addr: SocketAddr, session: &str, id: u32, method: &str, params: Value) -> Response {
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
+    send(
+        addr,
+        "POST",
+        "/mcp",
+        &[ACCEPT, JSON, ("Mcp-Session-Id", session), ("MCP-Protocol-Version", "2025-11-25")],
+        body.as_bytes(),
+    )
+}
+
+fn fixture() -> (Env, std::path::PathBuf) {
+    let env = Env::new();
+    env.write("docs/a.txt", "alpha\n")
+        .write("docs/.env", "CANARY-DOTENV\n")
+        .mkdir("ws")
+        .write("outside/secret.txt", "CANARY-OUTSIDE\n");
+    let config = env.config(
+        "audit_log = \"audit.log\"\n\
+         [[roots]]\nname = \"docs\"\npath = \"docs\"\nrole = \"reference\"\n\
+         [[roots]]\nname = \"ws\"\npath = \"ws\"\nrole = \"workspace\"\n",
+    );
+    (env, config)
+}
+
+#[test]
+fn both_eras_are_served_on_one_endpoint_behind_the_rebinding_guard() {
+    let (env, config) = fixture();
+    let outside = env.snapshot_of("outside");
+    let server = start(&config, &[]);
+    let addr = server.addr;
+
+    let health = send(addr, "GET", "/health", &[], b"");
+    assert_eq!((health.status, health.body.as_str()), (200, "ok\n"));
+
+    // 2025-11-25: initialize, a session, tools/list and a call.
+    let session = open_session(addr);
+    let list = in_session(addr, &session, 2, "tools/list", json!({})).message();
+    let names: Vec<&str> = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"read_file") && names.contains(&"delete_file"), "{names:?}");
+    let read = in_session(
+        addr,
+        &session,
+        3,
+        "tools/call",
+        json!({"name": "read_file", "arguments": {"root": "docs", "path": "a.txt"}}),
+    )
+    .message();
+    assert_eq!(read["result"]["content"][0]["text"], "alpha\n", "{read}");
+    let denied = in_session(
+        addr,
+        &session,
+        4,
+        "tools/call",
+        json!({"name": "read_file", "arguments": {"root": "docs", "path": ".env"}}),
+    )
+    .message();
+    assert_eq!(denied["result"]["isError"], true);
+    assert!(!denied.to_string().contains("CANARY"));
+    // A protocol version the server does not speak, on a session request.
+    let body = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"}).to_string();
+    let r = send(
+        addr,
+        "POST",
+        "/mcp",
+        &[ACCEPT, JSON, ("Mcp-Session-Id", &session), ("MCP-Protocol-Version", "1999-01-01")],
+        body.as_bytes(),
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+
+    // 2026-07-28: stateless, server/discover and a call, version in _meta.
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "http-test", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {}
+    });
+    let discover = json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}});
+    let r = send(
+        addr,
+        "POST",
+        "/mcp",
+        &[ACCEPT, JSON, ("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "server/discover")],
+        discover.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.header("mcp-session-id").is_none());
+    let found = r.message();
+    assert!(found["result"].is_object(), "{found}");
+    assert!(found.to_string().contains("loom-fs-mcp"), "{found}");
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "read_file", "arguments": {"root": "docs", "path": "a.txt"}, "_meta": meta}});
+    let r = send(
+        addr,
+        "POST",
+        "/mcp",
+        &[
+            ACCEPT,
+            JSON,
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "read_file"),
+        ],
+        call.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.message()["result"]["content"][0]["text"], "alpha\n");
+
+    // DNS rebinding: a foreign Origin or Host is refused; no Origin is fine
+    // (every request above had none), a loopback Origin too.
+    let init = initialize_body("2025-11-25");
+    let r = send(addr, "POST", "/mcp", &[ACCEPT, JSON, ("Origin", "http://evil.example")], init.as_bytes());
+    assert_eq!(r.status, 403, "{}", r.body);
+    let r = send(addr, "POST", "/mcp", &[ACCEPT, JSON, ("Host", "evil.example")], init.as_bytes());
+    assert_eq!(r.status, 403, "{}", r.body);
+    let r = send(
+        addr,
+        "POST",
+        "/mcp",
+        &[ACCEPT, JSON, ("Origin", &format!("http://localhost:{}", addr.port()))],
+        init.as_bytes(),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+
+    // An oversized body is refused, not read.
+    let huge = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":{{\"name\":\"write_file\",\"arguments\":{{\"root\":\"ws\",\"path\":\"big\",\"content\":\"{}\"}}}}}}",
+        "x".repeat(5 << 20)
+    );
+    let r = send(
+        addr,
+        "POST",
+        "/mcp",
+        &[ACCEPT, JSON, ("Mcp-Session-Id", &session), ("MCP-Protocol-Version", "2025-11-25")],
+        huge.as_bytes(),
+    );
+    assert_eq!(r.status, 413, "{}", r.body);
+    assert!(!env.path("ws/big").exists());
+
+    // The audit line of an HTTP call names the client.
+    let audit = std::fs::read_to_string(env.path("audit.log")).unwrap();
+    let line: Value = audit
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|l| l["tool"] == "read_file" && l["decision"] == "allow")
+        .expect("an audit line for the read");
+    assert!(
+        line["client"].as_str().is_some_and(|c| c.starts_with("127.0.0.1:")),
+        "{line}"
+    );
+    assert_eq!(env.snapshot_of("outside"), outside);
+}
+
+#[test]
+fn a_configured_token_is_required_and_checked() {
+    let (env, config) = fixture();
+    std::fs::write(env.path("token"), "s3cret-token\n").unwrap();
+    let token_file = env.path("token").display().to_string();
+    let server = start(&config, &["--auth-token-file", &token_file]);
+    let init = initialize_body("2025-11-25");
+    for auth in [None, Some("Bearer wrong"), Some("Bearer s3cret-toke"), Some("s3cret-token")] {
+        let mut headers = vec![ACCEPT, JSON];
+        if let Some(a) = auth {
+            headers.push(("Authorization", a));
+        }
+        let r = send(server.addr, "POST", "/mcp", &headers, init.as_bytes());
+        assert_eq!(r.status, 401, "{auth:?}: {}", r.body);
+        assert_eq!(r.header("www-authenticate"), Some("Bearer"));
+        assert!(!r.body.contains("s3cret"));
+    }
+    let r = send(
+        server.addr,
+        "POST",
+        "/mcp",
+        &[ACCEPT, JSON, ("Authorization", "Bearer s3cret-token")],
+        init.as_bytes(),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    // The health check needs no token and touches no root.
+    assert_eq!(send(server.addr, "GET", "/health", &[], b"").status, 200);
+}
+
+#[test]
+fn sessions_are_capped() {
+    let (_env, config) = fixture();
+    let server = start(&config, &["--max-sessions", "1"]);
+    open_session(server.addr);
+    let r = send(
+        server.addr,
+        "POST",
+        "/mcp",
+        &[ACCEPT, JSON],
+        initialize_body("2025-11-25").as_bytes(),
+    );
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert!(r.body.contains("--max-sessions"), "{}", r.body);
+}
+
+#[test]
+fn a_non_loopback_address_needs_the_flag_and_gets_a_warning() {
+    let (_env, config) = fixture();
+    let out = command()
+        .arg("--config")
+        .arg(&config)
+        .args(["--transport", "http", "--listen", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("refusing to listen on 0.0.0.0:0: not a loopback address"),
+        "{stderr}"
+    );
+    let mut child = command()
+        .arg("--config")
+        .arg(&config)
+        .args(["--transport", "http", "--listen", "0.0.0.0:0", "--allow-non-loopback"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    while !seen.contains("serving MCP over HTTP") {
+        let mut line = String::new();
+        if stderr.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        seen += &line;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        seen.contains("warning: listening on 0.0.0.0:0, which is not loopback: anyone who can reach this address can use every root with its permissions, and no --auth-token-file is set"),
+        "{seen}"
+    );
+}
+
+/// SIGTERM while a write is being answered: the server stops accepting,
+/// finishes the write, answers it, and exits.
+#[test]
+fn shutdown_finishes_a_write_in_flight() {
+    let (env, config) = fixture();
+    let mut server = start(&config, &[]);
+    let session = open_session(server.addr);
+    let content = "line of text\n".repeat(250_000);
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "write_file", "arguments": {"root": "ws", "path": "big.txt", "content": content}}})
+    .to_string();
+    let addr = server.addr;
+    let writer = std::thread::spawn(move || {
+        let headers = [ACCEPT, JSON, ("Mcp-Session-Id", session.as_str()), ("MCP-Protocol-Version", "2025-11-25")];
+        send(addr, "POST", "/mcp", &headers, body.as_bytes())
+    });
+    // Signal once the call is running (its temporary file exists), or
+    // after a while if it was quicker than that.
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(5)
+        && !std::fs::read_dir(env.path("ws")).unwrap().any(|e| e.is_ok())
+    {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let pid = rustix::process::Pid::from_raw(server.child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let r = writer.join().unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let answer = r.message();
+    assert!(answer["result"]["isError"] != true, "{answer}");
+    assert_eq!(std::fs::read_to_string(env.path("ws/big.txt")).unwrap(), content);
+    let status = wait_exit(&mut server.child, Duration::from_secs(20));
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+}
+
+fn wait_exit(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
