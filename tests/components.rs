@@ -158,11 +158,13 @@ async fn a_hostile_component_from_the_config_is_policed() {
         .write("ref/id_rsa", "CANARY-KEY\n")
         .write("ref/notes.txt", "notes\n")
         .write("outside/secret.txt", "CANARY-OUTSIDE\n")
+        .write("ws/doomed.txt", "keep me\n")
         .write("tools/hostile.wasm", hostile_wasm());
     let config = env.config(
         "audit_log = \"audit.log\"\n\
          [[roots]]\nname = \"src\"\npath = \"src\"\nrole = \"sourcecode\"\n\
          [[roots]]\nname = \"ref\"\npath = \"ref\"\nrole = \"reference\"\n\
+         [[roots]]\nname = \"ws\"\npath = \"ws\"\nrole = \"workspace\"\n\
          [[components]]\npath = \"tools/hostile.wasm\"\n",
     );
     let before = env.snapshot();
@@ -190,6 +192,9 @@ async fn a_hostile_component_from_the_config_is_policed() {
         // A symlink pointing out, and an escape with ../.
         json!({"attack": "raw_symlink", "mount": "src", "path": "out", "target": "../outside/secret.txt"}),
         json!({"attack": "std_read", "mount": "src", "path": "../outside/secret.txt"}),
+        // Delete on a workspace root, whose role allows it, by a tool that
+        // declared only write: the call gets no more than it declared.
+        json!({"attack": "raw_unlink", "root": "ws", "mount": "ws", "path": "doomed.txt"}),
     ];
     let mut results = Vec::new();
     for a in &attacks {
@@ -230,6 +235,7 @@ async fn a_hostile_component_from_the_config_is_policed() {
             r#""src" ".mcp-trash/x" "deny""#,
             r#""src" "out" "confinement""#,
             r#""src" "../outside/secret.txt" "confinement""#,
+            r#""ws" "doomed.txt" "permission""#,
         ]
     );
     let mut after = env.snapshot();

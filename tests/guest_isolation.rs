@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use common::{Env, root};
 use loom_fs_mcp::audit::Audit;
 use loom_fs_mcp::config::{AuditTarget, Config};
-use loom_fs_mcp::policy::{Role, Root};
+use loom_fs_mcp::policy::{Permission, Role, Root};
 use loom_fs_mcp::runtime::fs::Refusal;
 use loom_fs_mcp::runtime::{
     Budget, Cache, CallError, CallMount, CallOutcome, CallRequest, GuestLimits, Runtime,
@@ -55,7 +55,13 @@ fn request(
     CallRequest {
         mounts: vec![CallMount {
             root: Arc::clone(root),
-            writable,
+            // A writable mount as the most a call could ask: the root's
+            // role still caps it.
+            op: if writable {
+                Permission::Delete
+            } else {
+                Permission::Read
+            },
         }],
         limits: GuestLimits {
             max_entries: 100,

@@ -44,7 +44,10 @@ fn start(config: &Path, extra: &[&str]) -> Http {
     let mut line = String::new();
     let addr = loop {
         line.clear();
-        assert!(stderr.read_line(&mut line).unwrap() > 0, "the server ended before listening");
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "the server ended before listening"
+        );
         if let Some(rest) = line.trim().strip_prefix("serving MCP over HTTP on http://") {
             break rest.split('/').next().unwrap().parse().unwrap();
         }
@@ -71,7 +74,10 @@ impl Response {
     /// The JSON-RPC messages of the body: one JSON document, or the `data:`
     /// lines of an event stream.
     fn messages(&self) -> Vec<Value> {
-        if self.header("content-type").is_some_and(|t| t.starts_with("text/event-stream")) {
+        if self
+            .header("content-type")
+            .is_some_and(|t| t.starts_with("text/event-stream"))
+        {
             self.body
                 .lines()
                 .filter_map(|l| l.strip_prefix("data:"))
@@ -91,10 +97,21 @@ impl Response {
 }
 
 /// One request on its own connection. A `Host` is added unless given.
-fn send(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Response {
+fn send(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Response {
     let mut stream = TcpStream::connect(addr).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
     if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
         head += &format!("Host: {addr}\r\n");
     }
@@ -114,7 +131,14 @@ fn parse(raw: &[u8]) -> Response {
     let text = String::from_utf8_lossy(raw);
     let (head, rest) = text.split_once("\r\n\r\n").expect("an HTTP response");
     let mut lines = head.lines();
-    let status = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
     let headers: Vec<(String, String)> = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(n, v)| (n.trim().to_string(), v.trim().to_string()))
@@ -122,15 +146,25 @@ fn parse(raw: &[u8]) -> Response {
     let chunked = headers
         .iter()
         .any(|(n, v)| n.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
-    let body = if chunked { dechunk(rest) } else { rest.to_string() };
+    let body = if chunked {
+        dechunk(rest)
+    } else {
+        rest.to_string()
+    };
     scan(&body);
-    Response { status, headers, body }
+    Response {
+        status,
+        headers,
+        body,
+    }
 }
 
 fn dechunk(mut rest: &str) -> String {
     let mut body = String::new();
     while let Some((size, after)) = rest.split_once("\r\n") {
-        let Ok(n) = usize::from_str_radix(size.trim(), 16) else { break };
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
         if n == 0 || after.len() < n {
             break;
         }
@@ -152,16 +186,30 @@ fn initialize_body(version: &str) -> String {
 
 /// A 2025-11-25 session: initialize, then the initialized notification.
 fn open_session(addr: SocketAddr) -> String {
-    let r = send(addr, "POST", "/mcp", &[ACCEPT, JSON], initialize_body("2025-11-25").as_bytes());
+    let r = send(
+        addr,
+        "POST",
+        "/mcp",
+        &[ACCEPT, JSON],
+        initialize_body("2025-11-25").as_bytes(),
+    );
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.message()["result"]["protocolVersion"], "2025-11-25");
-    let session = r.header("mcp-session-id").expect("a session id").to_string();
+    let session = r
+        .header("mcp-session-id")
+        .expect("a session id")
+        .to_string();
     let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
     let r = send(
         addr,
         "POST",
         "/mcp",
-        &[ACCEPT, JSON, ("Mcp-Session-Id", &session), ("MCP-Protocol-Version", "2025-11-25")],
+        &[
+            ACCEPT,
+            JSON,
+            ("Mcp-Session-Id", &session),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ],
         note.as_bytes(),
     );
     assert_eq!(r.status, 202, "{}", r.body);
@@ -174,7 +222,12 @@ fn in_session(addr: SocketAddr, session: &str, id: u32, method: &str, params: Va
         addr,
         "POST",
         "/mcp",
-        &[ACCEPT, JSON, ("Mcp-Session-Id", session), ("MCP-Protocol-Version", "2025-11-25")],
+        &[
+            ACCEPT,
+            JSON,
+            ("Mcp-Session-Id", session),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ],
         body.as_bytes(),
     )
 }
@@ -212,7 +265,10 @@ fn both_eras_are_served_on_one_endpoint_behind_the_rebinding_guard() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    assert!(names.contains(&"read_file") && names.contains(&"delete_file"), "{names:?}");
+    assert!(
+        names.contains(&"read_file") && names.contains(&"delete_file"),
+        "{names:?}"
+    );
     let read = in_session(
         addr,
         &session,
@@ -238,7 +294,12 @@ fn both_eras_are_served_on_one_endpoint_behind_the_rebinding_guard() {
         addr,
         "POST",
         "/mcp",
-        &[ACCEPT, JSON, ("Mcp-Session-Id", &session), ("MCP-Protocol-Version", "1999-01-01")],
+        &[
+            ACCEPT,
+            JSON,
+            ("Mcp-Session-Id", &session),
+            ("MCP-Protocol-Version", "1999-01-01"),
+        ],
         body.as_bytes(),
     );
     assert_eq!(r.status, 400, "{}", r.body);
@@ -249,12 +310,18 @@ fn both_eras_are_served_on_one_endpoint_behind_the_rebinding_guard() {
         "io.modelcontextprotocol/clientInfo": {"name": "http-test", "version": "0"},
         "io.modelcontextprotocol/clientCapabilities": {}
     });
-    let discover = json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}});
+    let discover =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}});
     let r = send(
         addr,
         "POST",
         "/mcp",
-        &[ACCEPT, JSON, ("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "server/discover")],
+        &[
+            ACCEPT,
+            JSON,
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "server/discover"),
+        ],
         discover.to_string().as_bytes(),
     );
     assert_eq!(r.status, 200, "{}", r.body);
@@ -283,15 +350,31 @@ fn both_eras_are_served_on_one_endpoint_behind_the_rebinding_guard() {
     // DNS rebinding: a foreign Origin or Host is refused; no Origin is fine
     // (every request above had none), a loopback Origin too.
     let init = initialize_body("2025-11-25");
-    let r = send(addr, "POST", "/mcp", &[ACCEPT, JSON, ("Origin", "http://evil.example")], init.as_bytes());
-    assert_eq!(r.status, 403, "{}", r.body);
-    let r = send(addr, "POST", "/mcp", &[ACCEPT, JSON, ("Host", "evil.example")], init.as_bytes());
+    let r = send(
+        addr,
+        "POST",
+        "/mcp",
+        &[ACCEPT, JSON, ("Origin", "http://evil.example")],
+        init.as_bytes(),
+    );
     assert_eq!(r.status, 403, "{}", r.body);
     let r = send(
         addr,
         "POST",
         "/mcp",
-        &[ACCEPT, JSON, ("Origin", &format!("http://localhost:{}", addr.port()))],
+        &[ACCEPT, JSON, ("Host", "evil.example")],
+        init.as_bytes(),
+    );
+    assert_eq!(r.status, 403, "{}", r.body);
+    let r = send(
+        addr,
+        "POST",
+        "/mcp",
+        &[
+            ACCEPT,
+            JSON,
+            ("Origin", &format!("http://localhost:{}", addr.port())),
+        ],
         init.as_bytes(),
     );
     assert_eq!(r.status, 200, "{}", r.body);
@@ -305,7 +388,12 @@ fn both_eras_are_served_on_one_endpoint_behind_the_rebinding_guard() {
         addr,
         "POST",
         "/mcp",
-        &[ACCEPT, JSON, ("Mcp-Session-Id", &session), ("MCP-Protocol-Version", "2025-11-25")],
+        &[
+            ACCEPT,
+            JSON,
+            ("Mcp-Session-Id", &session),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ],
         huge.as_bytes(),
     );
     assert_eq!(r.status, 413, "{}", r.body);
@@ -319,7 +407,9 @@ fn both_eras_are_served_on_one_endpoint_behind_the_rebinding_guard() {
         .find(|l| l["tool"] == "read_file" && l["decision"] == "allow")
         .expect("an audit line for the read");
     assert!(
-        line["client"].as_str().is_some_and(|c| c.starts_with("127.0.0.1:")),
+        line["client"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("127.0.0.1:")),
         "{line}"
     );
     assert_eq!(env.snapshot_of("outside"), outside);
@@ -332,7 +422,12 @@ fn a_configured_token_is_required_and_checked() {
     let token_file = env.path("token").display().to_string();
     let server = start(&config, &["--auth-token-file", &token_file]);
     let init = initialize_body("2025-11-25");
-    for auth in [None, Some("Bearer wrong"), Some("Bearer s3cret-toke"), Some("s3cret-token")] {
+    for auth in [
+        None,
+        Some("Bearer wrong"),
+        Some("Bearer s3cret-toke"),
+        Some("s3cret-token"),
+    ] {
         let mut headers = vec![ACCEPT, JSON];
         if let Some(a) = auth {
             headers.push(("Authorization", a));
@@ -388,7 +483,13 @@ fn a_non_loopback_address_needs_the_flag_and_gets_a_warning() {
     let mut child = command()
         .arg("--config")
         .arg(&config)
-        .args(["--transport", "http", "--listen", "0.0.0.0:0", "--allow-non-loopback"])
+        .args([
+            "--transport",
+            "http",
+            "--listen",
+            "0.0.0.0:0",
+            "--allow-non-loopback",
+        ])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -424,14 +525,21 @@ fn shutdown_finishes_a_write_in_flight() {
     .to_string();
     let addr = server.addr;
     let writer = std::thread::spawn(move || {
-        let headers = [ACCEPT, JSON, ("Mcp-Session-Id", session.as_str()), ("MCP-Protocol-Version", "2025-11-25")];
+        let headers = [
+            ACCEPT,
+            JSON,
+            ("Mcp-Session-Id", session.as_str()),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ];
         send(addr, "POST", "/mcp", &headers, body.as_bytes())
     });
     // Signal once the call is running (its temporary file exists), or
     // after a while if it was quicker than that.
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(5)
-        && !std::fs::read_dir(env.path("ws")).unwrap().any(|e| e.is_ok())
+        && !std::fs::read_dir(env.path("ws"))
+            .unwrap()
+            .any(|e| e.is_ok())
     {
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -441,7 +549,10 @@ fn shutdown_finishes_a_write_in_flight() {
     assert_eq!(r.status, 200, "{}", r.body);
     let answer = r.message();
     assert!(answer["result"]["isError"] != true, "{answer}");
-    assert_eq!(std::fs::read_to_string(env.path("ws/big.txt")).unwrap(), content);
+    assert_eq!(
+        std::fs::read_to_string(env.path("ws/big.txt")).unwrap(),
+        content
+    );
     let status = wait_exit(&mut server.child, Duration::from_secs(20));
     assert!(status.is_some_and(|s| s.success()), "{status:?}");
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use loom_fs_mcp::policy::Role;
+use loom_fs_mcp::policy::{Permission, Role};
 use loom_fs_mcp::runtime::{
     self, Activity, Budget, Cache, CallMount, CallRequest, GuestLimits, Runtime,
 };
@@ -646,7 +646,7 @@ fn denied_directories_are_never_walked() {
             CallRequest {
                 mounts: vec![CallMount {
                     root: Arc::clone(&root),
-                    writable: false,
+                    op: Permission::Read,
                 }],
                 limits: GuestLimits {
                     max_entries: 1000,

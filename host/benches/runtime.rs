@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use loom_fs_mcp::policy::{DenyList, Role, Root};
+use loom_fs_mcp::policy::{DenyList, Permission, Role, Root};
 use loom_fs_mcp::runtime::{self, Budget, Cache, CallMount, CallRequest, GuestLimits, Runtime};
 
 fn bench(c: &mut Criterion) {
@@ -42,7 +42,7 @@ fn bench(c: &mut Criterion) {
             CallRequest {
                 mounts: vec![CallMount {
                     root: Arc::clone(&root),
-                    writable: false,
+                    op: Permission::Read,
                 }],
                 limits: GuestLimits {
                     max_entries: 1000,

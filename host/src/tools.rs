@@ -325,12 +325,11 @@ impl Toolbox {
     ) -> CallToolResult {
         let mut mounts: Vec<CallMount> = Vec::new();
         for r in &resolved {
-            let writable = r.op() != Permission::Read;
             match mounts.iter_mut().find(|m| m.root.name == r.root().name) {
-                Some(m) => m.writable |= writable,
+                Some(m) => m.op = m.op.max(r.op()),
                 None => mounts.push(CallMount {
                     root: Arc::clone(r.root()),
-                    writable,
+                    op: r.op(),
                 }),
             }
         }

@@ -71,6 +71,17 @@ impl Perms {
         self.0 & Perms::bit(p) != 0
     }
 
+    /// `op` and every weaker permission: what doing `op` may involve
+    /// (a delete may read and write too).
+    pub fn up_to(op: Permission) -> Perms {
+        Perms::of(
+            &Permission::ALL
+                .into_iter()
+                .filter(|p| *p <= op)
+                .collect::<Vec<_>>(),
+        )
+    }
+
     pub fn intersect(self, other: Perms) -> Perms {
         Perms(self.0 & other.0)
     }
@@ -155,6 +166,14 @@ pub struct Root {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn up_to_an_operation_is_it_and_every_weaker_one() {
+        use super::{Permission::*, Perms};
+        assert_eq!(Perms::up_to(Read), Perms::of(&[Read]));
+        assert_eq!(Perms::up_to(Write), Perms::of(&[Read, Write]));
+        assert_eq!(Perms::up_to(Delete), Perms::of(&[Read, Write, Delete]));
+    }
+
     use super::*;
 
     #[test]

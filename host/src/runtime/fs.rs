@@ -55,28 +55,31 @@ pub struct Mount {
     /// reachable, where entries may be moved or linked in and directories
     /// created; nothing is read, listed or removed there.
     pub trash: bool,
+    /// What the guest may do here: the root's permissions, up to what the
+    /// call declared (a tool declared `write` never deletes, whatever the
+    /// root's role would allow).
+    pub perms: Perms,
 }
 
 impl Mount {
-    pub fn root(root: Arc<Root>, guest_dir: String) -> Mount {
+    pub fn root(root: Arc<Root>, guest_dir: String, up_to: Permission) -> Mount {
         let host = root.path.clone();
+        let perms = root.perms.intersect(Perms::up_to(up_to));
         Mount {
             root,
             guest_dir,
             host,
             trash: false,
+            perms,
         }
     }
 
     /// The root again, through which only `.mcp-trash/…` can be reached
     /// (and created, the first time something is kept).
-    pub fn trash(root: Arc<Root>, guest_dir: String) -> Mount {
-        let host = root.path.clone();
+    pub fn trash(root: Arc<Root>, guest_dir: String, up_to: Permission) -> Mount {
         Mount {
-            root,
-            guest_dir,
-            host,
             trash: true,
+            ..Mount::root(root, guest_dir, up_to)
         }
     }
 }
@@ -296,7 +299,7 @@ impl FsGuard {
     }
 
     fn perms(&self, mount: usize) -> Perms {
-        self.mounts[mount].root.perms
+        self.mounts[mount].perms
     }
 
     /// The tracked handle behind `rep`, or a refusal.

@@ -35,7 +35,7 @@ pub use cache::Cache;
 pub use fs::Activity;
 use fs::{FsGuard, Kept, Mount, PolicedFs, Refusal, TRASH_DIR};
 
-use crate::policy::Root;
+use crate::policy::{self, Root};
 
 /// How often the epoch advances: the granularity of deadlines and cancellation.
 const TICK: Duration = Duration::from_millis(10);
@@ -120,7 +120,16 @@ pub struct CallOutcome {
 /// One root as a call sees it.
 pub struct CallMount {
     pub root: Arc<Root>,
-    pub writable: bool,
+    /// The most the call does there (its path arguments' strongest
+    /// operation): the guest gets the root's permissions up to this, and a
+    /// read-write preopen only beyond read.
+    pub op: policy::Permission,
+}
+
+impl CallMount {
+    pub fn writable(&self) -> bool {
+        self.op != policy::Permission::Read
+    }
 }
 
 pub struct CallRequest {
@@ -177,23 +186,28 @@ fn policed(state: &mut CallState) -> PolicedFs<'_> {
     }
 }
 
-/// Refuses memory growth past the call's cap, and remembers that it did.
+/// Refuses memory growth past the call's cap, counting every linear memory
+/// of the instance together (a component may hold several), and remembers
+/// that it did.
 struct MemoryLimiter {
     max: usize,
+    used: usize,
     hit: bool,
 }
 
 impl ResourceLimiter for MemoryLimiter {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _max: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        if desired > self.max {
+        let total = (self.used - current.min(self.used)).saturating_add(desired);
+        if total > self.max {
             self.hit = true;
             return Ok(false);
         }
+        self.used = total;
         Ok(true)
     }
 
@@ -233,6 +247,12 @@ impl Runtime {
             .total_core_instances(MAX_INSTANCES * 8)
             .total_memories(MAX_INSTANCES * 2)
             .total_tables(MAX_INSTANCES * 4)
+            // What one component may hold, so that no component can take
+            // the slots of others: a tool that needs more is refused at
+            // load (its `describe` cannot be instantiated).
+            .max_core_instances_per_component(8)
+            .max_memories_per_component(2)
+            .max_tables_per_component(4)
             // Wasm never runs async here: reserving fiber stacks would cost
             // milliseconds at every start.
             .total_stacks(0)
@@ -360,7 +380,7 @@ impl Runtime {
         let mut context_mounts = Vec::new();
         for m in &req.mounts {
             let guest_dir = format!("/{}", m.root.name);
-            let perms = if m.writable {
+            let perms = if m.writable() {
                 FsPerms::ReadWrite
             } else {
                 FsPerms::ReadOnly
@@ -368,7 +388,7 @@ impl Runtime {
             if wasi.preopened_dir(&m.root.path, &guest_dir, perms).is_err() {
                 return setup(format!("root '{}' cannot be opened", m.root.name));
             }
-            let trash = match (&req.stamp, m.writable) {
+            let trash = match (&req.stamp, m.writable()) {
                 (Some(stamp), true) => {
                     let mount_dir = format!("/.trash/{}", m.root.name);
                     if wasi
@@ -378,7 +398,7 @@ impl Runtime {
                         return setup(format!("root '{}' cannot be opened", m.root.name));
                     }
                     let dir = format!("{mount_dir}/{TRASH_DIR}");
-                    mounts.push(Mount::trash(Arc::clone(&m.root), mount_dir));
+                    mounts.push(Mount::trash(Arc::clone(&m.root), mount_dir, m.op));
                     Some(bindings::Trash {
                         dir,
                         stamp: stamp.clone(),
@@ -389,11 +409,11 @@ impl Runtime {
             context_mounts.push(bindings::Mount {
                 name: m.root.name.clone(),
                 dir: guest_dir.clone(),
-                writable: m.writable,
+                writable: m.writable(),
                 max_read_bytes: m.root.max_read_bytes,
                 trash,
             });
-            mounts.push(Mount::root(Arc::clone(&m.root), guest_dir));
+            mounts.push(Mount::root(Arc::clone(&m.root), guest_dir, m.op));
         }
         let stderr = MemoryOutputPipe::new(8 * 1024);
         wasi.stderr(stderr.clone());
@@ -406,7 +426,11 @@ impl Runtime {
             cancel: req.cancel.clone(),
             wasi: wasi.build(),
             table,
-            limiter: MemoryLimiter { max: 0, hit: false },
+            limiter: MemoryLimiter {
+                max: 0,
+                used: 0,
+                hit: false,
+            },
             guard: FsGuard::new(mounts, req.stamp.as_deref(), Arc::clone(&req.activity)),
         };
         let mut store = self.store(state, &self.budget);
@@ -468,7 +492,11 @@ impl CallState {
             cancel: CancellationToken::new(),
             wasi: WasiCtxBuilder::new().build(),
             table: ResourceTable::new(),
-            limiter: MemoryLimiter { max: 0, hit: false },
+            limiter: MemoryLimiter {
+                max: 0,
+                used: 0,
+                hit: false,
+            },
             guard: FsGuard::new(vec![], None, Arc::default()),
         }
     }
