@@ -96,6 +96,13 @@ impl Response {
     }
 }
 
+/// A JSON-RPC POST to `/mcp`, accepting JSON or an event stream.
+fn post(addr: SocketAddr, headers: &[(&str, &str)], body: &[u8]) -> Response {
+    let mut all = vec![ACCEPT, JSON];
+    all.extend_from_slice(headers);
+    send(addr, "POST", "/mcp", &all, body)
+}
+
 /// One request on its own connection. A `Host` is added unless given.
 fn send(
     addr: SocketAddr,
@@ -186,13 +193,7 @@ fn initialize_body(version: &str) -> String {
 
 /// A 2025-11-25 session: initialize, then the initialized notification.
 fn open_session(addr: SocketAddr) -> String {
-    let r = send(
-        addr,
-        "POST",
-        "/mcp",
-        &[ACCEPT, JSON],
-        initialize_body("2025-11-25").as_bytes(),
-    );
+    let r = post(addr, &[], initialize_body("2025-11-25").as_bytes());
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.message()["result"]["protocolVersion"], "2025-11-25");
     let session = r
@@ -200,13 +201,9 @@ fn open_session(addr: SocketAddr) -> String {
         .expect("a session id")
         .to_string();
     let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
-    let r = send(
+    let r = post(
         addr,
-        "POST",
-        "/mcp",
         &[
-            ACCEPT,
-            JSON,
             ("Mcp-Session-Id", &session),
             ("MCP-Protocol-Version", "2025-11-25"),
         ],
@@ -218,13 +215,9 @@ fn open_session(addr: SocketAddr) -> String {
 
 fn in_session(addr: SocketAddr, session: &str, id: u32, method: &str, params: Value) -> Response {
     let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
-    send(
+    post(
         addr,
-        "POST",
-        "/mcp",
         &[
-            ACCEPT,
-            JSON,
             ("Mcp-Session-Id", session),
             ("MCP-Protocol-Version", "2025-11-25"),
         ],
@@ -290,13 +283,9 @@ fn both_eras_are_served_on_one_endpoint_behind_the_rebinding_guard() {
     assert!(!denied.to_string().contains("CANARY"));
     // A protocol version the server does not speak, on a session request.
     let body = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"}).to_string();
-    let r = send(
+    let r = post(
         addr,
-        "POST",
-        "/mcp",
         &[
-            ACCEPT,
-            JSON,
             ("Mcp-Session-Id", &session),
             ("MCP-Protocol-Version", "1999-01-01"),
         ],
@@ -312,13 +301,9 @@ fn both_eras_are_served_on_one_endpoint_behind_the_rebinding_guard() {
     });
     let discover =
         json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}});
-    let r = send(
+    let r = post(
         addr,
-        "POST",
-        "/mcp",
         &[
-            ACCEPT,
-            JSON,
             ("MCP-Protocol-Version", "2026-07-28"),
             ("Mcp-Method", "server/discover"),
         ],
@@ -331,13 +316,9 @@ fn both_eras_are_served_on_one_endpoint_behind_the_rebinding_guard() {
     assert!(found.to_string().contains("loom-fs-mcp"), "{found}");
     let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
         "name": "read_file", "arguments": {"root": "docs", "path": "a.txt"}, "_meta": meta}});
-    let r = send(
+    let r = post(
         addr,
-        "POST",
-        "/mcp",
         &[
-            ACCEPT,
-            JSON,
             ("MCP-Protocol-Version", "2026-07-28"),
             ("Mcp-Method", "tools/call"),
             ("Mcp-Name", "read_file"),
@@ -350,31 +331,13 @@ fn both_eras_are_served_on_one_endpoint_behind_the_rebinding_guard() {
     // DNS rebinding: a foreign Origin or Host is refused; no Origin is fine
     // (every request above had none), a loopback Origin too.
     let init = initialize_body("2025-11-25");
-    let r = send(
-        addr,
-        "POST",
-        "/mcp",
-        &[ACCEPT, JSON, ("Origin", "http://evil.example")],
-        init.as_bytes(),
-    );
+    let r = post(addr, &[("Origin", "http://evil.example")], init.as_bytes());
     assert_eq!(r.status, 403, "{}", r.body);
-    let r = send(
-        addr,
-        "POST",
-        "/mcp",
-        &[ACCEPT, JSON, ("Host", "evil.example")],
-        init.as_bytes(),
-    );
+    let r = post(addr, &[("Host", "evil.example")], init.as_bytes());
     assert_eq!(r.status, 403, "{}", r.body);
-    let r = send(
+    let r = post(
         addr,
-        "POST",
-        "/mcp",
-        &[
-            ACCEPT,
-            JSON,
-            ("Origin", &format!("http://localhost:{}", addr.port())),
-        ],
+        &[("Origin", &format!("http://localhost:{}", addr.port()))],
         init.as_bytes(),
     );
     assert_eq!(r.status, 200, "{}", r.body);
@@ -384,13 +347,9 @@ fn both_eras_are_served_on_one_endpoint_behind_the_rebinding_guard() {
         "{{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":{{\"name\":\"write_file\",\"arguments\":{{\"root\":\"ws\",\"path\":\"big\",\"content\":\"{}\"}}}}}}",
         "x".repeat(5 << 20)
     );
-    let r = send(
+    let r = post(
         addr,
-        "POST",
-        "/mcp",
         &[
-            ACCEPT,
-            JSON,
             ("Mcp-Session-Id", &session),
             ("MCP-Protocol-Version", "2025-11-25"),
         ],
@@ -428,20 +387,15 @@ fn a_configured_token_is_required_and_checked() {
         Some("Bearer s3cret-toke"),
         Some("s3cret-token"),
     ] {
-        let mut headers = vec![ACCEPT, JSON];
-        if let Some(a) = auth {
-            headers.push(("Authorization", a));
-        }
-        let r = send(server.addr, "POST", "/mcp", &headers, init.as_bytes());
+        let headers: Vec<(&str, &str)> = auth.map(|a| ("Authorization", a)).into_iter().collect();
+        let r = post(server.addr, &headers, init.as_bytes());
         assert_eq!(r.status, 401, "{auth:?}: {}", r.body);
         assert_eq!(r.header("www-authenticate"), Some("Bearer"));
         assert!(!r.body.contains("s3cret"));
     }
-    let r = send(
+    let r = post(
         server.addr,
-        "POST",
-        "/mcp",
-        &[ACCEPT, JSON, ("Authorization", "Bearer s3cret-token")],
+        &[("Authorization", "Bearer s3cret-token")],
         init.as_bytes(),
     );
     assert_eq!(r.status, 200, "{}", r.body);
@@ -454,13 +408,7 @@ fn sessions_are_capped() {
     let (_env, config) = fixture();
     let server = start(&config, &["--max-sessions", "1"]);
     open_session(server.addr);
-    let r = send(
-        server.addr,
-        "POST",
-        "/mcp",
-        &[ACCEPT, JSON],
-        initialize_body("2025-11-25").as_bytes(),
-    );
+    let r = post(server.addr, &[], initialize_body("2025-11-25").as_bytes());
     assert_eq!(r.status, 503, "{}", r.body);
     assert!(r.body.contains("--max-sessions"), "{}", r.body);
 }
@@ -526,12 +474,10 @@ fn shutdown_finishes_a_write_in_flight() {
     let addr = server.addr;
     let writer = std::thread::spawn(move || {
         let headers = [
-            ACCEPT,
-            JSON,
             ("Mcp-Session-Id", session.as_str()),
             ("MCP-Protocol-Version", "2025-11-25"),
         ];
-        send(addr, "POST", "/mcp", &headers, body.as_bytes())
+        post(addr, &headers, body.as_bytes())
     });
     // Signal once the call is running (its temporary file exists), or
     // after a while if it was quicker than that.

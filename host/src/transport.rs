@@ -377,88 +377,71 @@ mod tests {
         );
     }
 
-    /// The guard's own answer to the last line still goes out when input
-    /// ends right after it (and rmcp's output ends with it).
-    #[test]
-    fn answers_are_not_lost_at_the_end_of_input() {
+    /// Runs the guard on `input` with a stand-in for rmcp that writes
+    /// `rmcp_says` and ends: what rmcp was given, and what the client got.
+    fn exchange(input: Vec<u8>, rmcp_says: &[u8]) -> (String, String) {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
+        rt.block_on(async {
+            let (client_out, client_in) = tokio::io::duplex(1 << 16);
+            let ((mut reads, mut writes), flushed) = pipes(std::io::Cursor::new(input), client_out);
+            let mut forwarded = String::new();
+            reads.read_to_string(&mut forwarded).await.unwrap();
+            writes.write_all(rmcp_says).await.unwrap();
+            drop(writes);
+            flushed.await.unwrap();
+            let mut got = String::new();
+            BufReader::new(client_in)
+                .read_to_string(&mut got)
+                .await
+                .unwrap();
+            (forwarded, got)
+        })
+    }
+
+    const PING_1: &str = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n";
+    const PING_2: &str = "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\n";
+
+    /// The guard's own answer to the last line still goes out when input
+    /// ends right after it (and rmcp's output ends with it).
+    #[test]
+    fn answers_are_not_lost_at_the_end_of_input() {
         for _ in 0..50 {
-            rt.block_on(async {
-                let input = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n{nope\n".to_vec();
-                let (client_out, server_in) = tokio::io::duplex(1 << 16);
-                let ((mut reads, writes), flushed) = pipes(std::io::Cursor::new(input), client_out);
-                let mut forwarded = String::new();
-                reads.read_to_string(&mut forwarded).await.unwrap();
-                drop(writes);
-                flushed.await.unwrap();
-                let mut out = String::new();
-                BufReader::new(server_in)
-                    .read_to_string(&mut out)
-                    .await
-                    .unwrap();
-                assert!(out.contains("-32700"), "{out:?}");
-            });
+            let (_, got) = exchange(format!("{PING_1}{{nope\n").into_bytes(), b"");
+            assert!(got.contains("-32700"), "{got:?}");
         }
     }
 
     /// A line over the cap is answered and skipped; the next one passes.
     #[test]
     fn an_over_long_line_is_answered_and_the_session_goes_on() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let mut input = vec![b'x'; MAX_LINE + 10];
-            input.extend_from_slice(b"\n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\n");
-            let (client_out, server_in) = tokio::io::duplex(1 << 16);
-            let ((mut reads, writes), flushed) = pipes(std::io::Cursor::new(input), client_out);
-            let mut forwarded = String::new();
-            reads.read_to_string(&mut forwarded).await.unwrap();
-            assert_eq!(
-                forwarded,
-                "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\n"
-            );
-            drop(writes);
-            flushed.await.unwrap();
-            let mut out = String::new();
-            BufReader::new(server_in)
-                .read_to_string(&mut out)
-                .await
-                .unwrap();
-            assert!(out.contains("at most 16777216 bytes"), "{out:?}");
-        });
+        let mut input = vec![b'x'; MAX_LINE + 10];
+        input.push(b'\n');
+        input.extend_from_slice(PING_2.as_bytes());
+        let (forwarded, got) = exchange(input, b"");
+        assert_eq!(forwarded, PING_2);
+        assert!(got.contains("at most 16777216 bytes"), "{got:?}");
     }
 
     #[test]
     fn lines_pass_through_whole_and_answers_come_out_between_them() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let input = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n{nope\n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}".to_vec();
-            let (client_out, server_in) = tokio::io::duplex(1 << 16);
-            let ((mut rmcp_reads, mut rmcp_writes), flushed) =
-                pipes(std::io::Cursor::new(input), client_out);
-            let mut got = String::new();
-            rmcp_reads.read_to_string(&mut got).await.unwrap();
-            assert_eq!(
-                got,
-                "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\n"
-            );
-            rmcp_writes.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n").await.unwrap();
-            drop(rmcp_writes);
-            flushed.await.unwrap();
-            let mut out = String::new();
-            BufReader::new(server_in).read_to_string(&mut out).await.unwrap();
-            let lines: Vec<&str> = out.lines().collect();
-            assert_eq!(lines.len(), 2, "{out}");
-            assert!(lines.contains(&"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}"));
-            assert!(lines.iter().any(|l| l.contains("-32700")));
-        });
+        // The last line has no newline: it is forwarded with one.
+        let input = format!("{PING_1}{{nope\n{}", PING_2.trim_end());
+        let reply = "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n";
+        let (forwarded, got) = exchange(input.into_bytes(), reply.as_bytes());
+        assert_eq!(forwarded, format!("{PING_1}{PING_2}"));
+        let lines: Vec<&str> = got.lines().collect();
+        assert_eq!(lines.len(), 2, "{got}");
+        assert!(lines.contains(&reply.trim_end()));
+        let parse_error: Value = serde_json::from_str(
+            lines
+                .iter()
+                .find(|l| l.contains("-32700"))
+                .expect("the guard's answer"),
+        )
+        .unwrap();
+        assert_eq!(parse_error["id"], Value::Null);
     }
 }

@@ -266,9 +266,23 @@ fn confine(root: &Path, rel: &Path) -> Result<(PathBuf, bool), Denial> {
                     continue;
                 }
                 Ok(_) => cur = next,
-                Err(_) => {
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                    ) =>
+                {
                     missing = 1;
                     cur = next;
+                }
+                // Anything else (no search permission, an I/O error) means
+                // the walk cannot see what is there, so it cannot vouch for
+                // what follows: refused rather than joined as text.
+                Err(_) => {
+                    return Err(Denial::new(
+                        Rule::Confinement,
+                        "path cannot be resolved: a directory on the way cannot be searched",
+                    ));
                 }
             }
         }
@@ -600,6 +614,40 @@ mod tests {
             assert_eq!(d.rule, Rule::Confinement, "{p}");
             assert_eq!(d.message, "path escapes the root", "{p}");
         }
+    }
+
+    /// When the walk cannot look at a name (here: the full path passes
+    /// PATH_MAX, ENAMETOOLONG; as a user also a directory it may not
+    /// search), it refuses instead of treating the rest as missing.
+    #[test]
+    fn a_walk_that_cannot_see_refuses() {
+        use rustix::fs::{Mode, OFlags, mkdirat, openat};
+        let f = fixture();
+        let root = &f.roots[0].path;
+        let name = "d".repeat(MAX_NAME_BYTES);
+        let mut dir =
+            rustix::fs::open(root, OFlags::DIRECTORY | OFlags::RDONLY, Mode::empty()).unwrap();
+        let mut rel = String::new();
+        for _ in 0..15 {
+            mkdirat(&dir, name.as_str(), Mode::from_raw_mode(0o755)).unwrap();
+            dir = openat(
+                &dir,
+                name.as_str(),
+                OFlags::DIRECTORY | OFlags::RDONLY,
+                Mode::empty(),
+            )
+            .unwrap();
+            rel += &name;
+            rel.push('/');
+        }
+        rel += &"f".repeat(MAX_PATH_BYTES - rel.len());
+        assert!(root.as_os_str().len() + 1 + rel.len() > 4096);
+        let d = check(&f, &rel, Permission::Write).unwrap_err();
+        assert_eq!(d.rule, Rule::Confinement);
+        assert_eq!(
+            d.message,
+            "path cannot be resolved: a directory on the way cannot be searched"
+        );
     }
 
     #[test]
