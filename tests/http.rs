@@ -513,3 +513,53 @@ fn wait_exit(child: &mut Child, limit: Duration) -> Option<std::process::ExitSta
     }
     None
 }
+
+/// A bounded load on loopback: 32 clients, each with its own session, 1,000
+/// `read_file` calls in all, every one answered without an error. The
+/// throughput and the 99th percentile go to stderr (a figure, not an
+/// assertion: the machines are shared).
+#[test]
+fn a_thousand_calls_from_32_clients_all_succeed() {
+    const CLIENTS: usize = 32;
+    const CALLS: usize = 1000;
+    let (_env, config) = fixture();
+    let server = start(&config, &["--max-sessions", "64"]);
+    let addr = server.addr;
+    let started = Instant::now();
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            std::thread::spawn(move || {
+                let session = open_session(addr);
+                let mut took = Vec::new();
+                for n in (c..CALLS).step_by(CLIENTS) {
+                    let call = Instant::now();
+                    let r = in_session(
+                        addr,
+                        &session,
+                        n as u32 + 10,
+                        "tools/call",
+                        json!({"name": "read_file", "arguments": {"root": "docs", "path": "a.txt"}}),
+                    );
+                    took.push(call.elapsed());
+                    assert_eq!(r.status, 200, "{}", r.body);
+                    let answer = r.message();
+                    assert_eq!(answer["result"]["content"][0]["text"], "alpha\n", "{answer}");
+                }
+                took
+            })
+        })
+        .collect();
+    let mut took: Vec<Duration> = clients
+        .into_iter()
+        .flat_map(|c| c.join().expect("a client failed"))
+        .collect();
+    let elapsed = started.elapsed();
+    assert_eq!(took.len(), CALLS);
+    took.sort();
+    eprintln!(
+        "{CALLS} calls from {CLIENTS} clients in {elapsed:?}: {:.0} calls/s, p50 {:?}, p99 {:?}",
+        CALLS as f64 / elapsed.as_secs_f64(),
+        took[CALLS / 2],
+        took[CALLS * 99 / 100]
+    );
+}

@@ -74,7 +74,7 @@ struct HttpArgs {
     #[arg(long, value_name = "BYTES", default_value_t = 4 << 20)]
     max_body_bytes: usize,
     /// Most MCP sessions open at once (2025-era clients).
-    #[arg(long, value_name = "N", default_value_t = 16)]
+    #[arg(long, value_name = "N", default_value_t = 64)]
     max_sessions: usize,
     /// Seconds after which a session without requests is closed.
     #[arg(long, value_name = "SECONDS", default_value_t = 300)]
