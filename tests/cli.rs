@@ -268,3 +268,45 @@ fn audit_lines_go_to_the_configured_file() {
     assert_eq!(entry["decision"], "deny");
     assert_eq!(entry["rule"], "deny");
 }
+
+/// Protocol versions over stdio, per spec: `initialize` with a version the
+/// server does not speak is answered with one it does (the client decides);
+/// a 2026-era request naming an unknown version is refused with the list.
+#[test]
+fn unknown_protocol_versions_are_negotiated_or_refused() {
+    let env = Env::new();
+    let config = roots(&env);
+    let mut child = command()
+        .arg("--config")
+        .arg(&config)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let lines = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"1999-01-01","capabilities":{},"clientInfo":{"name":"x","version":"0"}}}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientInfo":{"name":"x","version":"0"},"io.modelcontextprotocol/clientCapabilities":{}}}}"#,
+    ];
+    let mut stdin = child.stdin.take().unwrap();
+    for l in lines {
+        writeln!(stdin, "{l}").unwrap();
+    }
+    drop(stdin);
+    let answers: Vec<serde_json::Value> = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
+        .collect();
+    child.wait().unwrap();
+    let by_id = |id: i64| answers.iter().find(|a| a["id"] == id).expect("an answer");
+    assert_eq!(by_id(1)["result"]["protocolVersion"], "2025-11-25");
+    let refused = by_id(2);
+    assert_eq!(refused["error"]["code"], -32022, "{refused}");
+    assert_eq!(refused["error"]["data"]["requested"], "2099-01-01");
+    assert!(
+        refused["error"]["data"]["supported"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!("2026-07-28"))
+    );
+}

@@ -328,6 +328,20 @@ fn both_eras_are_served_on_one_endpoint_behind_the_rebinding_guard() {
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.message()["result"]["content"][0]["text"], "alpha\n");
 
+    // A 2026-era request naming a version the server does not speak.
+    let mut unknown = discover.clone();
+    unknown["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2099-01-01");
+    let r = post(
+        addr,
+        &[
+            ("MCP-Protocol-Version", "2099-01-01"),
+            ("Mcp-Method", "server/discover"),
+        ],
+        unknown.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(r.message()["error"]["code"], -32022);
+
     // DNS rebinding: a foreign Origin or Host is refused; no Origin is fine
     // (every request above had none), a loopback Origin too.
     let init = initialize_body("2025-11-25");
