@@ -418,13 +418,18 @@ fn a_configured_token_is_required_and_checked() {
 }
 
 #[test]
-fn sessions_are_capped() {
+fn sessions_are_capped_and_expire_when_idle() {
     let (_env, config) = fixture();
-    let server = start(&config, &["--max-sessions", "1"]);
-    open_session(server.addr);
+    let server = start(&config, &["--max-sessions", "1", "--session-idle-secs", "1"]);
+    let first = open_session(server.addr);
     let r = post(server.addr, &[], initialize_body("2025-11-25").as_bytes());
     assert_eq!(r.status, 503, "{}", r.body);
     assert!(r.body.contains("--max-sessions"), "{}", r.body);
+    // Idle for longer than a second, the session is gone, and its slot free.
+    std::thread::sleep(Duration::from_millis(2500));
+    let r = in_session(server.addr, &first, 2, "tools/list", json!({}));
+    assert_eq!(r.status, 404, "{}", r.body);
+    open_session(server.addr);
 }
 
 #[test]
@@ -576,4 +581,35 @@ fn a_thousand_calls_from_32_clients_all_succeed() {
         took[CALLS / 2],
         took[CALLS * 99 / 100]
     );
+}
+
+/// A real MCP client (rmcp's Streamable HTTP client), in both eras: the
+/// 2025-11-25 handshake with a session, and the 2026-07-28 discovery.
+#[tokio::test]
+async fn a_real_client_lists_and_calls_in_both_eras() {
+    use rmcp::ClientServiceExt;
+    use rmcp::model::CallToolRequestParams;
+    use rmcp::service::ClientLifecycleMode;
+    use rmcp::transport::StreamableHttpClientTransport;
+    let (_env, config) = fixture();
+    let server = start(&config, &[]);
+    let url = format!("http://{}/mcp", server.addr);
+    for lifecycle in [ClientLifecycleMode::Initialize, common::discover()] {
+        let label = format!("{lifecycle:?}");
+        let transport = StreamableHttpClientTransport::from_uri(url.as_str());
+        let client = ().serve_with_lifecycle(transport, lifecycle).await.unwrap();
+        let tools = client.list_all_tools().await.unwrap();
+        assert!(tools.iter().any(|t| t.name == "search_files"), "{label}");
+        let args = json!({"root": "docs", "path": "a.txt"});
+        let r = client
+            .call_tool(
+                CallToolRequestParams::new("read_file")
+                    .with_arguments(args.as_object().unwrap().clone()),
+            )
+            .await
+            .unwrap();
+        assert_eq!(common::text(&r), "alpha\n", "{label}");
+        scan(&serde_json::to_string(&r).unwrap());
+        client.cancel().await.unwrap();
+    }
 }
