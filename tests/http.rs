@@ -420,7 +420,10 @@ fn a_configured_token_is_required_and_checked() {
 #[test]
 fn sessions_are_capped_and_expire_when_idle() {
     let (_env, config) = fixture();
-    let server = start(&config, &["--max-sessions", "1", "--session-idle-secs", "1"]);
+    let server = start(
+        &config,
+        &["--max-sessions", "1", "--session-idle-secs", "1"],
+    );
     let first = open_session(server.addr);
     let r = post(server.addr, &[], initialize_body("2025-11-25").as_bytes());
     assert_eq!(r.status, 503, "{}", r.body);
