@@ -112,7 +112,9 @@ impl Guest for TextStats {
         // file would not fit.
         let meta = std::fs::metadata(&file).map_err(|e| io_error(shown, &e))?;
         if !meta.is_file() {
-            return Err(ToolError::Refused(format!("'{shown}' is not a regular file")));
+            return Err(ToolError::Refused(format!(
+                "'{shown}' is not a regular file"
+            )));
         }
         if meta.len() > mount.max_read_bytes {
             return Err(ToolError::Refused(format!(
