@@ -310,3 +310,58 @@ fn unknown_protocol_versions_are_negotiated_or_refused() {
             .contains(&serde_json::json!("2026-07-28"))
     );
 }
+
+/// Every flag has an environment counterpart (for containers), named in
+/// `--help`; a flag given on the command line wins over its variable.
+#[test]
+fn environment_variables_stand_in_for_flags_and_flags_win() {
+    let help = command().arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    for var in FLAG_VARS {
+        assert!(
+            help.contains(&format!("[env: {var}=]")),
+            "{var} missing from --help"
+        );
+    }
+    let env = Env::new();
+    let config = roots(&env);
+    // The config from LOOMFS_CONFIG, read-only from LOOMFS_READ_ONLY.
+    let out = command()
+        .arg("check")
+        .env("LOOMFS_CONFIG", &config)
+        .env("LOOMFS_READ_ONLY", "true")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("read-only: every root is capped at read"),
+        "{stdout}"
+    );
+    // A flag wins: --config over a variable naming a missing file.
+    let out = command()
+        .arg("check")
+        .arg("--config")
+        .arg(&config)
+        .env("LOOMFS_CONFIG", env.path("missing.toml"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A variable's bad value is refused like the flag's.
+    let out = command()
+        .arg("--config")
+        .arg(&config)
+        .env("LOOMFS_TRANSPORT", "carrier-pigeon")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("carrier-pigeon"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

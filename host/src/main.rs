@@ -31,10 +31,10 @@ struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
     /// The config file (TOML): roots, roles, deny patterns, limits.
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(long, global = true, value_name = "FILE", env = "LOOMFS_CONFIG")]
     config: Option<PathBuf>,
     /// Cap every root at read, whatever its role.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, env = "LOOMFS_READ_ONLY")]
     read_only: bool,
     #[command(flatten)]
     http: HttpArgs,
@@ -51,33 +51,58 @@ enum Transport {
 #[derive(clap::Args)]
 struct HttpArgs {
     /// How to serve MCP.
-    #[arg(long, value_enum, default_value = "stdio")]
+    #[arg(long, value_enum, default_value = "stdio", env = "LOOMFS_TRANSPORT")]
     transport: Transport,
     /// Address to listen on (HTTP); port 0 picks a free one.
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:3000")]
+    #[arg(
+        long,
+        value_name = "ADDR",
+        default_value = "127.0.0.1:3000",
+        env = "LOOMFS_LISTEN"
+    )]
     listen: SocketAddr,
     /// Allow listening on an address that is not loopback.
-    #[arg(long)]
+    #[arg(long, env = "LOOMFS_ALLOW_NON_LOOPBACK")]
     allow_non_loopback: bool,
     /// File holding the bearer token every HTTP request must carry.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", env = "LOOMFS_AUTH_TOKEN_FILE")]
     auth_token_file: Option<PathBuf>,
     /// A `Host` header value to accept besides the bound address and
     /// loopback names (repeatable).
-    #[arg(long = "allowed-host", value_name = "HOST")]
+    #[arg(
+        long = "allowed-host",
+        value_name = "HOST",
+        env = "LOOMFS_ALLOWED_HOSTS",
+        value_delimiter = ','
+    )]
     allowed_hosts: Vec<String>,
     /// An `Origin` to accept besides loopback origins, with its scheme
     /// (`https://app.example.com:443`; repeatable).
-    #[arg(long = "allowed-origin", value_name = "ORIGIN")]
+    #[arg(
+        long = "allowed-origin",
+        value_name = "ORIGIN",
+        env = "LOOMFS_ALLOWED_ORIGINS",
+        value_delimiter = ','
+    )]
     allowed_origins: Vec<String>,
     /// Largest HTTP request body.
-    #[arg(long, value_name = "BYTES", default_value_t = 4 << 20)]
+    #[arg(long, value_name = "BYTES", default_value_t = 4 << 20, env = "LOOMFS_MAX_BODY_BYTES")]
     max_body_bytes: usize,
     /// Most MCP sessions open at once (2025-era clients).
-    #[arg(long, value_name = "N", default_value_t = 64)]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 64,
+        env = "LOOMFS_MAX_SESSIONS"
+    )]
     max_sessions: usize,
     /// Seconds after which a session without requests is closed.
-    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 300,
+        env = "LOOMFS_SESSION_IDLE_SECS"
+    )]
     session_idle_secs: u64,
 }
 
@@ -112,7 +137,7 @@ fn main() -> ExitCode {
 
 fn load_config(cli: &Cli) -> anyhow::Result<Config> {
     let path = cli.config.as_deref().context(
-        "no config given: pass --config FILE (roots.example.toml in the repository is a working example)",
+        "no config given: pass --config FILE or set LOOMFS_CONFIG (roots.example.toml in the repository is a working example)",
     )?;
     Ok(Config::load(path, cli.read_only)?)
 }

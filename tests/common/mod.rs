@@ -27,10 +27,29 @@ pub fn cache_dir() -> PathBuf {
 /// A command for the real binary with the test cache.
 pub fn command() -> std::process::Command {
     let mut cmd = std::process::Command::new(BIN);
+    for var in FLAG_VARS {
+        cmd.env_remove(var);
+    }
     cmd.env("LOOMFS_CACHE_DIR", cache_dir())
         .env("LOOMFS_LOG", "warn");
     cmd
 }
+
+/// The environment counterparts of the command-line flags: a test's server
+/// sees only the flags the test gives it.
+pub const FLAG_VARS: [&str; 11] = [
+    "LOOMFS_CONFIG",
+    "LOOMFS_READ_ONLY",
+    "LOOMFS_TRANSPORT",
+    "LOOMFS_LISTEN",
+    "LOOMFS_ALLOW_NON_LOOPBACK",
+    "LOOMFS_AUTH_TOKEN_FILE",
+    "LOOMFS_ALLOWED_HOSTS",
+    "LOOMFS_ALLOWED_ORIGINS",
+    "LOOMFS_MAX_BODY_BYTES",
+    "LOOMFS_MAX_SESSIONS",
+    "LOOMFS_SESSION_IDLE_SECS",
+];
 
 /// A temporary tree: roots, files around them, and the config.
 pub struct Env {
@@ -176,6 +195,9 @@ pub async fn start_with_pid(
     lifecycle: ClientLifecycleMode,
 ) -> (Client, u32) {
     let mut cmd = tokio::process::Command::new(BIN);
+    for var in FLAG_VARS {
+        cmd.env_remove(var);
+    }
     cmd.arg("--config")
         .arg(config)
         .args(args)
