@@ -365,3 +365,60 @@ fn environment_variables_stand_in_for_flags_and_flags_win() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `check` on a config an operator should think twice about: a root that is
+/// the home directory and holds `.ssh`, the audit log inside a root, and a
+/// non-loopback HTTP address. It also shows the whole tool surface, with
+/// the roots each tool may act on, and the transport.
+#[test]
+fn check_warns_about_risky_configs() {
+    let env = Env::new();
+    env.mkdir("home/.ssh").mkdir("docs");
+    let config = env.config(
+        "audit_log = \"docs/logs/audit.log\"\n\
+         [[roots]]\nname = \"home\"\npath = \"~/\"\nrole = \"sourcecode\"\n\
+         [[roots]]\nname = \"docs\"\npath = \"docs\"\nrole = \"reference\"\n",
+    );
+    let out = command()
+        .args([
+            "check",
+            "--transport",
+            "http",
+            "--listen",
+            "0.0.0.0:3000",
+            "--config",
+        ])
+        .arg(&config)
+        .env("HOME", env.path("home"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    for expected in [
+        "  read_file         read    home, docs                built-in",
+        "  write_file        write   home                      built-in",
+        "components: 10 built-in, 0 third-party",
+        "transport: http on 0.0.0.0:3000 (no token)",
+        "warnings:",
+        "  root 'home' is your home directory: dotfiles and keys the deny list does not name are exposed",
+        "  root 'home' holds .ssh: denied by name, but a root should not contain keys at all",
+        "  the audit log is inside root 'docs': tools can read it (and, where the role allows, change it)",
+        "  listening on 0.0.0.0:3000, which is not loopback: anyone who can reach it gets the roots' permissions, and no token is required",
+    ] {
+        assert!(
+            stdout.lines().any(|l| l == expected),
+            "{expected:?} not in:\n{stdout}"
+        );
+    }
+    // A plain config has no warnings.
+    let plain = roots(&env);
+    let out = command()
+        .arg("check")
+        .arg("--config")
+        .arg(&plain)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("transport: stdio"), "{stdout}");
+    assert!(!stdout.contains("warnings:"), "{stdout}");
+}

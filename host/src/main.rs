@@ -4,7 +4,7 @@
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -51,26 +51,39 @@ enum Transport {
 #[derive(clap::Args)]
 struct HttpArgs {
     /// How to serve MCP.
-    #[arg(long, value_enum, default_value = "stdio", env = "LOOMFS_TRANSPORT")]
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "stdio",
+        env = "LOOMFS_TRANSPORT"
+    )]
     transport: Transport,
     /// Address to listen on (HTTP); port 0 picks a free one.
     #[arg(
         long,
+        global = true,
         value_name = "ADDR",
         default_value = "127.0.0.1:3000",
         env = "LOOMFS_LISTEN"
     )]
     listen: SocketAddr,
     /// Allow listening on an address that is not loopback.
-    #[arg(long, env = "LOOMFS_ALLOW_NON_LOOPBACK")]
+    #[arg(long, global = true, env = "LOOMFS_ALLOW_NON_LOOPBACK")]
     allow_non_loopback: bool,
     /// File holding the bearer token every HTTP request must carry.
-    #[arg(long, value_name = "FILE", env = "LOOMFS_AUTH_TOKEN_FILE")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "FILE",
+        env = "LOOMFS_AUTH_TOKEN_FILE"
+    )]
     auth_token_file: Option<PathBuf>,
     /// A `Host` header value to accept besides the bound address and
     /// loopback names (repeatable).
     #[arg(
         long = "allowed-host",
+        global = true,
         value_name = "HOST",
         env = "LOOMFS_ALLOWED_HOSTS",
         value_delimiter = ','
@@ -80,17 +93,19 @@ struct HttpArgs {
     /// (`https://app.example.com:443`; repeatable).
     #[arg(
         long = "allowed-origin",
+        global = true,
         value_name = "ORIGIN",
         env = "LOOMFS_ALLOWED_ORIGINS",
         value_delimiter = ','
     )]
     allowed_origins: Vec<String>,
     /// Largest HTTP request body.
-    #[arg(long, value_name = "BYTES", default_value_t = 4 << 20, env = "LOOMFS_MAX_BODY_BYTES")]
+    #[arg(long, global = true, value_name = "BYTES", default_value_t = 4 << 20, env = "LOOMFS_MAX_BODY_BYTES")]
     max_body_bytes: usize,
     /// Most MCP sessions open at once (2025-era clients).
     #[arg(
         long,
+        global = true,
         value_name = "N",
         default_value_t = 64,
         env = "LOOMFS_MAX_SESSIONS"
@@ -99,6 +114,7 @@ struct HttpArgs {
     /// Seconds after which a session without requests is closed.
     #[arg(
         long,
+        global = true,
         value_name = "SECONDS",
         default_value_t = 300,
         env = "LOOMFS_SESSION_IDLE_SECS"
@@ -227,7 +243,7 @@ fn check(cli: &Cli) -> anyhow::Result<()> {
     for p in Permission::ALL {
         let names: Vec<&str> = surface
             .iter()
-            .filter(|(_, need)| **need == p)
+            .filter(|(_, (need, _))| *need == p)
             .map(|(n, _)| *n)
             .collect();
         let listed = if names.is_empty() {
@@ -237,7 +253,101 @@ fn check(cli: &Cli) -> anyhow::Result<()> {
         };
         println!("  {p:<6}  {listed}");
     }
+    println!(
+        "tool surface (each tool, what it needs, the roots it may act on, where it comes from):"
+    );
+    let width = surface.keys().map(|n| n.len()).max().unwrap_or(0);
+    for (name, (need, source)) in &surface {
+        let roots: Vec<&str> = config
+            .roots
+            .iter()
+            .filter(|r| r.perms.contains(*need))
+            .map(|r| r.name.as_str())
+            .collect();
+        println!(
+            "  {name:width$}  {need:<6}  {:<24}  {source}",
+            roots.join(", ")
+        );
+    }
+    let third_party = config.components.len();
+    println!(
+        "components: {} built-in, {third_party} third-party",
+        runtime::BUILTINS.len()
+    );
+    for path in &config.components {
+        println!("  {}", path.display());
+    }
+    match cli.http.transport {
+        Transport::Stdio => println!("transport: stdio"),
+        Transport::Http => println!(
+            "transport: http on {} ({})",
+            cli.http.listen,
+            if cli.http.auth_token_file.is_some() {
+                "bearer token required"
+            } else {
+                "no token"
+            }
+        ),
+    }
+    let warnings = warnings(config, &cli.http);
+    if !warnings.is_empty() {
+        println!("warnings:");
+        for w in warnings {
+            println!("  {w}");
+        }
+    }
     Ok(())
+}
+
+/// What an operator should know before serving this config.
+fn warnings(config: &Config, http: &HttpArgs) -> Vec<String> {
+    let mut out = Vec::new();
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .and_then(|h| std::fs::canonicalize(h).ok());
+    for r in &config.roots {
+        if r.path == Path::new("/") {
+            out.push(format!(
+                "root '{}' is the filesystem root: every file the server can read is exposed",
+                r.name
+            ));
+        } else if home.as_deref() == Some(r.path.as_path()) {
+            out.push(format!(
+                "root '{}' is your home directory: dotfiles and keys the deny list does not name are exposed",
+                r.name
+            ));
+        }
+        if r.path.join(".ssh").exists() {
+            out.push(format!(
+                "root '{}' holds .ssh: denied by name, but a root should not contain keys at all",
+                r.name
+            ));
+        }
+        if let AuditTarget::File(log) = &config.audit {
+            let log = log
+                .parent()
+                .and_then(|p| std::fs::canonicalize(p).ok())
+                .map(|p| p.join(log.file_name().unwrap_or_default()));
+            if log.is_some_and(|l| l.starts_with(&r.path)) {
+                out.push(format!(
+                    "the audit log is inside root '{}': tools can read it (and, where the role allows, change it)",
+                    r.name
+                ));
+            }
+        }
+    }
+    if http.transport == Transport::Http && !http.listen.ip().is_loopback() {
+        out.push(format!(
+            "listening on {}, which is not loopback: anyone who can reach it gets the roots' permissions{}",
+            http.listen,
+            if http.auth_token_file.is_none() {
+                ", and no token is required"
+            } else {
+                " if they hold the token"
+            }
+        ));
+    }
+    out
 }
 
 fn serve(cli: &Cli) -> anyhow::Result<()> {

@@ -204,18 +204,20 @@ impl Toolbox {
             .map(|e| &e.tool)
     }
 
-    /// The permission each listed tool needs, by tool name (for `check`).
-    pub fn surface(&self) -> BTreeMap<&str, Permission> {
+    /// Each listed tool, by name: the permission it needs and where it came
+    /// from (`built-in` or its file), for `check`.
+    pub fn surface(&self) -> BTreeMap<&str, (Permission, &str)> {
         self.entries
             .iter()
             .map(|e| {
-                let p = match &e.action {
-                    Action::ListRoots => Permission::Read,
+                let entry = match &e.action {
+                    Action::ListRoots => (Permission::Read, "built-in"),
                     Action::Component { index, .. } => {
-                        self.runtime.tools()[*index].descriptor.permission.into()
+                        let tool = &self.runtime.tools()[*index];
+                        (tool.descriptor.permission.into(), tool.source.as_str())
                     }
                 };
-                (e.tool.name.as_ref(), p)
+                (e.tool.name.as_ref(), entry)
             })
             .collect()
     }
