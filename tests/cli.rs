@@ -422,3 +422,44 @@ fn check_warns_about_risky_configs() {
     assert!(stdout.contains("transport: stdio"), "{stdout}");
     assert!(!stdout.contains("warnings:"), "{stdout}");
 }
+
+/// Two servers on one audit file: the second is refused at start, with the
+/// reason and what to do.
+#[test]
+fn a_second_server_on_the_same_audit_log_is_refused() {
+    let env = Env::new();
+    let config = env.config(
+        "audit_log = \"audit.log\"\n\
+         [[roots]]\nname = \"docs\"\npath = \"docs\"\nrole = \"reference\"\n",
+    );
+    env.mkdir("docs");
+    let mut first = command()
+        .arg("--config")
+        .arg(&config)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut banner = BufReader::new(first.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("serving MCP over stdio") {
+        line.clear();
+        assert!(
+            banner.read_line(&mut line).unwrap() > 0,
+            "the first server ended"
+        );
+    }
+    let second = command().arg("--config").arg(&config).output().unwrap();
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success());
+    assert!(
+        stderr.contains(&format!(
+            "is in use by another loom-fs-mcp (pid {})",
+            first.id()
+        )) && stderr.contains("give each instance its own audit_log file"),
+        "{stderr}"
+    );
+    first.kill().unwrap();
+    first.wait().unwrap();
+}

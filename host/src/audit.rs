@@ -181,13 +181,22 @@ impl Audit {
     }
 }
 
-/// An append-only file rotated by size.
+/// An append-only file rotated by size, held by one server at a time.
+///
+/// It is opened `O_APPEND`, so every line goes to the current end: after an
+/// operator's `truncate -s 0` (or logrotate's `copytruncate`) the next line
+/// starts at offset 0, with no hole and nothing lost after it. The size
+/// counter is checked against the file before a rotation, so a truncated
+/// file is not rotated early.
 struct Rotating {
     path: PathBuf,
     file: File,
     size: u64,
     max_bytes: u64,
     backups: u32,
+    /// `<path>.lock`, locked (`flock`) while this server runs: a second
+    /// instance on the same log would interleave and rotate under the first.
+    _lock: File,
 }
 
 impl Rotating {
@@ -195,6 +204,7 @@ impl Rotating {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             fs::create_dir_all(dir)?;
         }
+        let lock = lock(path)?;
         let file = OpenOptions::new().create(true).append(true).open(path)?;
         let size = file.metadata()?.len();
         Ok(Rotating {
@@ -203,10 +213,15 @@ impl Rotating {
             size,
             max_bytes,
             backups,
+            _lock: lock,
         })
     }
 
     fn write_line(&mut self, line: &[u8]) -> io::Result<()> {
+        if self.size > 0 && self.size + line.len() as u64 > self.max_bytes {
+            // Someone may have truncated the file since: its real size decides.
+            self.size = self.file.metadata()?.len();
+        }
         if self.size > 0 && self.size + line.len() as u64 > self.max_bytes {
             self.rotate()?;
         }
@@ -240,6 +255,37 @@ impl Rotating {
         self.size = 0;
         Ok(())
     }
+}
+
+/// Takes `<path>.lock` for this process, or says who holds it.
+fn lock(path: &Path) -> io::Result<File> {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".lock");
+    let lock_path = PathBuf::from(name);
+    let mut file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&lock_path)?;
+    if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+        let holder = fs::read_to_string(&lock_path).unwrap_or_default();
+        let holder = match holder.trim() {
+            "" => String::new(),
+            pid => format!(" (pid {pid})"),
+        };
+        return Err(io::Error::new(
+            io::ErrorKind::WouldBlock,
+            format!(
+                "the audit log {} is in use by another loom-fs-mcp{holder}: give each instance \
+                 its own audit_log file",
+                path.display()
+            ),
+        ));
+    }
+    file.set_len(0)?;
+    write!(file, "{}", std::process::id())?;
+    Ok(file)
 }
 
 #[cfg(test)]
@@ -347,6 +393,64 @@ mod tests {
         let lines = read_lines(&path);
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[0], "{\"earlier\":true}");
+    }
+
+    /// A second server on the same log is refused, naming the holder;
+    /// once the first is gone the log is free again.
+    #[test]
+    fn one_server_per_log_file() {
+        let tmp = TempDir::new().unwrap();
+        let path = tmp.path().join("audit.log");
+        let target = AuditTarget::File(path.clone());
+        let first = Audit::open(&target, 1 << 20, 1).unwrap();
+        let Err(e) = Audit::open(&target, 1 << 20, 1) else {
+            panic!("a second instance opened the same audit log")
+        };
+        let message = e.to_string();
+        assert!(
+            message.contains(&format!("(pid {})", std::process::id()))
+                && message.ends_with("give each instance its own audit_log file"),
+            "{message}"
+        );
+        drop(first);
+        assert!(Audit::open(&target, 1 << 20, 1).is_ok());
+    }
+
+    /// `truncate -s 0` (or logrotate's copytruncate) while the server
+    /// writes: the next lines start at offset 0, no hole, none lost, and the
+    /// truncated file is not rotated early.
+    #[test]
+    fn a_truncated_log_goes_on_from_the_start() {
+        let tmp = TempDir::new().unwrap();
+        let path = tmp.path().join("audit.log");
+        let audit = Audit::open(&AuditTarget::File(path.clone()), 4096, 2).unwrap();
+        audit.log(&Record::new("before", "r", "p", Permission::Read));
+        // Fill it to just under the rotation size: a stale size counter
+        // would rotate at the first line after the truncation.
+        let line = fs::metadata(&path).unwrap().len();
+        let count = 4095 / line;
+        for _ in 1..count {
+            audit.log(&Record::new("before", "r", "p", Permission::Read));
+        }
+        assert!(!tmp.path().join("audit.log.1").exists());
+        let copy = tmp.path().join("audit.log.copy");
+        fs::copy(&path, &copy).unwrap();
+        OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(0)
+            .unwrap();
+        for _ in 0..5 {
+            audit.log(&Record::new("after", "r", "p", Permission::Read));
+        }
+        let bytes = fs::read(&path).unwrap();
+        assert!(!bytes.contains(&0), "a hole of NUL bytes");
+        let lines = read_lines(&path);
+        assert_eq!(lines.len(), 5);
+        assert!(lines.iter().all(|l| l.contains("\"tool\":\"after\"")));
+        assert!(!tmp.path().join("audit.log.1").exists(), "rotated early");
+        assert_eq!(read_lines(&copy).len() as u64, count);
     }
 
     #[test]
