@@ -450,6 +450,18 @@ fn a_second_server_on_the_same_audit_log_is_refused() {
             "the first server ended"
         );
     }
+    // `check` runs beside it: it does not take the log.
+    let check = command()
+        .arg("check")
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
     let second = command().arg("--config").arg(&config).output().unwrap();
     let stderr = String::from_utf8_lossy(&second.stderr);
     assert!(!second.status.success());

@@ -132,6 +132,24 @@ impl Audit {
         })
     }
 
+    /// Whether `target` could be opened, without taking it (for `check`,
+    /// which may run beside the server using it).
+    pub fn probe(target: &AuditTarget) -> io::Result<()> {
+        match target {
+            AuditTarget::Stderr => Ok(()),
+            AuditTarget::File(path) => {
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    fs::create_dir_all(dir)?;
+                }
+                OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .map(drop)
+            }
+        }
+    }
+
     #[cfg(test)]
     fn memory() -> Audit {
         Audit {

@@ -162,16 +162,23 @@ fn load_config(cli: &Cli) -> anyhow::Result<Config> {
 /// that cannot audit must not start) and the runtime.
 fn prepare(config: &Config) -> anyhow::Result<(Audit, Runtime)> {
     let audit = Audit::open(&config.audit, config.audit_max_bytes, config.audit_backups)
-        .with_context(|| match &config.audit {
-            AuditTarget::File(path) => format!("cannot open the audit log {}", path.display()),
-            AuditTarget::Stderr => "cannot use stderr for the audit log".into(),
-        })?;
-    let runtime = Runtime::new(Budget {
+        .with_context(|| audit_problem(config))?;
+    Ok((audit, runtime(config)?))
+}
+
+fn audit_problem(config: &Config) -> String {
+    match &config.audit {
+        AuditTarget::File(path) => format!("cannot open the audit log {}", path.display()),
+        AuditTarget::Stderr => "cannot use stderr for the audit log".into(),
+    }
+}
+
+fn runtime(config: &Config) -> anyhow::Result<Runtime> {
+    Runtime::new(Budget {
         memory_bytes: config.limits.tool_memory_bytes,
         timeout: config.limits.tool_timeout,
     })
-    .map_err(|e| anyhow::anyhow!("cannot start the WebAssembly runtime: {e}"))?;
-    Ok((audit, runtime))
+    .map_err(|e| anyhow::anyhow!("cannot start the WebAssembly runtime: {e}"))
 }
 
 /// Loads the built-in components, then the config's, and builds the tool
@@ -218,7 +225,11 @@ fn raise_open_file_limit() {
 
 fn check(cli: &Cli) -> anyhow::Result<()> {
     let config = load_config(cli)?;
-    let (audit, runtime) = prepare(&config)?;
+    // `check` may run beside the server it checks: it makes sure the audit
+    // log can be opened, but does not take it; nothing is audited here.
+    Audit::probe(&config.audit).with_context(|| audit_problem(&config))?;
+    let runtime = runtime(&config)?;
+    let audit = Audit::open(&AuditTarget::Stderr, 0, 0)?;
     let toolbox = toolbox(config, audit, runtime)?;
     let config = toolbox.config();
     println!("config is valid");
