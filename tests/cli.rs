@@ -325,19 +325,33 @@ fn environment_variables_stand_in_for_flags_and_flags_win() {
     }
     let env = Env::new();
     let config = roots(&env);
-    // The config from LOOMFS_CONFIG, read-only from LOOMFS_READ_ONLY.
-    let out = command()
-        .arg("check")
-        .env("LOOMFS_CONFIG", &config)
-        .env("LOOMFS_READ_ONLY", "true")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}");
-    assert!(
-        stdout.contains("read-only: every root is capped at read"),
-        "{stdout}"
-    );
+    // The config from LOOMFS_CONFIG, read-only from LOOMFS_READ_ONLY, which
+    // takes the usual spellings of yes and no.
+    for (value, read_only) in [
+        ("true", true),
+        ("1", true),
+        ("yes", true),
+        ("0", false),
+        ("false", false),
+    ] {
+        let out = command()
+            .arg("check")
+            .env("LOOMFS_CONFIG", &config)
+            .env("LOOMFS_READ_ONLY", value)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{value}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            stdout.contains("read-only: every root is capped at read"),
+            read_only,
+            "{value}: {stdout}"
+        );
+    }
     // A flag wins: --config over a variable naming a missing file.
     let out = command()
         .arg("check")
@@ -386,6 +400,7 @@ fn check_warns_about_risky_configs() {
             "http",
             "--listen",
             "0.0.0.0:3000",
+            "--allow-non-loopback",
             "--config",
         ])
         .arg(&config)
@@ -400,7 +415,7 @@ fn check_warns_about_risky_configs() {
         "components: 10 built-in, 0 third-party",
         "transport: http on 0.0.0.0:3000 (no token)",
         "warnings:",
-        "  root 'home' is your home directory: dotfiles and keys the deny list does not name are exposed",
+        "  root 'home' is or holds your home directory: dotfiles and keys the deny list does not name are exposed",
         "  root 'home' holds .ssh: denied by name, but a root should not contain keys at all",
         "  the audit log is inside root 'docs': tools can read it (and, where the role allows, change it)",
         "  listening on 0.0.0.0:3000, which is not loopback: anyone who can reach it gets the roots' permissions, and no token is required",
@@ -410,6 +425,26 @@ fn check_warns_about_risky_configs() {
             "{expected:?} not in:\n{stdout}"
         );
     }
+    // What serve would refuse, check refuses: no --allow-non-loopback.
+    let out = command()
+        .args([
+            "check",
+            "--transport",
+            "http",
+            "--listen",
+            "0.0.0.0:3000",
+            "--config",
+        ])
+        .arg(&config)
+        .env("HOME", env.path("home"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("refusing to listen on 0.0.0.0:3000"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // A plain config has no warnings.
     let plain = roots(&env);
     let out = command()

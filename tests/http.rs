@@ -428,6 +428,27 @@ fn sessions_are_capped_and_expire_when_idle() {
     let r = post(server.addr, &[], initialize_body("2025-11-25").as_bytes());
     assert_eq!(r.status, 503, "{}", r.body);
     assert!(r.body.contains("--max-sessions"), "{}", r.body);
+    // However the request dresses up, no second session is made: an
+    // initialize claiming the stateless era, or naming another method.
+    let init_2026 = initialize_body("2026-07-28");
+    for headers in [
+        vec![("MCP-Protocol-Version", "2026-07-28")],
+        vec![
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/list"),
+        ],
+        vec![("Mcp-Method", "server/discover")],
+    ] {
+        for body in [&init_2026, &initialize_body("2025-11-25")] {
+            let r = post(server.addr, &headers, body.as_bytes());
+            assert!(
+                r.header("mcp-session-id").is_none(),
+                "{headers:?} opened a session: {} {}",
+                r.status,
+                r.body
+            );
+        }
+    }
     // Idle for longer than a second, the session is gone, and its slot free.
     std::thread::sleep(Duration::from_millis(2500));
     let r = in_session(server.addr, &first, 2, "tools/list", json!({}));
@@ -487,9 +508,10 @@ fn a_non_loopback_address_needs_the_flag_and_gets_a_warning() {
 #[test]
 fn shutdown_finishes_a_write_in_flight() {
     let (env, config) = fixture();
-    let mut server = start(&config, &[]);
+    let mut server = start(&config, &["--max-body-bytes", "67108864"]);
     let session = open_session(server.addr);
-    let content = "line of text\n".repeat(250_000);
+    // About 20 MB: long enough to write that the signal lands mid-call.
+    let content = "line of text\n".repeat(1_600_000);
     let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
         "name": "write_file", "arguments": {"root": "ws", "path": "big.txt", "content": content}}})
     .to_string();

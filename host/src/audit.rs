@@ -9,6 +9,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
@@ -141,10 +142,14 @@ impl Audit {
                 if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
                     fs::create_dir_all(dir)?;
                 }
+                OpenOptions::new().create(true).append(true).open(path)?;
+                // The lock too, without taking it.
                 OpenOptions::new()
                     .create(true)
-                    .append(true)
-                    .open(path)
+                    .truncate(false)
+                    .write(true)
+                    .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+                    .open(lock_path(path))
                     .map(drop)
             }
         }
@@ -276,15 +281,22 @@ impl Rotating {
 }
 
 /// Takes `<path>.lock` for this process, or says who holds it.
-fn lock(path: &Path) -> io::Result<File> {
+fn lock_path(path: &Path) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(".lock");
-    let lock_path = PathBuf::from(name);
+    PathBuf::from(name)
+}
+
+fn lock(path: &Path) -> io::Result<File> {
+    let lock_path = lock_path(path);
+    // Never through a symlink: a planted `audit.log.lock -> elsewhere` must
+    // not get that file emptied.
     let mut file = OpenOptions::new()
         .create(true)
         .truncate(false)
         .read(true)
         .write(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
         .open(&lock_path)?;
     if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
         let holder = fs::read_to_string(&lock_path).unwrap_or_default();

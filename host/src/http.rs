@@ -24,15 +24,22 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use futures::Stream;
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::streamable_http_server::session::local::{
+    LocalSessionManager, LocalSessionManagerError,
+};
+use rmcp::transport::streamable_http_server::session::{
+    ServerSseMessage, SessionId, SessionManager,
+};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 
 use crate::mcp::Server;
 
-/// How the endpoint is served.
-#[derive(Clone, Debug)]
+/// How the endpoint is served. (No `Debug`: it holds the token.)
+#[derive(Clone)]
 pub struct HttpOptions {
     pub listen: SocketAddr,
     /// Bearer token every `/mcp` request must carry, if any.
@@ -56,8 +63,102 @@ pub struct ClientAddr(pub SocketAddr);
 /// What the `/mcp` guard needs.
 struct Gate {
     token: Option<String>,
-    sessions: Arc<LocalSessionManager>,
-    max_sessions: usize,
+    sessions: Arc<Sessions>,
+}
+
+/// rmcp's in-memory sessions, at most `max` at once. The cap is kept where
+/// sessions are made (one at a time, counted and inserted together), so no
+/// request shape and no race gets past it; the guard in front only turns
+/// the common case into a clear 503 before rmcp sees the request.
+pub struct Sessions {
+    inner: LocalSessionManager,
+    max: usize,
+    creating: tokio::sync::Mutex<()>,
+}
+
+/// Why a session could not be made or used.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("all {0} sessions are in use (--max-sessions); try again later")]
+    Full(usize),
+    #[error(transparent)]
+    Local(#[from] LocalSessionManagerError),
+}
+
+impl Sessions {
+    fn new(max: usize, idle: Duration) -> Sessions {
+        let mut inner = LocalSessionManager::default();
+        inner.session_config.keep_alive = Some(idle);
+        Sessions {
+            inner,
+            max,
+            creating: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    async fn full(&self) -> bool {
+        self.inner.sessions.read().await.len() >= self.max
+    }
+}
+
+impl SessionManager for Sessions {
+    type Error = SessionError;
+    type Transport = <LocalSessionManager as SessionManager>::Transport;
+
+    async fn create_session(&self) -> Result<(SessionId, Self::Transport), SessionError> {
+        let _one_at_a_time = self.creating.lock().await;
+        if self.full().await {
+            return Err(SessionError::Full(self.max));
+        }
+        Ok(self.inner.create_session().await?)
+    }
+
+    async fn initialize_session(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<ServerJsonRpcMessage, SessionError> {
+        Ok(self.inner.initialize_session(id, message).await?)
+    }
+
+    async fn has_session(&self, id: &SessionId) -> Result<bool, SessionError> {
+        Ok(self.inner.has_session(id).await?)
+    }
+
+    async fn close_session(&self, id: &SessionId) -> Result<(), SessionError> {
+        Ok(self.inner.close_session(id).await?)
+    }
+
+    async fn create_stream(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, SessionError> {
+        Ok(self.inner.create_stream(id, message).await?)
+    }
+
+    async fn accept_message(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<(), SessionError> {
+        Ok(self.inner.accept_message(id, message).await?)
+    }
+
+    async fn create_standalone_stream(
+        &self,
+        id: &SessionId,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, SessionError> {
+        Ok(self.inner.create_standalone_stream(id).await?)
+    }
+
+    async fn resume(
+        &self,
+        id: &SessionId,
+        last_event_id: String,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, SessionError> {
+        Ok(self.inner.resume(id, last_event_id).await?)
+    }
 }
 
 /// The `Host` values always accepted: loopback names, with any port.
@@ -66,9 +167,7 @@ const LOOPBACK_HOSTS: [&str; 4] = ["localhost", "127.0.0.1", "::1", "[::1]"];
 /// The router: `/health` and the guarded `/mcp`. `sessions_end` closes
 /// every MCP session when fired.
 pub fn router(server: Server, options: &HttpOptions, sessions_end: &CancellationToken) -> Router {
-    let mut sessions = LocalSessionManager::default();
-    sessions.session_config.keep_alive = Some(options.session_idle);
-    let sessions = Arc::new(sessions);
+    let sessions = Arc::new(Sessions::new(options.max_sessions, options.session_idle));
     let mut hosts: Vec<String> = LOOPBACK_HOSTS.iter().map(|h| h.to_string()).collect();
     hosts.push(options.listen.ip().to_string());
     hosts.push(options.listen.to_string());
@@ -87,7 +186,6 @@ pub fn router(server: Server, options: &HttpOptions, sessions_end: &Cancellation
     let gate = Arc::new(Gate {
         token: options.token.clone(),
         sessions,
-        max_sessions: options.max_sessions,
     });
     let guarded = Router::new()
         .route_service("/mcp", mcp)
@@ -109,7 +207,7 @@ pub async fn serve(
     let sessions_end = CancellationToken::new();
     let app = router(server.clone(), options, &sessions_end);
     let accepting = stop.clone();
-    let serving = tokio::spawn(
+    let mut serving = tokio::spawn(
         axum::serve(
             listener,
             app.into_make_service_with_connect_info::<SocketAddr>(),
@@ -122,14 +220,26 @@ pub async fn serve(
     while server.calls_in_flight() > 0 && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // Every answer is out: end the sessions (and their open streams), so
-    // the connections close; whatever still hangs on is cut at the deadline.
+    // Every call has returned; its answer may still be on its way into its
+    // stream. A request's stream closes by itself once answered, so give
+    // them a moment before ending the sessions (and the idle streams that
+    // never close), then cut whatever still hangs on at the deadline.
+    let left = |at: tokio::time::Instant| at.saturating_duration_since(tokio::time::Instant::now());
+    let settle = left(deadline).min(Duration::from_secs(1));
+    let ended = match tokio::time::timeout(settle, &mut serving).await {
+        Ok(ended) => Some(ended),
+        Err(_) => {
+            sessions_end.cancel();
+            tokio::time::timeout(left(deadline).max(Duration::from_millis(200)), serving)
+                .await
+                .ok()
+        }
+    };
     sessions_end.cancel();
-    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-    match tokio::time::timeout(left.max(Duration::from_millis(200)), serving).await {
-        Ok(Ok(result)) => result,
-        Ok(Err(e)) => Err(std::io::Error::other(e)),
-        Err(_) => Ok(()),
+    match ended {
+        Some(Ok(result)) => result,
+        Some(Err(e)) => Err(std::io::Error::other(e)),
+        None => Ok(()),
     }
 }
 
@@ -151,15 +261,9 @@ async fn guard(
         )
             .into_response();
     }
-    if opens_session(&request) && gate.sessions.sessions.read().await.len() >= gate.max_sessions {
-        return (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "all {} sessions are in use (--max-sessions); try again later\n",
-                gate.max_sessions
-            ),
-        )
-            .into_response();
+    if opens_session(&request) && gate.sessions.full().await {
+        let full = SessionError::Full(gate.sessions.max);
+        return (StatusCode::SERVICE_UNAVAILABLE, format!("{full}\n")).into_response();
     }
     request.extensions_mut().insert(ClientAddr(peer));
     next.run(request).await
@@ -173,14 +277,15 @@ fn bearer_matches(headers: &HeaderMap, token: &str) -> bool {
         .is_some_and(|given| bool::from(given.as_bytes().ct_eq(token.as_bytes())))
 }
 
-/// Whether a request may open a session: a POST without a session id, of a
-/// protocol era that has sessions (2026-07-28 and later are stateless).
+/// Whether a request may open a session: a POST without a session id that
+/// is not a stateless 2026-era request (those name a method other than
+/// `initialize` in `Mcp-Method`). Only the guard's early 503 depends on
+/// this; [`Sessions`] holds the cap whatever a request claims to be.
 fn opens_session(request: &Request) -> bool {
     let headers = request.headers();
     let stateless = headers
-        .get("mcp-protocol-version")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v >= "2026-07-28");
+        .get("mcp-method")
+        .is_some_and(|m| m.as_bytes() != b"initialize");
     request.method() == Method::POST && !headers.contains_key("mcp-session-id") && !stateless
 }
 

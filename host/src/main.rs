@@ -34,7 +34,8 @@ struct Cli {
     #[arg(long, global = true, value_name = "FILE", env = "LOOMFS_CONFIG")]
     config: Option<PathBuf>,
     /// Cap every root at read, whatever its role.
-    #[arg(long, global = true, env = "LOOMFS_READ_ONLY")]
+    #[arg(long, global = true, env = "LOOMFS_READ_ONLY",
+        value_parser = clap::builder::BoolishValueParser::new())]
     read_only: bool,
     #[command(flatten)]
     http: HttpArgs,
@@ -69,7 +70,8 @@ struct HttpArgs {
     )]
     listen: SocketAddr,
     /// Allow listening on an address that is not loopback.
-    #[arg(long, global = true, env = "LOOMFS_ALLOW_NON_LOOPBACK")]
+    #[arg(long, global = true, env = "LOOMFS_ALLOW_NON_LOOPBACK",
+        value_parser = clap::builder::BoolishValueParser::new())]
     allow_non_loopback: bool,
     /// File holding the bearer token every HTTP request must carry.
     #[arg(
@@ -228,6 +230,10 @@ fn check(cli: &Cli) -> anyhow::Result<()> {
     // `check` may run beside the server it checks: it makes sure the audit
     // log can be opened, but does not take it; nothing is audited here.
     Audit::probe(&config.audit).with_context(|| audit_problem(&config))?;
+    if cli.http.transport == Transport::Http {
+        // What `serve` would refuse, `check` refuses too.
+        http_options(&cli.http, config.limits.tool_timeout)?;
+    }
     let runtime = runtime(&config)?;
     let audit = Audit::open(&AuditTarget::Stderr, 0, 0)?;
     let toolbox = toolbox(config, audit, runtime)?;
@@ -322,9 +328,9 @@ fn warnings(config: &Config, http: &HttpArgs) -> Vec<String> {
                 "root '{}' is the filesystem root: every file the server can read is exposed",
                 r.name
             ));
-        } else if home.as_deref() == Some(r.path.as_path()) {
+        } else if home.as_deref().is_some_and(|h| h.starts_with(&r.path)) {
             out.push(format!(
-                "root '{}' is your home directory: dotfiles and keys the deny list does not name are exposed",
+                "root '{}' is or holds your home directory: dotfiles and keys the deny list does not name are exposed",
                 r.name
             ));
         }
