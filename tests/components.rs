@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::path::Path;
 use std::sync::OnceLock;
 
 use common::*;
