@@ -157,14 +157,7 @@ fn stdout_is_only_json_rpc_and_eof_exits_cleanly() {
     let env = Env::new();
     let config = roots(&env);
     env.write("docs/a.txt", "hello\n");
-    let mut child = command()
-        .arg("--config")
-        .arg(&config)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_stdio(&config, Stdio::piped());
     let mut stdin = child.stdin.take().unwrap();
     let requests = [
         r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#,
@@ -235,14 +228,7 @@ fn audit_lines_go_to_the_configured_file() {
     let config = env.config(
         "audit_log = \"logs/audit.log\"\n[[roots]]\nname = \"docs\"\npath = \"docs\"\nrole = \"reference\"\n",
     );
-    let mut child = command()
-        .arg("--config")
-        .arg(&config)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_stdio(&config, Stdio::null());
     let mut stdin = child.stdin.take().unwrap();
     for r in [
         r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#,
@@ -276,14 +262,7 @@ fn audit_lines_go_to_the_configured_file() {
 fn unknown_protocol_versions_are_negotiated_or_refused() {
     let env = Env::new();
     let config = roots(&env);
-    let mut child = command()
-        .arg("--config")
-        .arg(&config)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_stdio(&config, Stdio::null());
     let lines = [
         r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"1999-01-01","capabilities":{},"clientInfo":{"name":"x","version":"0"}}}"#,
         r#"{"jsonrpc":"2.0","id":2,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientInfo":{"name":"x","version":"0"},"io.modelcontextprotocol/clientCapabilities":{}}}}"#,
@@ -418,7 +397,7 @@ fn check_warns_about_risky_configs() {
         "  root 'home' is or holds your home directory: dotfiles and keys the deny list does not name are exposed",
         "  root 'home' holds .ssh: denied by name, but a root should not contain keys at all",
         "  the audit log is inside root 'docs': tools can read it (and, where the role allows, change it)",
-        "  listening on 0.0.0.0:3000, which is not loopback: anyone who can reach it gets the roots' permissions, and no token is required",
+        "  listening on 0.0.0.0:3000, which is not loopback: anyone who can reach it can use every root with its permissions, and no --auth-token-file is set",
     ] {
         assert!(
             stdout.lines().any(|l| l == expected),
@@ -468,23 +447,8 @@ fn a_second_server_on_the_same_audit_log_is_refused() {
          [[roots]]\nname = \"docs\"\npath = \"docs\"\nrole = \"reference\"\n",
     );
     env.mkdir("docs");
-    let mut first = command()
-        .arg("--config")
-        .arg(&config)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut banner = BufReader::new(first.stderr.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("serving MCP over stdio") {
-        line.clear();
-        assert!(
-            banner.read_line(&mut line).unwrap() > 0,
-            "the first server ended"
-        );
-    }
+    let mut first = spawn_stdio(&config, Stdio::piped());
+    stderr_until(&mut first, "serving MCP over stdio");
     // `check` runs beside it: it does not take the log.
     let check = command()
         .arg("check")

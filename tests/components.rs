@@ -118,11 +118,7 @@ async fn the_example_tool_loads_from_the_config_and_works_over_mcp() {
     let r = call(&client, "text_stats", json!({"root": "docs"})).await;
     assert_refused(&r, "invalid arguments: missing 'path'");
     results.push(r);
-    for r in &results {
-        let all = serde_json::to_string(r).unwrap();
-        assert!(!all.contains("CANARY"), "{all}");
-    }
-    assert_no_host_path(&env, &results.iter().collect::<Vec<_>>());
+    assert_clean(&env, &results);
     client.cancel().await.unwrap();
 
     let lines = audit_of(&env, "text_stats");
@@ -211,11 +207,7 @@ async fn a_hostile_component_from_the_config_is_policed() {
     .await;
     assert_eq!(text(&r), "ok: README.md,notes.txt");
     results.push(r);
-    for r in &results {
-        let all = serde_json::to_string(r).unwrap();
-        assert!(!all.contains("CANARY"), "{all}");
-    }
-    assert_no_host_path(&env, &results.iter().collect::<Vec<_>>());
+    assert_clean(&env, &results);
     client.cancel().await.unwrap();
 
     let denials: Vec<String> = audit_of(&env, "hostile")

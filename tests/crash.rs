@@ -39,14 +39,7 @@ fn sigkill_mid_write_leaves_whole_files() {
         let config = env.config(
             "audit_log = \"audit.log\"\n[[roots]]\nname = \"ws\"\npath = \"ws\"\nrole = \"workspace\"\n",
         );
-        let mut child = command()
-            .arg("--config")
-            .arg(&config)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_stdio(&config, Stdio::null());
         let mut stdin = child.stdin.take().unwrap();
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         writeln!(stdin, r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"crash","version":"0"}}}}}}"#).unwrap();

@@ -742,14 +742,7 @@ struct Raw {
 
 impl Raw {
     fn start(config: &std::path::Path) -> Raw {
-        let mut child = command()
-            .arg("--config")
-            .arg(config)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_stdio(config, Stdio::null());
         let stdin = child.stdin.take().unwrap();
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let (tx, lines) = mpsc::channel();

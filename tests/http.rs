@@ -7,13 +7,13 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Env, command, scan};
+use common::{Env, command, scan, stderr_until};
 use serde_json::{Value, json};
 
 /// The server, with the address it printed.
@@ -30,31 +30,30 @@ impl Drop for Http {
 }
 
 fn start(config: &Path, extra: &[&str]) -> Http {
+    start_on(config, "127.0.0.1:0", extra).0
+}
+
+/// The server on `listen`, and what it said on stderr up to listening.
+fn start_on(config: &Path, listen: &str, extra: &[&str]) -> (Http, String) {
     let mut child = command()
         .arg("--config")
         .arg(config)
-        .args(["--transport", "http", "--listen", "127.0.0.1:0"])
+        .args(["--transport", "http", "--listen", listen])
         .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    let addr = loop {
-        line.clear();
-        assert!(
-            stderr.read_line(&mut line).unwrap() > 0,
-            "the server ended before listening"
-        );
-        if let Some(rest) = line.trim().strip_prefix("serving MCP over HTTP on http://") {
-            break rest.split('/').next().unwrap().parse().unwrap();
-        }
-    };
-    // Keep draining stderr so the server never blocks on it.
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-    Http { child, addr }
+    let banner = stderr_until(&mut child, "serving MCP over HTTP on http://");
+    let addr = banner
+        .lines()
+        .find_map(|l| l.strip_prefix("serving MCP over HTTP on http://"))
+        .and_then(|rest| rest.split('/').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    (Http { child, addr }, banner)
 }
 
 struct Response {
@@ -471,34 +470,9 @@ fn a_non_loopback_address_needs_the_flag_and_gets_a_warning() {
         stderr.contains("refusing to listen on 0.0.0.0:0: not a loopback address"),
         "{stderr}"
     );
-    let mut child = command()
-        .arg("--config")
-        .arg(&config)
-        .args([
-            "--transport",
-            "http",
-            "--listen",
-            "0.0.0.0:0",
-            "--allow-non-loopback",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut seen = String::new();
-    while !seen.contains("serving MCP over HTTP") {
-        let mut line = String::new();
-        if stderr.read_line(&mut line).unwrap() == 0 {
-            break;
-        }
-        seen += &line;
-    }
-    let _ = child.kill();
-    let _ = child.wait();
+    let (_server, seen) = start_on(&config, "0.0.0.0:0", &["--allow-non-loopback"]);
     assert!(
-        seen.contains("warning: listening on 0.0.0.0:0, which is not loopback: anyone who can reach this address can use every root with its permissions, and no --auth-token-file is set"),
+        seen.contains("warning: listening on 0.0.0.0:0, which is not loopback: anyone who can reach it can use every root with its permissions, and no --auth-token-file is set"),
         "{seen}"
     );
 }

@@ -353,18 +353,27 @@ fn warnings(config: &Config, http: &HttpArgs) -> Vec<String> {
             }
         }
     }
-    if http.transport == Transport::Http && !http.listen.ip().is_loopback() {
-        out.push(format!(
-            "listening on {}, which is not loopback: anyone who can reach it gets the roots' permissions{}",
+    if http.transport == Transport::Http {
+        out.extend(exposure(http));
+    }
+    out
+}
+
+/// The risk of the HTTP address, if it is not loopback: said by `serve` on
+/// start and by `check` among its warnings.
+fn exposure(http: &HttpArgs) -> Option<String> {
+    (!http.listen.ip().is_loopback()).then(|| {
+        format!(
+            "listening on {}, which is not loopback: anyone who can reach it can use every \
+             root with its permissions{}",
             http.listen,
             if http.auth_token_file.is_none() {
-                ", and no token is required"
+                ", and no --auth-token-file is set"
             } else {
                 " if they hold the token"
             }
-        ));
-    }
-    out
+        )
+    })
 }
 
 fn serve(cli: &Cli) -> anyhow::Result<()> {
@@ -384,7 +393,13 @@ fn serve(cli: &Cli) -> anyhow::Result<()> {
     }
     let http = match cli.http.transport {
         Transport::Stdio => None,
-        Transport::Http => Some(http_options(&cli.http, config.limits.tool_timeout)?),
+        Transport::Http => {
+            let options = http_options(&cli.http, config.limits.tool_timeout)?;
+            if let Some(risk) = exposure(&cli.http) {
+                eprintln!("warning: {risk}");
+            }
+            Some(options)
+        }
     };
     // The client's handshake needs no component: answer it at once, and
     // load the components meanwhile. Tool requests wait for them; a
@@ -454,8 +469,8 @@ async fn serve_http(server: Server, options: HttpOptions) -> anyhow::Result<()> 
 }
 
 /// The HTTP options from the command line, refusing what would be unsafe by
-/// surprise: a non-loopback address needs `--allow-non-loopback`, and then
-/// the risk is said on stderr.
+/// surprise: a non-loopback address needs `--allow-non-loopback` (and the
+/// caller then says the risk, see [`exposure`]).
 fn http_options(args: &HttpArgs, tool_timeout: std::time::Duration) -> anyhow::Result<HttpOptions> {
     let token = match &args.auth_token_file {
         None => None,
@@ -478,16 +493,6 @@ fn http_options(args: &HttpArgs, tool_timeout: std::time::Duration) -> anyhow::R
             "refusing to listen on {}: not a loopback address; anyone who can reach it gets \
              the roots' permissions. Pass --allow-non-loopback (and --auth-token-file) if you mean it",
             args.listen
-        );
-        eprintln!(
-            "warning: listening on {}, which is not loopback: anyone who can reach this address \
-             can use every root with its permissions{}",
-            args.listen,
-            if token.is_none() {
-                ", and no --auth-token-file is set"
-            } else {
-                " if they hold the token"
-            }
         );
     }
     anyhow::ensure!(args.max_sessions > 0, "--max-sessions must be at least 1");

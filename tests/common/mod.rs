@@ -51,6 +51,41 @@ pub const FLAG_VARS: [&str; 11] = [
     "LOOMFS_SESSION_IDLE_SECS",
 ];
 
+/// The real binary serving `config` over stdio, stdin and stdout piped.
+pub fn spawn_stdio(config: &Path, stderr: Stdio) -> std::process::Child {
+    command()
+        .arg("--config")
+        .arg(config)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .expect("spawn loom-fs-mcp")
+}
+
+/// Reads `child`'s (piped) stderr up to the first line holding `needle` and
+/// returns every line read, that one included; the rest is drained in the
+/// background so the server never blocks on it. Panics if stderr ends first.
+pub fn stderr_until(child: &mut std::process::Child, needle: &str) -> String {
+    use std::io::BufRead;
+    let mut stderr = std::io::BufReader::new(child.stderr.take().expect("piped stderr"));
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        let read = stderr.read_line(&mut line).unwrap();
+        assert!(
+            read > 0,
+            "the server ended before saying {needle:?}: {seen}"
+        );
+        seen += &line;
+        if line.contains(needle) {
+            break;
+        }
+    }
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    seen
+}
+
 /// A temporary tree: roots, files around them, and the config.
 pub struct Env {
     _tmp: TempDir,
@@ -340,6 +375,16 @@ pub fn assert_no_host_path(env: &Env, results: &[&CallToolResult]) {
         assert!(!json.contains(&host), "host path leaked: {json}");
         assert!(!json.contains("/tmp/"), "host path leaked: {json}");
     }
+}
+
+/// Asserts that no response holds a canary's content (`CANARY…`, planted
+/// in denied or outside files) or a host path.
+pub fn assert_clean(env: &Env, results: &[CallToolResult]) {
+    for r in results {
+        let json = serde_json::to_string(r).unwrap();
+        assert!(!json.contains("CANARY"), "a canary was read: {json}");
+    }
+    assert_no_host_path(env, &results.iter().collect::<Vec<_>>());
 }
 
 /// Builds the wasm32-wasip2 crate at `crate_dir` (relative to the
