@@ -72,6 +72,7 @@ fn request(
         stamp: None,
         cancel,
         activity: Arc::default(),
+        quota: None,
     }
 }
 

@@ -53,6 +53,7 @@ fn bench(c: &mut Criterion) {
                 stamp: None,
                 cancel: Default::default(),
                 activity: Arc::default(),
+                quota: None,
             },
         );
         assert!(out.result.is_ok());

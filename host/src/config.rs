@@ -14,6 +14,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::policy::{DenyList, Permission, Perms, Role, Root};
+use crate::quota::QuotaConfig;
 
 /// Where audit lines go.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,6 +40,9 @@ pub struct Limits {
 pub struct Config {
     pub roots: Vec<Arc<Root>>,
     pub read_only: bool,
+    /// Whether the server restricts itself with Landlock after start
+    /// (`landlock = true`; see `sandbox`).
+    pub landlock: bool,
     /// The config-wide extra deny patterns, as written.
     pub deny: Vec<String>,
     pub audit: AuditTarget,
@@ -47,6 +51,8 @@ pub struct Config {
     pub limits: Limits,
     /// Third-party tool components (`[[components]] path`), in config order.
     pub components: Vec<PathBuf>,
+    /// The byte quota, if one is set (`quota_bytes_per_minute`).
+    pub quota: Option<QuotaConfig>,
 }
 
 /// Why a config was refused.
@@ -87,8 +93,12 @@ struct RawConfig {
     tool_timeout_ms: Option<u64>,
     tool_memory_bytes: Option<u64>,
     max_concurrent_calls: Option<u64>,
+    quota_bytes_per_minute: Option<u64>,
+    quota_burst_bytes: Option<u64>,
     #[serde(default)]
     read_only: bool,
+    #[serde(default)]
+    landlock: bool,
     #[serde(default)]
     deny: Vec<String>,
     #[serde(default)]
@@ -178,6 +188,18 @@ const CONCURRENT_CALLS: Bound = Bound {
     min: 1,
     max: MAX_CONCURRENT_CALLS,
 };
+const QUOTA_PER_MINUTE: Bound = Bound {
+    key: "quota_bytes_per_minute",
+    default: 0,
+    min: KIB,
+    max: 1024 * GIB,
+};
+const QUOTA_BURST: Bound = Bound {
+    key: "quota_burst_bytes",
+    default: 0,
+    min: KIB,
+    max: 1024 * GIB,
+};
 /// Default per-root read cap.
 pub const DEFAULT_MAX_READ_BYTES: u64 = MIB;
 
@@ -259,6 +281,7 @@ fn validate(raw: RawConfig, base: &Path, read_only_flag: bool) -> Result<Config,
         max_concurrent_calls: CONCURRENT_CALLS.take(raw.max_concurrent_calls, &mut problems, "")
             as u32,
     };
+    let quota = quota(&raw, &mut problems);
     let audit = match raw.audit_log.as_deref() {
         None | Some("stderr") => AuditTarget::Stderr,
         Some("") => {
@@ -364,12 +387,34 @@ fn validate(raw: RawConfig, base: &Path, read_only_flag: bool) -> Result<Config,
     Ok(Config {
         roots: roots.into_iter().map(Arc::new).collect(),
         read_only,
+        landlock: raw.landlock,
         deny: raw.deny,
         audit,
         audit_max_bytes,
         audit_backups,
         limits,
         components,
+        quota,
+    })
+}
+
+/// The byte quota: off unless `quota_bytes_per_minute` is set; the burst is
+/// a minute's worth unless `quota_burst_bytes` says otherwise.
+fn quota(raw: &RawConfig, problems: &mut Vec<String>) -> Option<QuotaConfig> {
+    let Some(per_minute) = raw.quota_bytes_per_minute else {
+        if raw.quota_burst_bytes.is_some() {
+            problems.push("quota_burst_bytes is set without quota_bytes_per_minute".into());
+        }
+        return None;
+    };
+    let bytes_per_minute = QUOTA_PER_MINUTE.take(Some(per_minute), problems, "");
+    let burst_bytes = match raw.quota_burst_bytes {
+        None => bytes_per_minute,
+        burst => QUOTA_BURST.take(burst, problems, ""),
+    };
+    Some(QuotaConfig {
+        bytes_per_minute,
+        burst_bytes,
     })
 }
 
@@ -541,6 +586,7 @@ mod tests {
         assert_eq!(c.limits.tool_timeout, Duration::from_secs(30));
         assert_eq!(c.limits.max_concurrent_calls, 8);
         assert!(!c.read_only);
+        assert!(!c.landlock);
         assert!(c.grants(Permission::Write));
         assert!(!c.grants(Permission::Delete));
     }
@@ -558,6 +604,7 @@ mod tests {
             tool_timeout_ms = 5000
             tool_memory_bytes = 67108864
             max_concurrent_calls = 3
+            landlock = true
             deny = ["*.sqlite3", "*.dump"]
             [[roots]]
             name = "ws"
@@ -577,6 +624,7 @@ mod tests {
         assert_eq!(c.limits.tool_timeout, Duration::from_millis(5000));
         assert_eq!(c.limits.tool_memory_bytes, 64 * MIB);
         assert_eq!(c.limits.max_concurrent_calls, 3);
+        assert!(c.landlock);
         assert_eq!(c.deny, ["*.sqlite3", "*.dump"]);
         let r = &c.roots[0];
         assert_eq!(r.perms.to_string(), "[read, delete]");
@@ -585,6 +633,35 @@ mod tests {
         assert!(r.deny.match_path(Path::new("x.tmp")).is_some());
         assert!(r.deny.match_path(Path::new("x.dump")).is_some());
         assert!(r.deny.match_path(Path::new(".env")).is_some());
+    }
+
+    #[test]
+    fn the_quota_is_off_by_default_and_its_burst_is_a_minute() {
+        let d = Dirs::new();
+        let plain = root("a", "a", "workspace");
+        assert_eq!(d.parse(&plain).unwrap().quota, None);
+        let c = d
+            .parse(&format!("quota_bytes_per_minute = 1048576\n{plain}"))
+            .unwrap();
+        let expected = QuotaConfig {
+            bytes_per_minute: MIB,
+            burst_bytes: MIB,
+        };
+        assert_eq!(c.quota, Some(expected));
+        let c = d
+            .parse(&format!(
+                "quota_bytes_per_minute = 1048576\nquota_burst_bytes = 4096\n{plain}"
+            ))
+            .unwrap();
+        assert_eq!(c.quota.unwrap().burst_bytes, 4096);
+        assert_eq!(
+            d.problems(&format!("quota_burst_bytes = 4096\n{plain}")),
+            ["quota_burst_bytes is set without quota_bytes_per_minute"]
+        );
+        assert_eq!(
+            d.problems(&format!("quota_bytes_per_minute = 10\n{plain}")),
+            ["quota_bytes_per_minute = 10 is out of range (1024 to 1099511627776)"]
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! `loom-fs-mcp`: the command line. Serves MCP over stdio (the default) or
-//! checks a config. Under stdio, stdout is the JSON-RPC channel: everything
-//! else (banner, logs, audit) goes to stderr.
+//! `loom-fs-mcp`: the command line. Serves MCP over stdio (the default),
+//! checks a config, or lists, restores and purges the trash. Under stdio,
+//! stdout is the JSON-RPC channel: everything else (banner, logs, audit)
+//! goes to stderr.
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
@@ -18,8 +19,10 @@ use loom_fs_mcp::http::{self, HttpOptions};
 use loom_fs_mcp::mcp::Server;
 use loom_fs_mcp::policy::Permission;
 use loom_fs_mcp::runtime::{self, Budget, Cache, Runtime};
+use loom_fs_mcp::sandbox::{self, Plan, Status};
 use loom_fs_mcp::tools::Toolbox;
 use loom_fs_mcp::transport;
+use loom_fs_mcp::trash;
 
 #[derive(Parser)]
 #[command(
@@ -37,6 +40,11 @@ struct Cli {
     #[arg(long, global = true, env = "LOOMFS_READ_ONLY",
         value_parser = clap::builder::BoolishValueParser::new())]
     read_only: bool,
+    /// Serve even as root (refused otherwise: root bypasses file
+    /// permissions, so a bug in the server could reach any file).
+    #[arg(long, global = true, env = "LOOMFS_ALLOW_ROOT",
+        value_parser = clap::builder::BoolishValueParser::new())]
+    allow_root: bool,
     #[command(flatten)]
     http: HttpArgs,
 }
@@ -128,6 +136,44 @@ struct HttpArgs {
 enum Command {
     /// Validate the config; print the roots and the tool surface it gives.
     Check,
+    /// What tools deleted or replaced, kept in each root's `.mcp-trash`.
+    /// Runs beside a server; never a tool.
+    Trash {
+        #[command(subcommand)]
+        action: TrashAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum TrashAction {
+    /// One line per entry: ID, root, original path, deleted at (RFC 3339,
+    /// UTC), size in bytes; tab-separated, oldest first.
+    List {
+        /// Only this root's trash.
+        #[arg(long, value_name = "NAME")]
+        root: Option<String>,
+    },
+    /// Put an entry back at its original path; refused if something is
+    /// there.
+    Restore {
+        /// The entry's ID as listed (or at least 4 of its first digits).
+        id: String,
+        /// Put it here instead (relative to the entry's root).
+        #[arg(long = "to", value_name = "NEW_PATH")]
+        to: Option<String>,
+    },
+    /// Remove for good the entries older than a duration.
+    Purge {
+        /// `30d`, `12h`, `90m`...; `0s` for every entry.
+        #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+        older_than: std::time::Duration,
+        /// Only this root's trash.
+        #[arg(long, value_name = "NAME")]
+        root: Option<String>,
+        /// Say what would be removed; remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -140,8 +186,9 @@ fn main() -> ExitCode {
         )
         .init();
     let cli = Cli::parse();
-    let result = match cli.command {
+    let result = match &cli.command {
         Some(Command::Check) => check(&cli),
+        Some(Command::Trash { action }) => trash(&cli, action),
         None => serve(&cli),
     };
     match result {
@@ -160,12 +207,10 @@ fn load_config(cli: &Cli) -> anyhow::Result<Config> {
     Ok(Config::load(path, cli.read_only)?)
 }
 
-/// What a server needs before it answers anything: the audit log (a server
-/// that cannot audit must not start) and the runtime.
-fn prepare(config: &Config) -> anyhow::Result<(Audit, Runtime)> {
-    let audit = Audit::open(&config.audit, config.audit_max_bytes, config.audit_backups)
-        .with_context(|| audit_problem(config))?;
-    Ok((audit, runtime(config)?))
+/// The audit log: a server that cannot audit must not start.
+fn open_audit(config: &Config) -> anyhow::Result<Audit> {
+    Audit::open(&config.audit, config.audit_max_bytes, config.audit_backups)
+        .with_context(|| audit_problem(config))
 }
 
 fn audit_problem(config: &Config) -> String {
@@ -294,6 +339,19 @@ fn check(cli: &Cli) -> anyhow::Result<()> {
     for path in &config.components {
         println!("  {}", path.display());
     }
+    match config.quota {
+        None => println!("quota: off (no quota_bytes_per_minute)"),
+        Some(q) => println!(
+            "quota: {} per minute read and written by tools, bursts up to {}",
+            bytes_text(q.bytes_per_minute),
+            bytes_text(q.burst_bytes)
+        ),
+    }
+    if config.landlock {
+        println!("landlock: on: serve restricts itself to its roots, the audit log and the cache");
+    } else {
+        println!("landlock: off");
+    }
     match cli.http.transport {
         Transport::Stdio => println!("transport: stdio"),
         Transport::Http => println!(
@@ -306,7 +364,7 @@ fn check(cli: &Cli) -> anyhow::Result<()> {
             }
         ),
     }
-    let warnings = warnings(config, &cli.http);
+    let warnings = warnings(config, &cli.http, cli.allow_root);
     if !warnings.is_empty() {
         println!("warnings:");
         for w in warnings {
@@ -316,8 +374,17 @@ fn check(cli: &Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// "1048576 bytes (1.0 MiB)": exact, and readable.
+fn bytes_text(bytes: u64) -> String {
+    const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+    match UNITS.iter().find(|(_, size)| bytes >= *size) {
+        Some((unit, size)) => format!("{bytes} bytes ({:.1} {unit})", bytes as f64 / *size as f64),
+        None => format!("{bytes} bytes"),
+    }
+}
+
 /// What an operator should know before serving this config.
-fn warnings(config: &Config, http: &HttpArgs) -> Vec<String> {
+fn warnings(config: &Config, http: &HttpArgs, allow_root: bool) -> Vec<String> {
     let mut out = Vec::new();
     let home = std::env::var_os("HOME")
         .map(PathBuf::from)
@@ -353,6 +420,40 @@ fn warnings(config: &Config, http: &HttpArgs) -> Vec<String> {
             }
         }
     }
+    if let Some(q) = config.quota {
+        let largest = config
+            .roots
+            .iter()
+            .map(|r| r.max_read_bytes)
+            .max()
+            .unwrap_or(0);
+        if q.burst_bytes < largest {
+            out.push(format!(
+                "quota_burst_bytes ({}) is below the largest max_read_bytes ({largest}): a \
+                 read_file of a file between them never fits in the quota",
+                q.burst_bytes
+            ));
+        }
+    }
+    if rustix::process::geteuid().is_root() {
+        out.push(if allow_root {
+            format!("running as root (--allow-root): {ROOT_RISK}")
+        } else {
+            format!("running as root: {ROOT_RISK}; serve refuses to start unless --allow-root")
+        });
+    }
+    if config.landlock {
+        if !sandbox::available() {
+            out.push(
+                "landlock = true, but this kernel has no Landlock: the server would run \
+                 without the kernel sandbox"
+                    .into(),
+            );
+        }
+        if let Some(dir) = sandbox::shared_audit_dir(config) {
+            out.push(shared_audit_dir(&dir));
+        }
+    }
     if http.transport == Transport::Http {
         out.extend(exposure(http));
     }
@@ -377,9 +478,10 @@ fn exposure(http: &HttpArgs) -> Option<String> {
 }
 
 fn serve(cli: &Cli) -> anyhow::Result<()> {
+    refuse_root(cli)?;
     let config = load_config(cli)?;
     raise_open_file_limit();
-    let (audit, runtime) = prepare(&config)?;
+    let audit = open_audit(&config)?;
     eprintln!(
         "loom-fs-mcp {}: {} root{}{}",
         env!("CARGO_PKG_VERSION"),
@@ -401,6 +503,12 @@ fn serve(cli: &Cli) -> anyhow::Result<()> {
             Some(options)
         }
     };
+    // Read before the sandbox, which hides the cgroup files that tell.
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if config.landlock {
+        restrict(&config)?;
+    }
+    let runtime = runtime(&config)?;
     // The client's handshake needs no component: answer it at once, and
     // load the components meanwhile. Tool requests wait for them; a
     // component that fails to load stops the server with the reason.
@@ -418,6 +526,7 @@ fn serve(cli: &Cli) -> anyhow::Result<()> {
         })
         .context("cannot start the component loader")?;
     let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
@@ -428,6 +537,47 @@ fn serve(cli: &Cli) -> anyhow::Result<()> {
         }
         Some(options) => rt.block_on(serve_http(Server::new(loaded), options)),
     }
+}
+
+const ROOT_RISK: &str =
+    "root bypasses file permissions, so a bug in the server could reach any file on this machine";
+
+/// Serving as root is refused unless `--allow-root` accepts the risk.
+fn refuse_root(cli: &Cli) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        cli.allow_root || !rustix::process::geteuid().is_root(),
+        "refusing to run as root: {ROOT_RISK}; run loom-fs-mcp as an ordinary user, or pass \
+         --allow-root (LOOMFS_ALLOW_ROOT=1) to accept the risk"
+    );
+    Ok(())
+}
+
+/// Applies the kernel sandbox (`landlock = true`). What needs the whole
+/// filesystem is done (the config, the audit log, the token file) and no
+/// thread has started: the runtime's epoch ticker, the component loader and
+/// tokio's workers all start after this, restricted like this thread.
+fn restrict(config: &Config) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        sandbox::lone_thread() != Some(false),
+        "a thread started before the kernel sandbox, which would not cover it"
+    );
+    if let Some(dir) = sandbox::shared_audit_dir(config) {
+        eprintln!("warning: {}", shared_audit_dir(&dir));
+    }
+    match Plan::new(config, Cache::from_env().dir()).restrict_self()? {
+        status @ Status::Enforced { .. } => eprintln!("landlock: {status}"),
+        status @ Status::NotEnforced(_) => eprintln!("warning: {status}"),
+    }
+    Ok(())
+}
+
+fn shared_audit_dir(dir: &Path) -> String {
+    format!(
+        "the audit log's directory {} holds other files: the kernel sandbox lets the server \
+         create, write and remove files anywhere under it; give the audit log a directory of \
+         its own",
+        dir.display()
+    )
 }
 
 async fn serve_stdio(server: Server) -> anyhow::Result<()> {
@@ -511,4 +661,83 @@ fn http_options(args: &HttpArgs, tool_timeout: std::time::Duration) -> anyhow::R
         // A call may wait for a slot, then run, each up to the tool timeout.
         drain: tool_timeout * 2 + std::time::Duration::from_secs(1),
     })
+}
+
+/// `trash list|restore|purge`: the operator's side of the trash. It opens
+/// no audit log and loads no component, so it runs beside a server; stdout
+/// carries its results (it is no JSON-RPC channel here).
+fn trash(cli: &Cli, action: &TrashAction) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let config = load_config(cli)?;
+    let roots = &config.roots;
+    let mut out = std::io::stdout().lock();
+    let printed = match action {
+        TrashAction::List { root } => {
+            let entries = trash::list(roots, root.as_deref())?;
+            let ids = trash::short_ids(&entries);
+            entries
+                .iter()
+                .zip(ids)
+                .try_for_each(|(e, id)| writeln!(out, "{}", e.line(id)))
+        }
+        TrashAction::Restore { id, to } => {
+            let entries = trash::list(roots, None)?;
+            let found = trash::find(&entries, id)?;
+            let id = trash::short_ids(&entries)[found];
+            let restored = trash::restore(roots, &entries[found], to.as_deref())?;
+            writeln!(
+                out,
+                "restored {id}: {}/{}",
+                restored.root.name,
+                restored.path.display()
+            )
+        }
+        TrashAction::Purge {
+            older_than,
+            root,
+            dry_run,
+        } => {
+            let in_flight = trash::in_flight(config.limits.tool_timeout);
+            let now = std::time::SystemTime::now();
+            let purged = trash::purge(
+                roots,
+                root.as_deref(),
+                *older_than,
+                in_flight,
+                now,
+                *dry_run,
+            )?;
+            let ids = trash::short_ids(&purged.entries);
+            let bytes: u64 = purged.entries.iter().map(|e| e.size).sum();
+            let n = purged.entries.len();
+            purged
+                .entries
+                .iter()
+                .zip(ids)
+                .try_for_each(|(e, id)| writeln!(out, "{}", e.line(id)))
+                .and_then(|()| {
+                    writeln!(
+                        out,
+                        "{} {n} entr{} ({bytes} bytes) in {} trash director{}",
+                        if *dry_run { "would purge" } else { "purged" },
+                        if n == 1 { "y" } else { "ies" },
+                        purged.dirs,
+                        if purged.dirs == 1 { "y" } else { "ies" },
+                    )
+                })
+                .and_then(|()| match purged.in_flight {
+                    0 => Ok(()),
+                    left => writeln!(
+                        out,
+                        "left {left} trash director{} of calls that may still be running",
+                        if left == 1 { "y" } else { "ies" }
+                    ),
+                })
+        }
+    };
+    match printed {
+        // `trash list | head`: the reader has seen enough.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        printed => Ok(printed?),
+    }
 }

@@ -5,7 +5,8 @@
 //! A `notifications/cancelled` for a running call sets its cancel flag, and
 //! the epoch check stops the guest within a tick. A call whose request
 //! carries a progress token gets `notifications/progress` while it runs
-//! (files and directories opened so far), from the policing filesystem's
+//! (files and directories opened, bytes read and written so far), from the
+//! policing filesystem's
 //! counters: any tool, built-in or not, reports progress without doing
 //! anything for it.
 //!
@@ -198,17 +199,25 @@ async fn report_progress(peer: Peer<RoleServer>, token: ProgressToken, activity:
     let mut reported = 0;
     loop {
         ticks.tick().await;
-        let opened = activity.opened();
-        if opened == reported {
+        let (opened, read, written) = (
+            activity.opened(),
+            activity.bytes_read(),
+            activity.bytes_written(),
+        );
+        // Opens and bytes both only grow, so their sum does: a walk of many
+        // small files and one large read both move it.
+        let progress = opened + read + written;
+        if progress == reported {
             continue;
         }
-        reported = opened;
+        reported = progress;
         let message = format!(
-            "{opened} files and directories opened, {} directories read",
+            "{opened} files and directories opened, {} directories read, {read} bytes read, \
+             {written} bytes written",
             activity.dirs_read()
         );
         let param =
-            ProgressNotificationParam::new(token.clone(), opened as f64).with_message(message);
+            ProgressNotificationParam::new(token.clone(), progress as f64).with_message(message);
         if peer.notify_progress(param).await.is_err() {
             return;
         }

@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use rmcp::ErrorData;
@@ -24,10 +24,12 @@ use tokio_util::sync::CancellationToken;
 use crate::audit::{Audit, Record};
 use crate::config::Config;
 use crate::policy::{PathArg, Permission, Resolved, path_requests, resolve, shown};
+use crate::quota::{self, Quota};
 use crate::runtime::{
     self, Activity, CallError, CallMount, CallRequest, GuestLimits, Runtime, ToolError,
 };
 use crate::slots::{SlotError, Slots};
+use crate::trash;
 
 /// Longest model-supplied string kept in an audit line (bytes).
 const AUDIT_CLIP: usize = 1024;
@@ -69,6 +71,8 @@ pub struct Toolbox {
     audit: Audit,
     entries: Vec<Entry>,
     slots: Slots,
+    /// The byte quota every call draws on, if the config sets one.
+    quota: Option<Arc<Quota>>,
 }
 
 /// A component whose self-description cannot be served.
@@ -179,12 +183,14 @@ impl Toolbox {
             config.limits.max_concurrent_calls as usize,
             config.limits.tool_timeout,
         );
+        let quota = config.quota.map(|q| Arc::new(Quota::new(q)));
         Ok(Toolbox {
             config,
             runtime,
             audit,
             entries,
             slots,
+            quota,
         })
     }
 
@@ -337,6 +343,7 @@ impl Toolbox {
         }
         let client = control.client;
         let client = client.as_deref();
+        let activity = Arc::clone(&control.activity);
         let limits = &self.config.limits;
         let request = CallRequest {
             mounts,
@@ -346,9 +353,10 @@ impl Toolbox {
                 max_search_bytes: limits.max_search_bytes,
             },
             arguments: Value::Object(arguments).to_string(),
-            stamp,
+            stamp: stamp.clone(),
             cancel: control.cancel,
             activity: control.activity,
+            quota: self.quota.clone(),
         };
         let slot = match self.slots.take(&request.cancel).await {
             Ok(slot) => slot,
@@ -367,6 +375,22 @@ impl Toolbox {
                 return error_result(e.to_string());
             }
         };
+        if let Some(q) = &self.quota
+            && let Err(empty) = q.ready()
+        {
+            for r in &resolved {
+                self.audit.log(
+                    &Record::new(tool, &r.root().name, &clip(r.requested()), r.op())
+                        .denied("quota")
+                        .client(client),
+                );
+            }
+            return error_result(format!(
+                "refused by rule 'quota': the byte quota is used up ({}); {}",
+                quota_figures(q),
+                quota::retry_text(empty.retry_after)
+            ));
+        }
         // The call's duration is its guest's, not its wait for a slot.
         let started = Instant::now();
         let this = Arc::clone(self);
@@ -385,7 +409,9 @@ impl Toolbox {
                 );
             }
         };
+        let out_of_quota = activity.out_of_quota();
         let stopped = match &outcome.result {
+            _ if out_of_quota => Some("quota"),
             Err(CallError::Cancelled) => Some("cancelled"),
             Err(CallError::Timeout(_)) => Some("timeout"),
             Err(CallError::Memory(_)) => Some("memory"),
@@ -393,9 +419,16 @@ impl Toolbox {
             _ => None,
         };
         let (result, bytes) = match outcome.result {
+            _ if out_of_quota => {
+                let text = self.ran_out_of_quota(&activity);
+                (error_result(text), 0)
+            }
             Ok(output) => to_result(tool, output),
             Err(e) => (error_result(call_error_text(tool, e)), 0),
         };
+        if let Some(stamp) = &stamp {
+            trash::record_call(&resolved, stamp, &outcome.kept);
+        }
         for r in &resolved {
             let path = clip(r.requested());
             // Where the previous content of this path went, if anywhere: the
@@ -442,6 +475,38 @@ impl Toolbox {
         }
         result
     }
+}
+
+impl Toolbox {
+    /// What a call that ran out of quota answers, whatever its guest made of
+    /// the refused operation (a search might have skipped the file, and its
+    /// result would look complete; a tool's own error would only say that
+    /// an I/O operation failed).
+    fn ran_out_of_quota(&self, activity: &Activity) -> String {
+        let Some(q) = &self.quota else {
+            return "the byte quota ran out".into();
+        };
+        // The call needed more than the bucket held: retrying before it is
+        // full again would only run out sooner.
+        format!(
+            "refused by rule 'quota': the byte quota ran out during the call, after {} bytes \
+             read and {} bytes written ({}); {} (a call that needs more than \
+             quota_burst_bytes never fits: read by range, copy in parts). What the tool had \
+             changed stays as it is; write_file and edit_file change nothing unless they finish",
+            activity.bytes_read(),
+            activity.bytes_written(),
+            quota_figures(q),
+            quota::retry_text(q.until_full().max(Duration::from_millis(1))),
+        )
+    }
+}
+
+fn quota_figures(q: &Quota) -> String {
+    let c = q.config();
+    format!(
+        "quota_bytes_per_minute = {}, quota_burst_bytes = {}",
+        c.bytes_per_minute, c.burst_bytes
+    )
 }
 
 fn list_roots_tool() -> Tool {

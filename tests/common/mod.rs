@@ -10,10 +10,13 @@ use std::sync::{Arc, OnceLock};
 
 use loom_fs_mcp::policy::{DenyList, Perms, Role, Root};
 
-use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, ProtocolVersion, Tool};
-use rmcp::service::{ClientLifecycleMode, RunningService};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, JsonObject,
+    ProgressNotificationParam, ProtocolVersion, Tool,
+};
+use rmcp::service::{ClientLifecycleMode, NotificationContext, PeerRequestOptions, RunningService};
 use rmcp::transport::TokioChildProcess;
-use rmcp::{ClientServiceExt, RoleClient};
+use rmcp::{ClientHandler, ClientServiceExt, RoleClient};
 use serde_json::Value;
 use tempfile::TempDir;
 
@@ -24,22 +27,26 @@ pub fn cache_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("component-cache")
 }
 
-/// A command for the real binary with the test cache.
+/// A command for the real binary with the test cache. The tests run as root
+/// on the development machines and in CI, where serving needs
+/// `--allow-root`: it is given here (a test of the refusal removes it).
 pub fn command() -> std::process::Command {
     let mut cmd = std::process::Command::new(BIN);
     for var in FLAG_VARS {
         cmd.env_remove(var);
     }
     cmd.env("LOOMFS_CACHE_DIR", cache_dir())
-        .env("LOOMFS_LOG", "warn");
+        .env("LOOMFS_LOG", "warn")
+        .env("LOOMFS_ALLOW_ROOT", "1");
     cmd
 }
 
 /// The environment counterparts of the command-line flags: a test's server
 /// sees only the flags the test gives it.
-pub const FLAG_VARS: [&str; 11] = [
+pub const FLAG_VARS: [&str; 12] = [
     "LOOMFS_CONFIG",
     "LOOMFS_READ_ONLY",
+    "LOOMFS_ALLOW_ROOT",
     "LOOMFS_TRANSPORT",
     "LOOMFS_LISTEN",
     "LOOMFS_ALLOW_NON_LOOPBACK",
@@ -152,6 +159,7 @@ impl Env {
     }
 
     /// The entries of `<root>/.mcp-trash`: `(stamp, path inside it, content)`.
+    /// The host's index of each stamp (`<stamp>.json`, a file) is no entry.
     pub fn trash(&self, root: &str) -> Vec<(String, PathBuf, Option<Vec<u8>>)> {
         let dir = self.path(&format!("{root}/.mcp-trash"));
         if !dir.exists() {
@@ -160,6 +168,9 @@ impl Env {
         let mut out = Vec::new();
         for stamp in fs::read_dir(&dir).unwrap() {
             let stamp = stamp.unwrap();
+            if !stamp.file_type().unwrap().is_dir() {
+                continue;
+            }
             let name = stamp.file_name().to_string_lossy().into_owned();
             let mut files = Vec::new();
             snapshot_into(&stamp.path(), &stamp.path(), &mut files);
@@ -229,6 +240,17 @@ pub async fn start_with_pid(
     args: &[&str],
     lifecycle: ClientLifecycleMode,
 ) -> (Client, u32) {
+    let transport = child(config, args);
+    let pid = transport.id().expect("the server's pid");
+    let client = ().serve_with_lifecycle(transport, lifecycle).await.expect("MCP handshake");
+    if let Some(info) = client.peer_info() {
+        scan(&serde_json::to_string(&*info).unwrap());
+    }
+    (client, pid)
+}
+
+/// The real binary on `config` as an rmcp child-process transport.
+fn child(config: &Path, args: &[&str]) -> TokioChildProcess {
     let mut cmd = tokio::process::Command::new(BIN);
     for var in FLAG_VARS {
         cmd.env_remove(var);
@@ -237,17 +259,60 @@ pub async fn start_with_pid(
         .arg(config)
         .args(args)
         .env("LOOMFS_CACHE_DIR", cache_dir())
-        .env("LOOMFS_LOG", "warn");
+        .env("LOOMFS_LOG", "warn")
+        .env("LOOMFS_ALLOW_ROOT", "1");
     let (transport, _stderr) = TokioChildProcess::builder(cmd)
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn loom-fs-mcp");
-    let pid = transport.id().expect("the server's pid");
-    let client = ().serve_with_lifecycle(transport, lifecycle).await.expect("MCP handshake");
-    if let Some(info) = client.peer_info() {
-        scan(&serde_json::to_string(&*info).unwrap());
+    transport
+}
+
+/// A client that collects the progress notifications the server sends.
+pub struct ProgressClient(tokio::sync::mpsc::UnboundedSender<ProgressNotificationParam>);
+
+impl ClientHandler for ProgressClient {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let _ = self.0.send(params);
     }
-    (client, pid)
+}
+
+pub type ProgressReceiver = tokio::sync::mpsc::UnboundedReceiver<ProgressNotificationParam>;
+
+/// Spawns the server on `config` with a client that collects progress.
+pub async fn start_collecting_progress(
+    config: &Path,
+) -> (RunningService<RoleClient, ProgressClient>, ProgressReceiver) {
+    let (tx, progress) = tokio::sync::mpsc::unbounded_channel();
+    let client = ProgressClient(tx)
+        .serve_with_lifecycle(child(config, &[]), ClientLifecycleMode::Initialize)
+        .await
+        .expect("MCP handshake");
+    (client, progress)
+}
+
+/// Sends `tools/call` with a progress token; the handle gives the token and
+/// the response.
+pub async fn call_with_progress(
+    client: &RunningService<RoleClient, ProgressClient>,
+    name: &str,
+    args: Value,
+) -> rmcp::service::RequestHandle<RoleClient> {
+    let Value::Object(args) = args else {
+        panic!("arguments must be an object")
+    };
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(
+        CallToolRequestParams::new(name.to_string()).with_arguments(args),
+    ));
+    client
+        .peer()
+        .send_request_with_option(request, PeerRequestOptions::no_options())
+        .await
+        .expect("send tools/call")
 }
 
 pub fn discover() -> ClientLifecycleMode {

@@ -8,11 +8,13 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 pub const BIN: &str = env!("CARGO_BIN_EXE_loom-fs-mcp");
 pub const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"0"}}}"#;
 
-/// The binary on `config`, with the benchmarks' component cache.
+/// The binary on `config`, with the benchmarks' component cache (and
+/// `--allow-root`, for benchmarks run as root).
 pub fn spawn(config: &Path) -> Child {
     Command::new(BIN)
         .arg("--config")
         .arg(config)
+        .arg("--allow-root")
         .env(
             "LOOMFS_CACHE_DIR",
             concat!(env!("CARGO_TARGET_TMPDIR"), "/bench-cache"),

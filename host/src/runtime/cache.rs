@@ -49,6 +49,11 @@ impl Cache {
         Cache { dir: None }
     }
 
+    /// The directory entries go to, if any (the kernel sandbox grants it).
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
     /// The compiled form of `wasm`, from the cache or freshly compiled (and
     /// then cached; a cache that cannot be written only costs speed).
     pub fn component(

@@ -23,14 +23,15 @@
 //! Operations on an already-open descriptor (read, write, stat, streams) pass
 //! through once the descriptor is known to be tracked: its path was checked
 //! when it was opened, and wasmtime-wasi enforces its open mode (a read-only
-//! preopen yields no writable descriptor).
+//! preopen yields no writable descriptor). The bytes they move are counted
+//! and held to the byte quota (`meter`).
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
 use wasmtime::component::{HasData, Resource};
@@ -42,7 +43,9 @@ use wasmtime_wasi::p2::bindings::sync::filesystem::types as fs;
 use wasmtime_wasi::p2::bindings::sync::io::streams;
 use wasmtime_wasi::p2::{FsError, FsResult};
 
+use super::meter::{Meter, OutOfQuota};
 use crate::policy::{Permission, Perms, Root};
+use crate::quota::Quota;
 
 /// A directory preopened for this call: a root, or a root's trash.
 pub struct Mount {
@@ -114,6 +117,9 @@ pub struct Refusal {
 pub struct Activity {
     opened: AtomicU64,
     dirs_read: AtomicU64,
+    read: AtomicU64,
+    written: AtomicU64,
+    out_of_quota: AtomicBool,
 }
 
 impl Activity {
@@ -125,6 +131,33 @@ impl Activity {
     /// Directories whose entries were read.
     pub fn dirs_read(&self) -> u64 {
         self.dirs_read.load(Ordering::Relaxed)
+    }
+
+    /// Bytes read from files.
+    pub fn bytes_read(&self) -> u64 {
+        self.read.load(Ordering::Relaxed)
+    }
+
+    /// Bytes written to files.
+    pub fn bytes_written(&self) -> u64 {
+        self.written.load(Ordering::Relaxed)
+    }
+
+    /// Whether an operation was refused because the byte quota was used up.
+    pub fn out_of_quota(&self) -> bool {
+        self.out_of_quota.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn count_read(&self, bytes: u64) {
+        self.read.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    pub(super) fn count_written(&self, bytes: u64) {
+        self.written.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    pub(super) fn mark_out_of_quota(&self) {
+        self.out_of_quota.store(true, Ordering::Relaxed);
     }
 }
 
@@ -155,11 +188,19 @@ pub struct FsGuard {
     /// another call kept.
     stamp: Option<PathBuf>,
     activity: Arc<Activity>,
+    /// Counts the bytes read and written, and holds them to the quota.
+    meter: Arc<Meter>,
 }
 
 impl FsGuard {
-    pub fn new(mounts: Vec<Mount>, stamp: Option<&str>, activity: Arc<Activity>) -> FsGuard {
+    pub fn new(
+        mounts: Vec<Mount>,
+        stamp: Option<&str>,
+        activity: Arc<Activity>,
+        quota: Option<Arc<Quota>>,
+    ) -> FsGuard {
         FsGuard {
+            meter: Arc::new(Meter::new(Arc::clone(&activity), quota)),
             activity,
             mounts,
             handles: HashMap::new(),
@@ -451,7 +492,10 @@ fn probe(dir: BorrowedFd<'_>, path: &str, follow: bool) -> Probe {
 /// relies on: `openat2` with `RESOLVE_BENEATH` (Linux 5.6+) and
 /// `/proc/self/fd` to read a descriptor's real path.
 pub fn self_test() -> Result<(), String> {
-    let root = std::fs::File::open("/").map_err(|e| format!("cannot open /: {e}"))?;
+    // `O_PATH`, as the probes are: it reads nothing, so it also works in a
+    // process the kernel sandbox has restricted to its roots.
+    let root = rustix::fs::open("/", OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
+        .map_err(|e| format!("cannot open /: {e}"))?;
     let Probe::Found(probe) = probe(root.as_fd(), ".", true) else {
         return Err(
             "openat2(RESOLVE_BENEATH) is unavailable (Linux 5.6 or later is needed, \
@@ -550,7 +594,21 @@ impl HasData for Policed {
     type Data<'a> = PolicedFs<'a>;
 }
 
+fn quota_error() -> FsError {
+    ErrorCode::Quota.into()
+}
+
 impl PolicedFs<'_> {
+    /// Hands out a write stream wrapped in the call's meter.
+    fn metered_output(
+        &mut self,
+        stream: Resource<streams::OutputStream>,
+    ) -> FsResult<Resource<streams::OutputStream>> {
+        let inner = self.fs.table.delete(stream)?;
+        let metered = self.guard.meter.output(inner);
+        Ok(self.fs.table.push(metered)?)
+    }
+
     fn dir_fd(&self, fd: &Resource<Descriptor>) -> FsResult<BorrowedFd<'_>> {
         Ok(raw_fd(self.fs.table.get(fd)?))
     }
@@ -856,6 +914,15 @@ impl fs::Host for PolicedFs<'_> {
         &mut self,
         err: Resource<streams::Error>,
     ) -> wasmtime::Result<Option<fs::ErrorCode>> {
+        if self
+            .fs
+            .table
+            .get(&err)?
+            .downcast_ref::<OutOfQuota>()
+            .is_some()
+        {
+            return Ok(Some(fs::ErrorCode::Quota));
+        }
         fs::Host::filesystem_error_code(&mut self.fs, err)
     }
 }
@@ -1212,6 +1279,7 @@ impl fs::HostDescriptor for PolicedFs<'_> {
 
     // Operations on an open descriptor: its path was checked when it was
     // opened; only tracking (and write permission for changes) is checked.
+    // Bytes moved are metered (see `meter`): streams are handed out wrapped.
 
     fn read_via_stream(
         &mut self,
@@ -1219,7 +1287,10 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         offset: fs::Filesize,
     ) -> FsResult<Resource<streams::InputStream>> {
         self.tracked(&fd, Permission::Read)?;
-        fs::HostDescriptor::read_via_stream(&mut self.fs, fd, offset)
+        let stream = fs::HostDescriptor::read_via_stream(&mut self.fs, fd, offset)?;
+        let inner = self.fs.table.delete(stream)?;
+        let metered = self.guard.meter.input(inner);
+        Ok(self.fs.table.push(metered)?)
     }
 
     fn write_via_stream(
@@ -1228,7 +1299,8 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         offset: fs::Filesize,
     ) -> FsResult<Resource<streams::OutputStream>> {
         self.tracked(&fd, Permission::Write)?;
-        fs::HostDescriptor::write_via_stream(&mut self.fs, fd, offset)
+        let stream = fs::HostDescriptor::write_via_stream(&mut self.fs, fd, offset)?;
+        self.metered_output(stream)
     }
 
     fn append_via_stream(
@@ -1236,7 +1308,8 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         fd: Resource<Descriptor>,
     ) -> FsResult<Resource<streams::OutputStream>> {
         self.tracked(&fd, Permission::Write)?;
-        fs::HostDescriptor::append_via_stream(&mut self.fs, fd)
+        let stream = fs::HostDescriptor::append_via_stream(&mut self.fs, fd)?;
+        self.metered_output(stream)
     }
 
     fn advise(
@@ -1293,17 +1366,28 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         offset: fs::Filesize,
     ) -> FsResult<(Vec<u8>, bool)> {
         self.tracked(&fd, Permission::Read)?;
-        fs::HostDescriptor::read(&mut self.fs, fd, len, offset)
+        let meter = Arc::clone(&self.guard.meter);
+        let granted = meter.grant(len).map_err(|_| quota_error())?;
+        let read = fs::HostDescriptor::read(&mut self.fs, fd, granted, offset);
+        let got = read.as_ref().map_or(0, |(bytes, _)| bytes.len() as u64);
+        meter.read(granted, got);
+        read
     }
 
     fn write(
         &mut self,
         fd: Resource<Descriptor>,
-        buf: Vec<u8>,
+        mut buf: Vec<u8>,
         offset: fs::Filesize,
     ) -> FsResult<fs::Filesize> {
         self.tracked(&fd, Permission::Write)?;
-        fs::HostDescriptor::write(&mut self.fs, fd, buf, offset)
+        let meter = Arc::clone(&self.guard.meter);
+        // A short write is a write: only what the quota grants is written.
+        let granted = meter.grant(buf.len() as u64).map_err(|_| quota_error())?;
+        buf.truncate(granted as usize);
+        let wrote = fs::HostDescriptor::write(&mut self.fs, fd, buf, offset);
+        meter.wrote(granted, *wrote.as_ref().unwrap_or(&0));
+        wrote
     }
 
     fn sync(&mut self, fd: Resource<Descriptor>) -> FsResult<()> {
@@ -1418,7 +1502,7 @@ mod tests {
     /// every operation, and the refusal is recorded.
     #[test]
     fn untracked_descriptors_are_refused_and_recorded() {
-        let mut guard = FsGuard::new(vec![], None, Arc::default());
+        let mut guard = FsGuard::new(vec![], None, Arc::default(), None);
         for op in Permission::ALL {
             assert!(guard.handle(7, op).is_err());
         }

@@ -14,6 +14,7 @@ mod bindings;
 mod cache;
 mod clock;
 pub mod fs;
+mod meter;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -36,6 +37,7 @@ pub use fs::Activity;
 use fs::{FsGuard, Kept, Mount, PolicedFs, Refusal, TRASH_DIR};
 
 use crate::policy::{self, Root};
+use crate::quota::Quota;
 
 /// How often the epoch advances: the granularity of deadlines and cancellation.
 const TICK: Duration = Duration::from_millis(10);
@@ -143,6 +145,8 @@ pub struct CallRequest {
     pub cancel: CancellationToken,
     /// Counts what the call does while it runs (progress notifications).
     pub activity: Arc<Activity>,
+    /// The server's byte quota, if it has one.
+    pub quota: Option<Arc<Quota>>,
 }
 
 /// Store data of one call.
@@ -431,7 +435,12 @@ impl Runtime {
                 used: 0,
                 hit: false,
             },
-            guard: FsGuard::new(mounts, req.stamp.as_deref(), Arc::clone(&req.activity)),
+            guard: FsGuard::new(
+                mounts,
+                req.stamp.as_deref(),
+                Arc::clone(&req.activity),
+                req.quota.clone(),
+            ),
         };
         let mut store = self.store(state, &self.budget);
         let ctx = bindings::Context {
@@ -497,7 +506,7 @@ impl CallState {
                 used: 0,
                 hit: false,
             },
-            guard: FsGuard::new(vec![], None, Arc::default()),
+            guard: FsGuard::new(vec![], None, Arc::default(), None),
         }
     }
 }

@@ -1,0 +1,461 @@
+//! The kernel sandbox end to end (`landlock = true`): the real binary
+//! restricts itself and still serves every kind of tool (reads, writes that
+//! keep history, deletes, searches, a third-party component) with its audit
+//! log rotating and its cache written; every one of its threads is
+//! restricted; `check` tells whether the sandbox is on; and serving as root
+//! is refused without `--allow-root`. The proof that the kernel refuses what
+//! the grants leave out, from inside a restricted process, is the unit test
+//! `sandbox::tests::the_kernel_refuses_what_the_grants_leave_out`.
+//!
+//! Where the kernel has no Landlock the sandboxed tests say SKIPPED and pass;
+//! where the tests do not run as root, so does the root test.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{Value, json};
+
+fn landlock_available(test: &str) -> bool {
+    let available = loom_fs_mcp::sandbox::available();
+    if !available {
+        eprintln!("SKIPPED: kernel has no Landlock; {test} was not run");
+    }
+    available
+}
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// A reference root, a workspace, the audit log in a directory of its own
+/// (rotated every 4 KiB), and a file outside; `extra` ends the config.
+fn sandboxed(env: &Env, extra: &str) -> PathBuf {
+    env.write("docs/readme.md", "docs\n")
+        .write("docs/guide.md", "# Guide\n\nsome words here\n")
+        .write("ws/a.txt", "old a\n")
+        .write("ws/tree/one.txt", "1\n")
+        .write("outside/secret.txt", "CANARY-OUTSIDE\n")
+        .mkdir("logs");
+    env.config(&format!(
+        "audit_log = \"logs/audit.log\"\n\
+         audit_log_max_bytes = 4096\n\
+         audit_log_backups = 2\n\
+         landlock = true\n\
+         [[roots]]\nname = \"docs\"\npath = \"docs\"\nrole = \"reference\"\n\
+         [[roots]]\nname = \"ws\"\npath = \"ws\"\nrole = \"workspace\"\n\
+         {extra}"
+    ))
+}
+
+/// `NoNewPrivs` of every thread of `pid`, by thread name. The sandbox sets
+/// it on the thread that restricts itself, in the same step, and a thread
+/// inherits it from the one that starts it: a thread showing 0 was running
+/// before the restriction, and is not restricted.
+fn no_new_privs(pid: u32) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let task = task.unwrap().path();
+        let name = std::fs::read_to_string(task.join("comm")).unwrap_or_default();
+        let status = std::fs::read_to_string(task.join("status")).unwrap_or_default();
+        let flag = status
+            .lines()
+            .find_map(|l| l.strip_prefix("NoNewPrivs:"))
+            .unwrap_or("?")
+            .trim()
+            .to_string();
+        out.push((name.trim().to_string(), flag));
+    }
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn a_sandboxed_server_serves_every_kind_of_tool() {
+    if !landlock_available("a_sandboxed_server_serves_every_kind_of_tool") {
+        return;
+    }
+    let env = Env::new();
+    env.write(
+        "tools/text_stats.wasm",
+        build_wasm("examples/text-stats", "text_stats.wasm"),
+    );
+    let config = sandboxed(&env, "[[components]]\npath = \"tools/text_stats.wasm\"\n");
+    env.fifo("ws/pipe");
+    let outside = env.snapshot_of("outside");
+    let (client, pid) =
+        start_with_pid(&config, &[], rmcp::service::ClientLifecycleMode::Initialize).await;
+    let mut results = Vec::new();
+
+    let r = call(
+        &client,
+        "read_file",
+        json!({"root": "docs", "path": "readme.md"}),
+    )
+    .await;
+    assert!(!is_error(&r), "{r:?}");
+    assert_eq!(structured(&r)["content"], "docs\n");
+    results.push(r);
+
+    // A replacement keeps the old content in the trash (a hard link across
+    // directories, then a rename over the target).
+    let r = call(
+        &client,
+        "write_file",
+        json!({"root": "ws", "path": "a.txt", "content": "new a\n"}),
+    )
+    .await;
+    assert!(!is_error(&r), "{r:?}");
+    assert_eq!(
+        std::fs::read_to_string(env.path("ws/a.txt")).unwrap(),
+        "new a\n"
+    );
+    let kept = structured(&r)["previous"].as_str().unwrap().to_string();
+    assert_eq!(
+        std::fs::read_to_string(env.path("ws").join(&kept)).unwrap(),
+        "old a\n"
+    );
+    results.push(r);
+
+    for (tool, args) in [
+        (
+            "edit_file",
+            json!({"root": "ws", "path": "a.txt", "edits": [{"old_text": "new", "new_text": "edited"}]}),
+        ),
+        (
+            "create_directory",
+            json!({"root": "ws", "path": "made/deep"}),
+        ),
+        (
+            "move_file",
+            json!({"root": "ws", "source": "tree", "destination": "moved/tree"}),
+        ),
+        (
+            "copy_file",
+            json!({"root": "docs", "source": "readme.md", "destination": "copied.md", "destination_root": "ws"}),
+        ),
+        ("delete_file", json!({"root": "ws", "path": "a.txt"})),
+        // A FIFO moves into the trash like any entry.
+        ("delete_file", json!({"root": "ws", "path": "pipe"})),
+    ] {
+        let r = call(&client, tool, args.clone()).await;
+        assert!(!is_error(&r), "{tool} {args}: {r:?}");
+        results.push(r);
+    }
+    assert_eq!(
+        std::fs::read_to_string(env.path("ws/moved/tree/one.txt")).unwrap(),
+        "1\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.path("ws/copied.md")).unwrap(),
+        "docs\n"
+    );
+    assert!(env.path("ws/made/deep").is_dir());
+    assert!(!env.path("ws/a.txt").exists() && !env.path("ws/pipe").exists());
+    let trashed: Vec<String> = env
+        .trash("ws")
+        .into_iter()
+        .map(|(_, p, _)| p.display().to_string())
+        .collect();
+    assert!(trashed.iter().any(|p| p == "pipe"), "{trashed:?}");
+
+    let r = call(
+        &client,
+        "search_files",
+        json!({"root": "docs", "pattern": "*.md", "contains": "words"}),
+    )
+    .await;
+    assert!(!is_error(&r), "{r:?}");
+    assert_eq!(structured(&r)["matches"][0]["path"], "guide.md");
+    results.push(r);
+
+    // The third-party component was read under the sandbox and runs.
+    let r = call(
+        &client,
+        "text_stats",
+        json!({"root": "docs", "path": "guide.md"}),
+    )
+    .await;
+    assert!(!is_error(&r), "{r:?}");
+    assert_eq!(structured(&r)["lines"], 3);
+    results.push(r);
+
+    // Enough audit lines to rotate twice.
+    for _ in 0..60 {
+        let r = call(
+            &client,
+            "read_file",
+            json!({"root": "docs", "path": "readme.md"}),
+        )
+        .await;
+        assert!(!is_error(&r), "{r:?}");
+    }
+
+    // Every thread of the server (the epoch ticker and tokio's workers
+    // among them) started after the restriction.
+    let threads = no_new_privs(pid);
+    assert!(
+        threads.iter().any(|(name, _)| name == "epoch-ticker"),
+        "{threads:?}"
+    );
+    assert!(threads.iter().all(|(_, flag)| flag == "1"), "{threads:?}");
+    client.cancel().await.unwrap();
+
+    for file in ["logs/audit.log", "logs/audit.log.1", "logs/audit.log.2"] {
+        let text = std::fs::read_to_string(env.path(file)).unwrap();
+        assert!(!text.is_empty(), "{file} is empty");
+        for line in text.lines() {
+            serde_json::from_str::<Value>(line).unwrap_or_else(|e| panic!("{file}: {e}: {line}"));
+        }
+    }
+    assert!(!env.path("logs/audit.log.3").exists());
+    assert_eq!(env.snapshot_of("outside"), outside);
+    assert_clean(&env, &results);
+}
+
+/// Raw JSON-RPC over the binary's stdio, for its stderr and its pid.
+struct Raw {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: BufReader<std::process::ChildStdout>,
+    stderr: String,
+}
+
+impl Raw {
+    fn start(config: &Path, cache: &Path) -> Raw {
+        let mut child = command()
+            .arg("--config")
+            .arg(config)
+            .env("LOOMFS_CACHE_DIR", cache)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = stderr_until(&mut child, "serving MCP over stdio");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        Raw {
+            child,
+            stdin,
+            stdout,
+            stderr,
+        }
+    }
+
+    /// Initializes and reads `docs/readme.md`, so every kind of thread has
+    /// run (the loader, tokio's workers, a blocking thread for the call).
+    fn read_once(&mut self) -> Value {
+        for line in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read_file","arguments":{"root":"docs","path":"readme.md"}}}"#,
+        ] {
+            writeln!(self.stdin, "{line}").unwrap();
+        }
+        loop {
+            let mut line = String::new();
+            assert!(
+                self.stdout.read_line(&mut line).unwrap() > 0,
+                "stdout closed"
+            );
+            let msg: Value = serde_json::from_str(&line).unwrap();
+            if msg["id"] == 2 {
+                return msg;
+            }
+        }
+    }
+
+    /// Closes stdin and waits for a clean exit.
+    fn finish(self) {
+        let Raw {
+            mut child, stdin, ..
+        } = self;
+        drop(stdin);
+        let started = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "no exit on EOF"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(status.success(), "{status:?}");
+    }
+}
+
+#[test]
+fn the_start_says_the_process_is_restricted_and_every_thread_is() {
+    if !landlock_available("the_start_says_the_process_is_restricted_and_every_thread_is") {
+        return;
+    }
+    let env = Env::new();
+    let config = sandboxed(&env, "");
+    // A cache of its own, so the components are compiled and written to it
+    // under the sandbox.
+    let cache = env.path("cache");
+    let mut server = Raw::start(&config, &cache);
+    assert!(
+        server.stderr.lines().any(|l| l
+            .starts_with("landlock: process restricted to 2 roots, the audit log and the cache")),
+        "{}",
+        server.stderr
+    );
+    assert!(!server.stderr.contains("warning:"), "{}", server.stderr);
+    let answer = server.read_once();
+    assert_eq!(
+        answer["result"]["structuredContent"]["content"], "docs\n",
+        "{answer}"
+    );
+    let threads = no_new_privs(server.child.id());
+    assert!(threads.len() > 2, "{threads:?}");
+    assert!(threads.iter().all(|(_, flag)| flag == "1"), "{threads:?}");
+    server.finish();
+    let cached = std::fs::read_dir(&cache)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "cwasm")
+        })
+        .count();
+    assert_eq!(cached, 10, "every built-in component cached");
+
+    // The control: without the sandbox, no line, and the threads are as the
+    // test's own (NoNewPrivs 0 unless something above already set it).
+    let own = std::fs::read_to_string("/proc/self/status").unwrap();
+    let plain = env.config("[[roots]]\nname = \"docs\"\npath = \"docs\"\nrole = \"reference\"\n");
+    let mut server = Raw::start(&plain, &cache);
+    assert!(!server.stderr.contains("landlock"), "{}", server.stderr);
+    server.read_once();
+    if own.contains("NoNewPrivs:\t0") {
+        let threads = no_new_privs(server.child.id());
+        assert!(threads.iter().all(|(_, flag)| flag == "0"), "{threads:?}");
+    }
+    server.finish();
+}
+
+#[test]
+fn check_says_whether_the_sandbox_is_on_and_what_it_would_widen() {
+    let env = Env::new();
+    let config = sandboxed(&env, "");
+    let out = command()
+        .arg("check")
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.lines().any(|l| l
+            == "landlock: on: serve restricts itself to its roots, the audit log and the cache"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("audit log's directory"), "{stdout}");
+    // An audit log beside the roots: its directory is granted whole.
+    let shared = env.config(
+        "audit_log = \"audit.log\"\nlandlock = true\n\
+         [[roots]]\nname = \"docs\"\npath = \"docs\"\nrole = \"reference\"\n",
+    );
+    let out = command()
+        .arg("check")
+        .arg("--config")
+        .arg(&shared)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!(
+            "  the audit log's directory {} holds other files: the kernel sandbox lets the \
+             server create, write and remove files anywhere under it; give the audit log a \
+             directory of its own",
+            env.dir.display()
+        )),
+        "{stdout}"
+    );
+    let plain = env.config("[[roots]]\nname = \"docs\"\npath = \"docs\"\nrole = \"reference\"\n");
+    let out = command()
+        .arg("check")
+        .arg("--config")
+        .arg(&plain)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.lines().any(|l| l == "landlock: off"), "{stdout}");
+}
+
+#[test]
+fn serving_as_root_needs_allow_root() {
+    if !is_root() {
+        eprintln!("SKIPPED: not running as root; the root refusal was not tested");
+        return;
+    }
+    let env = Env::new();
+    env.write("docs/readme.md", "docs\n");
+    let config = env.config("[[roots]]\nname = \"docs\"\npath = \"docs\"\nrole = \"reference\"\n");
+    let serve = |allow: Option<&str>, args: &[&str]| {
+        let mut cmd = command();
+        cmd.env_remove("LOOMFS_ALLOW_ROOT");
+        if let Some(value) = allow {
+            cmd.env("LOOMFS_ALLOW_ROOT", value);
+        }
+        cmd.arg("--config")
+            .arg(&config)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    for (allow, args) in [(None, &[][..]), (Some("0"), &[]), (Some("no"), &[])] {
+        let out = serve(allow, args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{allow:?}: {stderr}");
+        assert_eq!(
+            stderr.trim(),
+            "loom-fs-mcp: refusing to run as root: root bypasses file permissions, so a bug \
+             in the server could reach any file on this machine; run loom-fs-mcp as an \
+             ordinary user, or pass --allow-root (LOOMFS_ALLOW_ROOT=1) to accept the risk",
+            "{allow:?}"
+        );
+        assert!(out.stdout.is_empty());
+    }
+    // Accepted: the server starts (and, with no client on its stdin, ends).
+    for (allow, args) in [
+        (None, &["--allow-root"][..]),
+        (Some("1"), &[]),
+        (Some("yes"), &[]),
+    ] {
+        let out = serve(allow, args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("serving MCP over stdio") && !stderr.contains("refusing"),
+            "{allow:?} {args:?}: {stderr}"
+        );
+    }
+    // check does not refuse: it warns.
+    let out = command()
+        .env_remove("LOOMFS_ALLOW_ROOT")
+        .arg("check")
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.lines().any(|l| l
+            == "  running as root: root bypasses file permissions, so a bug in the server could \
+                reach any file on this machine; serve refuses to start unless --allow-root"),
+        "{stdout}"
+    );
+}

@@ -1,0 +1,318 @@
+//! End to end: the trash from the command line. The real server deletes
+//! and overwrites over MCP; the real binary's `trash list`, `restore` and
+//! `purge` then show, put back and remove what it kept, beside a running
+//! server or after it stopped. Restores never replace anything and never
+//! leave the root; purging is never a tool.
+
+mod common;
+
+use std::path::Path;
+use std::process::Output;
+use std::time::{Duration, SystemTime};
+
+use common::*;
+use serde_json::json;
+
+/// A workspace root with a file, a tree and a file to overwrite, a
+/// reference root, a canary outside them, and a link out of the workspace.
+fn fixture() -> (Env, std::path::PathBuf) {
+    let env = Env::new();
+    env.write("ws/a.txt", "alpha\n")
+        .write("ws/tree/one.txt", "1\n")
+        .write("ws/tree/deep/two.txt", "22\n")
+        .write("ws/b.txt", "old b\n")
+        .write("docs/readme.md", "docs\n")
+        .write("outside/canary.txt", "CANARY-OUTSIDE\n")
+        .symlink("../outside", "ws/out");
+    let config = env.config(
+        r#"
+        audit_log = "audit.log"
+        [[roots]]
+        name = "ws"
+        path = "ws"
+        role = "workspace"
+        [[roots]]
+        name = "docs"
+        path = "docs"
+        role = "reference"
+        "#,
+    );
+    (env, config)
+}
+
+/// Runs `loom-fs-mcp trash ARGS --config CONFIG`.
+fn trash(config: &Path, args: &[&str]) -> Output {
+    command()
+        .arg("trash")
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .output()
+        .expect("run loom-fs-mcp trash")
+}
+
+/// Its stdout, which it must have exited 0 with.
+fn ok(out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Its stderr, which it must have failed with, changing nothing on stdout.
+fn refused(out: Output) -> String {
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+    String::from_utf8(out.stderr).unwrap()
+}
+
+/// One listed entry.
+#[derive(Debug, Clone, PartialEq)]
+struct Line {
+    id: String,
+    root: String,
+    path: String,
+    at: SystemTime,
+    size: u64,
+}
+
+fn lines(stdout: &str) -> Vec<Line> {
+    stdout
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            assert_eq!(f.len(), 5, "{l:?}");
+            assert_eq!(f[3].len(), "2026-12-01T08:31:45.123456Z".len(), "{l:?}");
+            Line {
+                id: f[0].into(),
+                root: f[1].into(),
+                path: f[2].into(),
+                at: humantime::parse_rfc3339(f[3]).unwrap_or_else(|e| panic!("{l:?}: {e}")),
+                size: f[4].parse().unwrap(),
+            }
+        })
+        .collect()
+}
+
+fn list(config: &Path) -> Vec<Line> {
+    lines(&ok(trash(config, &["list"])))
+}
+
+#[tokio::test]
+async fn list_restore_purge_round_trip() {
+    let (env, config) = fixture();
+    let started = SystemTime::now();
+    let client = start(&config).await;
+    let mut results = Vec::new();
+    for (tool, args) in [
+        ("delete_file", json!({"root": "ws", "path": "a.txt"})),
+        ("delete_file", json!({"root": "ws", "path": "tree"})),
+        (
+            "write_file",
+            json!({"root": "ws", "path": "b.txt", "content": "new b\n"}),
+        ),
+    ] {
+        let r = call(&client, tool, args).await;
+        assert!(!is_error(&r), "{r:?}");
+        results.push(r);
+    }
+    // The trash is the operator's: no tool lists, restores or purges it.
+    for t in tools(&client).await {
+        for word in ["trash", "restore", "purge"] {
+            assert!(!t.name.contains(word), "{}", t.name);
+        }
+    }
+    assert_clean(&env, &results);
+
+    // Beside the running server: one line per entry, oldest first, no header.
+    let first = list(&config);
+    client.cancel().await.unwrap();
+    let paths: Vec<(&str, &str, u64)> = first
+        .iter()
+        .map(|l| (l.root.as_str(), l.path.as_str(), l.size))
+        .collect();
+    assert_eq!(
+        paths,
+        [("ws", "a.txt", 6), ("ws", "tree", 5), ("ws", "b.txt", 6)]
+    );
+    let now = SystemTime::now();
+    for (l, next) in first.iter().zip(first.iter().skip(1)) {
+        assert!(l.at < next.at, "{first:?}");
+    }
+    for l in &first {
+        assert!(
+            l.at >= started - Duration::from_secs(1) && l.at <= now,
+            "{l:?}"
+        );
+        assert_eq!(l.id.len(), 8, "{l:?}");
+        assert!(l.id.bytes().all(|b| b.is_ascii_hexdigit()), "{l:?}");
+    }
+    let id = |path: &str| first.iter().find(|l| l.path == path).unwrap().id.clone();
+    // Stable: the same IDs once the server is gone.
+    assert_eq!(list(&config), first);
+    assert!(ok(trash(&config, &["list", "--root", "docs"])).is_empty());
+    assert_eq!(
+        refused(trash(&config, &["list", "--root", "nope"])),
+        "loom-fs-mcp: unknown root 'nope'; roots: ws, docs\n"
+    );
+
+    // Back where it was, byte for byte.
+    let a = id("a.txt");
+    assert_eq!(
+        ok(trash(&config, &["restore", &a])),
+        format!("restored {a}: ws/a.txt\n")
+    );
+    assert_eq!(std::fs::read(env.path("ws/a.txt")).unwrap(), b"alpha\n");
+    assert_eq!(list(&config), first[1..]);
+
+    // Occupied (write_file put new content there): refused, both kept.
+    let b = id("b.txt");
+    let before = env.snapshot();
+    let why = refused(trash(&config, &["restore", &b]));
+    assert!(why.contains("root 'ws': 'b.txt' is occupied"), "{why}");
+    assert!(why.contains("--to NEW_PATH"), "{why}");
+    // Elsewhere, but not out of the root, not through a link out, not
+    // onto a denied name or into the trash.
+    for (to, rule) in [
+        ("../outside/b.txt", "confinement"),
+        ("out/b.txt", "confinement"),
+        ("/tmp/b.txt", "absolute_path"),
+        (".env", "deny"),
+        (".mcp-trash/b.txt", "deny"),
+    ] {
+        let why = refused(trash(&config, &["restore", &b, "--to", to]));
+        assert!(
+            why.contains(&format!("refused by rule '{rule}'")),
+            "{to}: {why}"
+        );
+        assert!(
+            !why.contains(&env.dir.to_string_lossy().to_string()),
+            "{why}"
+        );
+    }
+    assert!(refused(trash(&config, &["restore", &b, "--to", "a.txt"])).contains("occupied"));
+    assert_eq!(env.snapshot(), before, "nothing changed anywhere");
+    assert_eq!(std::fs::read(env.path("ws/b.txt")).unwrap(), b"new b\n");
+    assert_eq!(list(&config), first[1..]);
+    // A free path works; missing parents are made.
+    assert_eq!(
+        ok(trash(&config, &["restore", &b, "--to", "old/b.txt"])),
+        format!("restored {b}: ws/old/b.txt\n")
+    );
+    assert_eq!(std::fs::read(env.path("ws/old/b.txt")).unwrap(), b"old b\n");
+
+    // A directory comes back whole; a unique prefix of its ID will do.
+    let tree = id("tree");
+    assert_eq!(
+        ok(trash(&config, &["restore", &tree[..5].to_uppercase()])),
+        format!("restored {tree}: ws/tree\n")
+    );
+    assert_eq!(
+        snapshot_dir(&env.path("ws/tree")),
+        [
+            ("deep".into(), None),
+            ("deep/two.txt".into(), Some(b"22\n".to_vec())),
+            ("one.txt".into(), Some(b"1\n".to_vec())),
+        ]
+    );
+    assert!(list(&config).is_empty());
+    assert!(env.trash("ws").is_empty());
+    let left: Vec<_> = std::fs::read_dir(env.path("ws/.mcp-trash"))
+        .unwrap()
+        .collect();
+    assert!(
+        left.is_empty(),
+        "index files go with their entries: {left:?}"
+    );
+    let why = refused(trash(&config, &["restore", &tree]));
+    assert!(
+        why.contains(&format!("no trash entry has the ID {tree}")),
+        "{why}"
+    );
+    let why = refused(trash(&config, &["restore", "../a.txt"]));
+    assert!(why.contains("is not a trash ID"), "{why}");
+}
+
+#[tokio::test]
+async fn purge_by_age_and_trash_without_an_index() {
+    let (env, config) = fixture();
+    // Older trash, with no index: each leaf is an entry.
+    env.write(
+        "ws/.mcp-trash/20200101T000000.000000Z/notes/n.txt",
+        "note\n",
+    )
+    .mkdir("ws/.mcp-trash/20200101T000000.000000Z/empty");
+    let client = start(&config).await;
+    let r = call(
+        &client,
+        "delete_file",
+        json!({"root": "ws", "path": "a.txt"}),
+    )
+    .await;
+    assert!(!is_error(&r), "{r:?}");
+    client.cancel().await.unwrap();
+
+    let listed = list(&config);
+    let shown: Vec<(&str, u64)> = listed.iter().map(|l| (l.path.as_str(), l.size)).collect();
+    assert_eq!(shown, [("empty", 0), ("notes/n.txt", 5), ("a.txt", 6)]);
+    let old = humantime::parse_rfc3339("2020-01-01T00:00:00Z").unwrap();
+    assert_eq!((listed[0].at, listed[1].at), (old, old));
+
+    // `--older-than` is required: no accidental purge of everything.
+    let out = trash(&config, &["purge"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--older-than"));
+
+    let line = |l: &Line| {
+        format!(
+            "{}\t{}\t{}\t{}\t{}\n",
+            l.id,
+            l.root,
+            l.path,
+            humantime::format_rfc3339_micros(l.at),
+            l.size
+        )
+    };
+    let old_lines: String = listed[..2].iter().map(line).collect();
+    let dry = ok(trash(
+        &config,
+        &["purge", "--older-than", "1h", "--dry-run"],
+    ));
+    assert_eq!(
+        dry,
+        format!("{old_lines}would purge 2 entries (5 bytes) in 1 trash directory\n")
+    );
+    assert_eq!(list(&config), listed);
+    let purged = ok(trash(&config, &["purge", "--older-than", "1h"]));
+    assert_eq!(
+        purged,
+        format!("{old_lines}purged 2 entries (5 bytes) in 1 trash directory\n")
+    );
+    // What is younger than an hour stays, under the same ID.
+    assert_eq!(list(&config), listed[2..]);
+    let docs = ok(trash(
+        &config,
+        &["purge", "--older-than", "0s", "--root", "docs"],
+    ));
+    assert_eq!(docs, "purged 0 entries (0 bytes) in 0 trash directories\n");
+    let all = ok(trash(&config, &["purge", "--older-than", "0s"]));
+    assert_eq!(
+        all,
+        format!(
+            "{}purged 1 entry (6 bytes) in 1 trash directory\n",
+            line(&listed[2])
+        )
+    );
+    assert!(list(&config).is_empty());
+    let left: Vec<_> = std::fs::read_dir(env.path("ws/.mcp-trash"))
+        .unwrap()
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    assert!(!env.path("ws/a.txt").exists());
+    assert_eq!(
+        std::fs::read(env.path("outside/canary.txt")).unwrap(),
+        b"CANARY-OUTSIDE\n"
+    );
+}
