@@ -5,7 +5,6 @@ mod common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
 
 use common::*;
 
@@ -183,18 +182,7 @@ fn stdout_is_only_json_rpc_and_eof_exits_cleanly() {
         seen.push(msg);
     }
     drop(stdin);
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "server did not exit on EOF"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    assert!(status.success(), "{status:?}");
+    assert_exits_cleanly(&mut child);
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
     assert!(rest.trim().is_empty(), "extra stdout: {rest:?}");

@@ -28,14 +28,6 @@ fn fixture(extra: &str) -> (Env, std::path::PathBuf) {
     (env, config)
 }
 
-fn audit(env: &Env) -> Vec<Value> {
-    std::fs::read_to_string(env.path("audit.log"))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 /// "retry in 250 ms" / "retry in 3 s" → the duration.
 fn retry_after(text: &str) -> Duration {
     let rest = &text[text.find("retry in ").expect("a retry time") + 9..];
@@ -172,13 +164,8 @@ async fn without_a_quota_nothing_is_refused() {
 #[test]
 fn check_shows_the_quota_and_warns_when_a_read_cannot_fit() {
     let (env, config) = fixture(QUOTA);
-    let out = command()
-        .args(["check", "--config"])
-        .arg(&config)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}");
+    let (ok, stdout) = check(&config);
+    assert!(ok, "{stdout}");
     assert!(
         stdout.contains(
             "quota: 1572864 bytes (1.5 MiB) per minute read and written by tools, bursts up to \
@@ -191,12 +178,7 @@ fn check_shows_the_quota_and_warns_when_a_read_cannot_fit() {
         "{stdout}"
     );
     let plain = env.config("[[roots]]\nname = \"ws\"\npath = \"ws\"\nrole = \"workspace\"\n");
-    let out = command()
-        .args(["check", "--config"])
-        .arg(&plain)
-        .output()
-        .unwrap();
-    assert!(String::from_utf8_lossy(&out.stdout).contains("quota: off"));
+    assert!(check(&plain).1.contains("quota: off"));
 }
 
 /// A copy of a big tree reports progress while it runs: files opened and

@@ -15,7 +15,6 @@ mod common;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::{Value, json};
@@ -276,18 +275,7 @@ impl Raw {
             mut child, stdin, ..
         } = self;
         drop(stdin);
-        let started = Instant::now();
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "no exit on EOF"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        assert!(status.success(), "{status:?}");
+        assert_exits_cleanly(&mut child);
     }
 }
 
@@ -348,14 +336,8 @@ fn the_start_says_the_process_is_restricted_and_every_thread_is() {
 fn check_says_whether_the_sandbox_is_on_and_what_it_would_widen() {
     let env = Env::new();
     let config = sandboxed(&env, "");
-    let out = command()
-        .arg("check")
-        .arg("--config")
-        .arg(&config)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}");
+    let (ok, stdout) = check(&config);
+    assert!(ok, "{stdout}");
     assert!(
         stdout.lines().any(|l| l
             == "landlock: on: serve restricts itself to its roots, the audit log and the cache"),
@@ -367,13 +349,7 @@ fn check_says_whether_the_sandbox_is_on_and_what_it_would_widen() {
         "audit_log = \"audit.log\"\nlandlock = true\n\
          [[roots]]\nname = \"docs\"\npath = \"docs\"\nrole = \"reference\"\n",
     );
-    let out = command()
-        .arg("check")
-        .arg("--config")
-        .arg(&shared)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (_, stdout) = check(&shared);
     assert!(
         stdout.contains(&format!(
             "  the audit log's directory {} holds other files: the kernel sandbox lets the \
@@ -384,13 +360,7 @@ fn check_says_whether_the_sandbox_is_on_and_what_it_would_widen() {
         "{stdout}"
     );
     let plain = env.config("[[roots]]\nname = \"docs\"\npath = \"docs\"\nrole = \"reference\"\n");
-    let out = command()
-        .arg("check")
-        .arg("--config")
-        .arg(&plain)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (_, stdout) = check(&plain);
     assert!(stdout.lines().any(|l| l == "landlock: off"), "{stdout}");
 }
 

@@ -41,14 +41,6 @@ fn fixture() -> (Env, std::path::PathBuf) {
     (env, config)
 }
 
-fn audit(env: &Env) -> Vec<Value> {
-    std::fs::read_to_string(env.path("audit.log"))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 #[tokio::test]
 async fn the_surface_follows_the_roles() {
     let (env, config) = fixture();

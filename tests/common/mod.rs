@@ -58,6 +58,46 @@ pub const FLAG_VARS: [&str; 12] = [
     "LOOMFS_SESSION_IDLE_SECS",
 ];
 
+/// `check --config config`: whether it succeeded, and its stdout.
+pub fn check(config: &Path) -> (bool, String) {
+    let out = command()
+        .arg("check")
+        .arg("--config")
+        .arg(config)
+        .output()
+        .expect("run check");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// Waits at most 10 s for `child` to exit (after its stdin closed) and
+/// asserts it exited cleanly.
+pub fn assert_exits_cleanly(child: &mut std::process::Child) {
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "the server did not exit on EOF"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status:?}");
+}
+
+/// The lines of the `audit.log` beside the config, parsed.
+pub fn audit(env: &Env) -> Vec<Value> {
+    fs::read_to_string(env.path("audit.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("an audit line is JSON"))
+        .collect()
+}
+
 /// The real binary serving `config` over stdio, stdin and stdout piped.
 pub fn spawn_stdio(config: &Path, stderr: Stdio) -> std::process::Child {
     command()
