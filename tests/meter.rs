@@ -10,45 +10,65 @@ use common::*;
 use rmcp::model::ServerResult;
 use serde_json::{Value, json};
 
-/// 1.5 MiB a minute is 25.6 KiB a second; the bucket holds 64 KiB (full
-/// again 2.5 s after it runs dry) and a call needs 4 KiB to start (160 ms).
-const QUOTA: &str = "quota_bytes_per_minute = 1572864\nquota_burst_bytes = 65536";
+/// 60 KiB a minute is 1 KiB a second: nothing a test does in a few
+/// seconds refills enough to matter (a call needs 4 KiB to start).
+const SLOW: &str = "quota_bytes_per_minute = 61440\nquota_burst_bytes = 65536";
 
-fn fixture(extra: &str) -> (Env, std::path::PathBuf) {
+/// 1.5 MiB a minute is 25.6 KiB a second: the 64 KiB bucket is full again
+/// 2.5 s after it runs dry.
+const FAST: &str = "quota_bytes_per_minute = 1572864\nquota_burst_bytes = 65536";
+
+/// A workspace with two files of 48 KiB, a small one, 40 files of 7 KiB and a
+/// tree of three 30,000-byte files; `head` starts the config.
+fn fixture(head: &str) -> (Env, std::path::PathBuf) {
     let env = Env::new();
     env.write("ws/a.txt", "a".repeat(48 * 1024))
         .write("ws/keep.txt", "the original\n")
+        .write("ws/big.txt", "x".repeat(48 * 1024) + "\nMARKER\n")
         .write("outside/canary.txt", "CANARY-OUTSIDE\n");
     for i in 0..40 {
         env.write(&format!("ws/many/f{i:02}.txt"), "needle ".repeat(1024));
     }
+    for i in 0..3 {
+        env.write(&format!("ws/tree/f{i}.txt"), format!("{i}").repeat(30_000));
+    }
     let config = env.config(&format!(
-        "audit_log = \"audit.log\"\n{extra}\n[[roots]]\nname = \"ws\"\npath = \"ws\"\nrole = \"workspace\"\n"
+        "{head}\n[[roots]]\nname = \"ws\"\npath = \"ws\"\nrole = \"workspace\"\n"
     ));
     (env, config)
 }
 
-/// "retry in 250 ms" / "retry in 3 s" → the duration.
+/// "retry in 250 ms", "retry in 3 s", "retry in 2m" → the duration.
 fn retry_after(text: &str) -> Duration {
     let rest = &text[text.find("retry in ").expect("a retry time") + 9..];
-    let mut words = rest.split([' ', ')', ';', '.']);
-    let n: u64 = words.next().unwrap().parse().unwrap();
-    match words.next().unwrap() {
-        "ms" => Duration::from_millis(n),
-        "s" => Duration::from_secs(n),
-        unit => panic!("unit {unit:?} in {text:?}"),
-    }
+    let when: String = rest
+        .split(['(', ';', '.'])
+        .next()
+        .unwrap()
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect();
+    humantime::parse_duration(&when).unwrap_or_else(|e| panic!("{when:?} in {text:?}: {e}"))
 }
 
 fn read(path: &str) -> Value {
     json!({"root": "ws", "path": path})
 }
 
+/// The names directly in `dir`.
+fn names(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 #[tokio::test]
-async fn the_quota_runs_out_says_when_to_retry_and_refills() {
-    let (env, config) = fixture(QUOTA);
+async fn the_quota_runs_out_mid_call_then_refuses_to_start() {
+    let (env, config) = fixture(&format!("audit_log = \"audit.log\"\n{SLOW}"));
     let client = start(&config).await;
-    let mut results = Vec::new();
 
     // 48 KiB of the 64 KiB burst.
     let first = call(&client, "read_file", read("a.txt")).await;
@@ -64,48 +84,120 @@ async fn the_quota_runs_out_says_when_to_retry_and_refills() {
     );
     let t = text(&second);
     assert!(
-        t.contains("quota_bytes_per_minute = 1572864, quota_burst_bytes = 65536"),
+        t.contains("quota_bytes_per_minute = 61440, quota_burst_bytes = 65536"),
         "{t}"
     );
+    assert!(t.contains("bytes read and 0 bytes written"), "{t}");
     assert!(!t.contains("aaaa"), "no partial content: {t}");
-    let wait = retry_after(&t);
-    assert!(
-        wait > Duration::ZERO && wait <= Duration::from_secs(3),
-        "{t}"
-    );
+    assert!(retry_after(&t) > Duration::from_secs(50), "until full: {t}");
 
-    // With the bucket empty, a call does not even start.
+    // With the bucket empty a call does not even start, though it would
+    // move no byte; a write waits for its whole content.
     let third = call(&client, "get_file_info", read("keep.txt")).await;
     assert_refused(&third, "refused by rule 'quota': the byte quota is used up");
-    assert!(retry_after(&text(&third)) <= Duration::from_millis(160));
-
-    // A write that runs out leaves the file as it was and no temporary file.
-    tokio::time::sleep(wait + Duration::from_millis(100)).await;
-    let big = "b".repeat(200 * 1024);
+    assert!(retry_after(&text(&third)) <= Duration::from_secs(4));
     let write = call(
         &client,
         "write_file",
-        json!({"root": "ws", "path": "keep.txt", "content": big}),
+        json!({"root": "ws", "path": "keep.txt", "content": "w".repeat(20_000)}),
     )
     .await;
-    assert_refused(&write, "rule 'quota'");
+    assert_refused(&write, "refused by rule 'quota': the byte quota is used up");
+    assert!(
+        retry_after(&text(&write)) > Duration::from_secs(10),
+        "{write:?}"
+    );
     assert_eq!(
         std::fs::read_to_string(env.path("ws/keep.txt")).unwrap(),
         "the original\n"
     );
-    let names: Vec<String> = std::fs::read_dir(env.path("ws"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    assert!(
-        names
-            .iter()
-            .all(|n| ["a.txt", "keep.txt", "many", ".mcp-trash"].contains(&n.as_str())),
-        "{names:?}"
-    );
+    // list_roots moves no file byte and is never metered.
+    let roots = call(&client, "list_roots", json!({})).await;
+    assert!(!is_error(&roots));
+    assert_clean(&env, &[first, second, third, write, roots]);
 
-    // A search that runs out must not look complete.
-    tokio::time::sleep(retry_after(&text(&write)) + Duration::from_millis(100)).await;
+    let log = audit(&env);
+    let denied: Vec<&str> = log
+        .iter()
+        .filter(|l| l["rule"] == "quota" && l["decision"] == "deny")
+        .map(|l| l["tool"].as_str().unwrap())
+        .collect();
+    assert_eq!(denied, ["get_file_info", "write_file"], "{log:?}");
+    let stopped: Vec<&str> = log
+        .iter()
+        .filter(|l| l["stopped"] == "quota")
+        .map(|l| l["tool"].as_str().unwrap())
+        .collect();
+    assert_eq!(stopped, ["read_file"], "{log:?}");
+}
+
+#[tokio::test]
+async fn a_call_cut_short_loses_nothing() {
+    let (env, config) = fixture(SLOW);
+
+    // An edit reads 48 KiB and writes 48 KiB: it runs out while writing,
+    // and the file stays as it was, with no temporary file beside it.
+    let client = start(&config).await;
+    let before = std::fs::read(env.path("ws/big.txt")).unwrap();
+    let edit = call(
+        &client,
+        "edit_file",
+        json!({"root": "ws", "path": "big.txt", "edits": [{"old_text": "MARKER", "new_text": "edited"}]}),
+    )
+    .await;
+    assert_refused(&edit, "rule 'quota'");
+    assert!(!text(&edit).contains(" 0 bytes written"), "{edit:?}");
+    assert_eq!(std::fs::read(env.path("ws/big.txt")).unwrap(), before);
+    assert!(
+        names(&env.path("ws"))
+            .iter()
+            .all(|n| !n.starts_with(".loom-fs-write")),
+        "{:?}",
+        names(&env.path("ws"))
+    );
+    client.cancel().await.unwrap();
+
+    // A fresh server, a full bucket: a tree copy of 90,000 bytes (read and
+    // written: 180,000) stops on its second file. What it copied is whole.
+    let client = start(&config).await;
+    let copy = call(
+        &client,
+        "copy_file",
+        json!({"root": "ws", "source": "tree", "destination": "copy"}),
+    )
+    .await;
+    assert_refused(&copy, "rule 'quota'");
+    let copied = names(&env.path("ws/copy"));
+    assert!(copied.len() < 3, "{copied:?}");
+    for name in &copied {
+        assert!(!name.starts_with('.'), "a temporary file left: {copied:?}");
+        assert_eq!(
+            std::fs::read(env.path("ws/copy").join(name)).unwrap(),
+            std::fs::read(env.path("ws/tree").join(name)).unwrap(),
+            "{name} is not whole"
+        );
+    }
+    assert_clean(&env, &[edit, copy]);
+}
+
+#[tokio::test]
+async fn the_quota_refills() {
+    let (env, config) = fixture(&format!("audit_log = \"audit.log\"\n{FAST}"));
+    let client = start(&config).await;
+    let first = call(&client, "read_file", read("a.txt")).await;
+    assert!(!is_error(&first), "{first:?}");
+    let second = call(&client, "read_file", read("a.txt")).await;
+    assert_refused(&second, "rule 'quota'");
+    let wait = retry_after(&text(&second));
+    assert!(wait <= Duration::from_secs(3), "{second:?}");
+
+    // Full again: the same read works, and a search that runs out (280 KiB
+    // to scan) must not look complete.
+    tokio::time::sleep(wait + Duration::from_millis(100)).await;
+    let again = call(&client, "read_file", read("a.txt")).await;
+    assert!(!is_error(&again), "{again:?}");
+    assert_eq!(text(&again).len(), 48 * 1024);
+    tokio::time::sleep(retry_after(&text(&second)) + Duration::from_millis(100)).await;
     let search = call(
         &client,
         "search_files",
@@ -114,41 +206,18 @@ async fn the_quota_runs_out_says_when_to_retry_and_refills() {
     .await;
     assert_refused(&search, "rule 'quota'");
     assert!(search.structured_content.is_none(), "{search:?}");
-
-    // Refilled: the same read works again.
-    tokio::time::sleep(retry_after(&text(&search)) + Duration::from_millis(100)).await;
-    let again = call(&client, "read_file", read("a.txt")).await;
-    assert!(!is_error(&again), "{again:?}");
-    assert_eq!(text(&again).len(), 48 * 1024);
-    // A call that moves no file bytes but list_roots is never metered.
-    let roots = call(&client, "list_roots", json!({})).await;
-    assert!(!is_error(&roots));
-
-    results.extend([first, second, third, write, search, again, roots]);
-    assert_clean(&env, &results);
-
-    // The audit: the refused start is a denial by rule quota, the calls cut
-    // short were stopped by it.
-    let log = audit(&env);
-    let denied: Vec<&Value> = log.iter().filter(|l| l["rule"] == "quota").collect();
-    assert_eq!(denied.len(), 1, "{log:?}");
-    assert_eq!(denied[0]["tool"], "get_file_info");
-    assert_eq!(denied[0]["decision"], "deny");
-    let stopped: Vec<&str> = log
+    assert_clean(&env, &[first, second, again, search]);
+    let stopped: Vec<String> = audit(&env)
         .iter()
         .filter(|l| l["stopped"] == "quota")
-        .map(|l| l["tool"].as_str().unwrap())
+        .map(|l| l["tool"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(
-        stopped,
-        ["read_file", "write_file", "search_files"],
-        "{log:?}"
-    );
+    assert_eq!(stopped, ["read_file", "search_files"]);
 }
 
 #[tokio::test]
 async fn without_a_quota_nothing_is_refused() {
-    let (env, config) = fixture("");
+    let (env, config) = fixture("audit_log = \"audit.log\"");
     let client = start(&config).await;
     for _ in 0..5 {
         let r = call(&client, "read_file", read("a.txt")).await;
@@ -163,7 +232,7 @@ async fn without_a_quota_nothing_is_refused() {
 
 #[test]
 fn check_shows_the_quota_and_warns_when_a_read_cannot_fit() {
-    let (env, config) = fixture(QUOTA);
+    let (env, config) = fixture(FAST);
     let (ok, stdout) = check(&config);
     assert!(ok, "{stdout}");
     assert!(

@@ -1,7 +1,7 @@
 //! The kernel sandbox end to end (`landlock = true`): the real binary
 //! restricts itself and still serves every kind of tool (reads, writes that
 //! keep history, deletes, searches, a third-party component) with its audit
-//! log rotating and its cache written; every one of its threads is
+//! log rotating and its cache only read; every one of its threads is
 //! restricted; `check` tells whether the sandbox is on; and serving as root
 //! is refused without `--allow-root`. The proof that the kernel refuses what
 //! the grants leave out, from inside a restricted process, is the unit test
@@ -59,8 +59,13 @@ fn no_new_privs(pid: u32) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
         let task = task.unwrap().path();
-        let name = std::fs::read_to_string(task.join("comm")).unwrap_or_default();
-        let status = std::fs::read_to_string(task.join("status")).unwrap_or_default();
+        // A thread that ended since the listing has nothing to say.
+        let (Ok(name), Ok(status)) = (
+            std::fs::read_to_string(task.join("comm")),
+            std::fs::read_to_string(task.join("status")),
+        ) else {
+            continue;
+        };
         let flag = status
             .lines()
             .find_map(|l| l.strip_prefix("NoNewPrivs:"))
@@ -83,7 +88,14 @@ async fn a_sandboxed_server_serves_every_kind_of_tool() {
         "tools/text_stats.wasm",
         build_wasm("examples/text-stats", "text_stats.wasm"),
     );
-    let config = sandboxed(&env, "[[components]]\npath = \"tools/text_stats.wasm\"\n");
+    // A root that may delete but not write: its trash index is still written.
+    env.write("del/tree/x.txt", "x\n");
+    let config = sandboxed(
+        &env,
+        "[[roots]]\nname = \"del\"\npath = \"del\"\nrole = \"workspace\"\n\
+         permissions = [\"read\", \"delete\"]\n\
+         [[components]]\npath = \"tools/text_stats.wasm\"\n",
+    );
     env.fifo("ws/pipe");
     let outside = env.snapshot_of("outside");
     let (client, pid) =
@@ -140,6 +152,7 @@ async fn a_sandboxed_server_serves_every_kind_of_tool() {
         ("delete_file", json!({"root": "ws", "path": "a.txt"})),
         // A FIFO moves into the trash like any entry.
         ("delete_file", json!({"root": "ws", "path": "pipe"})),
+        ("delete_file", json!({"root": "del", "path": "tree"})),
     ] {
         let r = call(&client, tool, args.clone()).await;
         assert!(!is_error(&r), "{tool} {args}: {r:?}");
@@ -161,6 +174,29 @@ async fn a_sandboxed_server_serves_every_kind_of_tool() {
         .map(|(_, p, _)| p.display().to_string())
         .collect();
     assert!(trashed.iter().any(|p| p == "pipe"), "{trashed:?}");
+    // The delete-only root's trash: the tree, without an index (no file is
+    // written in a root without write) and nothing else.
+    let trash: Vec<String> = std::fs::read_dir(env.path("del/.mcp-trash"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        matches!(&trash[..], [stamp] if stamp.ends_with('Z')),
+        "{trash:?}"
+    );
+    assert_eq!(
+        std::fs::read_dir(env.path("del/.mcp-trash").join(&trash[0]))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect::<Vec<_>>(),
+        ["tree"]
+    );
+    // The workspace's trash has its indexes.
+    assert!(
+        std::fs::read_dir(env.path("ws/.mcp-trash"))
+            .unwrap()
+            .any(|e| e.unwrap().file_name().to_string_lossy().ends_with(".json"))
+    );
 
     let r = call(
         &client,
@@ -201,7 +237,13 @@ async fn a_sandboxed_server_serves_every_kind_of_tool() {
         threads.iter().any(|(name, _)| name == "epoch-ticker"),
         "{threads:?}"
     );
-    assert!(threads.iter().all(|(_, flag)| flag == "1"), "{threads:?}");
+    // (Proof only where the test itself runs without NoNewPrivs.)
+    if std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .contains("NoNewPrivs:\t0")
+    {
+        assert!(threads.iter().all(|(_, flag)| flag == "1"), "{threads:?}");
+    }
     client.cancel().await.unwrap();
 
     for file in ["logs/audit.log", "logs/audit.log.1", "logs/audit.log.2"] {
@@ -222,6 +264,8 @@ struct Raw {
     stdin: std::process::ChildStdin,
     stdout: BufReader<std::process::ChildStdout>,
     stderr: String,
+    /// What the server writes on stderr after its banner, once it exits.
+    rest: std::thread::JoinHandle<String>,
 }
 
 impl Raw {
@@ -235,7 +279,7 @@ impl Raw {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let stderr = stderr_until(&mut child, "serving MCP over stdio");
+        let (stderr, rest) = stderr_until_then(&mut child, "serving MCP over stdio");
         let stdin = child.stdin.take().unwrap();
         let stdout = BufReader::new(child.stdout.take().unwrap());
         Raw {
@@ -243,6 +287,7 @@ impl Raw {
             stdin,
             stdout,
             stderr,
+            rest,
         }
     }
 
@@ -269,13 +314,18 @@ impl Raw {
         }
     }
 
-    /// Closes stdin and waits for a clean exit.
-    fn finish(self) {
+    /// Closes stdin, waits for a clean exit, and returns what the server
+    /// wrote on stderr after its banner.
+    fn finish(self) -> String {
         let Raw {
-            mut child, stdin, ..
+            mut child,
+            stdin,
+            rest,
+            ..
         } = self;
         drop(stdin);
         assert_exits_cleanly(&mut child);
+        rest.join().unwrap()
     }
 }
 
@@ -286,13 +336,15 @@ fn the_start_says_the_process_is_restricted_and_every_thread_is() {
     }
     let env = Env::new();
     let config = sandboxed(&env, "");
-    // A cache of its own, so the components are compiled and written to it
-    // under the sandbox.
+    // A cache of its own, empty: the sandboxed server compiles what is not
+    // cached and never writes the cache.
     let cache = env.path("cache");
+    std::fs::create_dir(&cache).unwrap();
     let mut server = Raw::start(&config, &cache);
     assert!(
-        server.stderr.lines().any(|l| l
-            .starts_with("landlock: process restricted to 2 roots, the audit log and the cache")),
+        server.stderr.lines().any(|l| l.starts_with(
+            "landlock: process restricted to 2 roots, the audit log and the cache (read-only)"
+        )),
         "{}",
         server.stderr
     );
@@ -305,18 +357,42 @@ fn the_start_says_the_process_is_restricted_and_every_thread_is() {
     let threads = no_new_privs(server.child.id());
     assert!(threads.len() > 2, "{threads:?}");
     assert!(threads.iter().all(|(_, flag)| flag == "1"), "{threads:?}");
-    server.finish();
-    let cached = std::fs::read_dir(&cache)
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .path()
-                .extension()
-                .is_some_and(|x| x == "cwasm")
-        })
-        .count();
-    assert_eq!(cached, 10, "every built-in component cached");
+    let rest = server.finish();
+    assert!(
+        rest.contains("landlock: components not in the cache were compiled and not cached"),
+        "{rest}"
+    );
+    let cwasm = || {
+        std::fs::read_dir(&cache)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .path()
+                    .extension()
+                    .is_some_and(|x| x == "cwasm")
+            })
+            .count()
+    };
+    assert_eq!(
+        cwasm(),
+        0,
+        "a sandboxed server writes no code for later starts"
+    );
+    // `check` (not sandboxed) fills the cache, as the hint says; the next
+    // sandboxed start then compiles nothing.
+    let out = command()
+        .args(["check", "--config"])
+        .arg(&config)
+        .env("LOOMFS_CACHE_DIR", &cache)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(cwasm(), 10, "every built-in component cached");
+    let mut server = Raw::start(&config, &cache);
+    server.read_once();
+    let rest = server.finish();
+    assert!(!rest.contains("not cached"), "{rest}");
 
     // The control: without the sandbox, no line, and the threads are as the
     // test's own (NoNewPrivs 0 unless something above already set it).
@@ -340,25 +416,61 @@ fn check_says_whether_the_sandbox_is_on_and_what_it_would_widen() {
     assert!(ok, "{stdout}");
     assert!(
         stdout.lines().any(|l| l
-            == "landlock: on: serve restricts itself to its roots, the audit log and the cache"),
+            == "landlock: on: serve restricts itself to its roots, the audit log and the cache \
+                (read-only)"),
         "{stdout}"
     );
     assert!(!stdout.contains("audit log's directory"), "{stdout}");
-    // An audit log beside the roots: its directory is granted whole.
+    // An audit log in a directory of other files: granted whole, a warning.
+    env.write("shared/notes.txt", "not the log's\n");
     let shared = env.config(
-        "audit_log = \"audit.log\"\nlandlock = true\n\
+        "audit_log = \"shared/audit.log\"\nlandlock = true\n\
          [[roots]]\nname = \"docs\"\npath = \"docs\"\nrole = \"reference\"\n",
     );
-    let (_, stdout) = check(&shared);
+    let (ok, stdout) = check(&shared);
+    assert!(ok, "{stdout}");
     assert!(
         stdout.contains(&format!(
             "  the audit log's directory {} holds other files: the kernel sandbox lets the \
              server create, write and remove files anywhere under it; give the audit log a \
              directory of its own",
-            env.dir.display()
+            env.path("shared").display()
         )),
         "{stdout}"
     );
+    // An audit log beside the roots: its directory holds a root, whose role
+    // the grant would override. Refused by check and by serve.
+    let over = env.config(
+        "audit_log = \"audit.log\"\nlandlock = true\n\
+         [[roots]]\nname = \"docs\"\npath = \"docs\"\nrole = \"reference\"\n",
+    );
+    let refusal = format!(
+        "the audit log's directory {} holds root 'docs': the kernel sandbox would let the \
+         server write there; give the audit log a directory of its own",
+        env.dir.display()
+    );
+    let out = command()
+        .args(["check", "--config"])
+        .arg(&over)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(&refusal),
+        "{out:?}"
+    );
+    let out = command()
+        .arg("--config")
+        .arg(&over)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(&refusal),
+        "{out:?}"
+    );
+    assert!(out.stdout.is_empty());
     let plain = env.config("[[roots]]\nname = \"docs\"\npath = \"docs\"\nrole = \"reference\"\n");
     let (_, stdout) = check(&plain);
     assert!(stdout.lines().any(|l| l == "landlock: off"), "{stdout}");

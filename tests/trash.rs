@@ -243,7 +243,15 @@ async fn purge_by_age_and_trash_without_an_index() {
         "ws/.mcp-trash/20200101T000000.000000Z/notes/n.txt",
         "note\n",
     )
-    .mkdir("ws/.mcp-trash/20200101T000000.000000Z/empty");
+    .mkdir("ws/.mcp-trash/20200101T000000.000000Z/empty")
+    // Left by an index write that failed long ago: litter, not an entry.
+    .write("ws/.mcp-trash/.20200101T000000.000000Z.json.4242.tmp", "{");
+    std::fs::File::options()
+        .write(true)
+        .open(env.path("ws/.mcp-trash/.20200101T000000.000000Z.json.4242.tmp"))
+        .unwrap()
+        .set_modified(humantime::parse_rfc3339("2020-01-01T00:00:00Z").unwrap())
+        .unwrap();
     let client = start(&config).await;
     let r = call(
         &client,
@@ -282,13 +290,19 @@ async fn purge_by_age_and_trash_without_an_index() {
     ));
     assert_eq!(
         dry,
-        format!("{old_lines}would purge 2 entries (5 bytes) in 1 trash directory\n")
+        format!(
+            "{old_lines}would purge 2 entries (5 bytes) in 1 trash directory\n\
+             would remove 1 leftover temporary index file\n"
+        )
     );
     assert_eq!(list(&config), listed);
     let purged = ok(trash(&config, &["purge", "--older-than", "1h"]));
     assert_eq!(
         purged,
-        format!("{old_lines}purged 2 entries (5 bytes) in 1 trash directory\n")
+        format!(
+            "{old_lines}purged 2 entries (5 bytes) in 1 trash directory\n\
+             removed 1 leftover temporary index file\n"
+        )
     );
     // What is younger than an hour stays, under the same ID.
     assert_eq!(list(&config), listed[2..]);
@@ -314,5 +328,124 @@ async fn purge_by_age_and_trash_without_an_index() {
     assert_eq!(
         std::fs::read(env.path("outside/canary.txt")).unwrap(),
         b"CANARY-OUTSIDE\n"
+    );
+}
+
+/// A name the model chose to reach the operator's terminal: it retitles
+/// the window.
+const HOSTILE: &str = "e\x1b]0;pwn\x07.txt";
+const HOSTILE_SHOWN: &str = "e\\u{1b}]0;pwn\\u{7}.txt";
+
+#[test]
+fn paths_are_escaped_wherever_they_are_printed() {
+    let (env, config) = fixture();
+    env.write(
+        &format!("ws/.mcp-trash/20200101T000000.000000Z/{HOSTILE}"),
+        "first\n",
+    )
+    .write(
+        &format!("ws/.mcp-trash/20200102T000000.000000Z/{HOSTILE}"),
+        "second\n",
+    );
+    let raw = |out: &str| out.contains(['\x1b', '\x07']);
+    let listed = list(&config);
+    assert_eq!(listed.len(), 2);
+    assert!(listed.iter().all(|l| l.path == HOSTILE_SHOWN), "{listed:?}");
+
+    let restored = ok(trash(&config, &["restore", &listed[0].id]));
+    assert_eq!(
+        restored,
+        format!("restored {}: ws/{HOSTILE_SHOWN}\n", listed[0].id)
+    );
+    assert_eq!(
+        std::fs::read(env.path(&format!("ws/{HOSTILE}"))).unwrap(),
+        b"first\n"
+    );
+    let why = refused(trash(&config, &["restore", &listed[1].id]));
+    assert!(
+        why.contains(&format!("'{HOSTILE_SHOWN}' is occupied")) && !raw(&why),
+        "{why:?}"
+    );
+    let purged = ok(trash(&config, &["purge", "--older-than", "1h"]));
+    assert!(
+        purged.contains(&format!("\tws\t{HOSTILE_SHOWN}\t")) && !raw(&purged),
+        "{purged:?}"
+    );
+}
+
+/// A stamp for the present moment, as the server makes them.
+fn stamp_now() -> (String, SystemTime) {
+    let at = SystemTime::now();
+    let rfc3339 = humantime::format_rfc3339_micros(at).to_string();
+    (rfc3339.replace(['-', ':'], ""), at)
+}
+
+/// The ID `list` shows for what lies at `to` (root-relative) in `root`.
+fn id_of(root: &str, to: &str) -> String {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::new()
+        .chain_update(root)
+        .chain_update([0])
+        .chain_update(to)
+        .finalize();
+    digest.iter().take(4).map(|b| format!("{b:02x}")).collect()
+}
+
+#[test]
+fn what_a_call_still_running_kept_is_listed_once_it_ends() {
+    let env = Env::new();
+    env.mkdir("ws");
+    // The window a call may still be running in: twice this, and a second.
+    let config = env.config(
+        r#"
+        audit_log = "audit.log"
+        tool_timeout_ms = 1000
+        [[roots]]
+        name = "ws"
+        path = "ws"
+        role = "workspace"
+        "#,
+    );
+    // What a call that has not ended (no index yet) moved into its stamp.
+    let (stamp, at) = stamp_now();
+    env.write(&format!("ws/.mcp-trash/{stamp}/tree/a.txt"), "a\n");
+    let id = id_of("ws", &format!(".mcp-trash/{stamp}/tree/a.txt"));
+    let note = "loom-fs-mcp: 1 trash directory of a call that may still be running is not \
+                listed yet; it is once the call ends (at most 3s after it started)\n";
+
+    let out = trash(&config, &["list"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), note);
+    // Not restored, nor purged, before then either.
+    let why = refused(trash(&config, &["restore", &id]));
+    assert_eq!(
+        why,
+        format!("{note}loom-fs-mcp: no trash entry has the ID {id} (see `trash list`)\n")
+    );
+    assert_eq!(
+        ok(trash(
+            &config,
+            &["purge", "--older-than", "0s", "--dry-run"]
+        )),
+        "would purge 0 entries (0 bytes) in 0 trash directories\n\
+         left 1 trash directory of calls that may still be running\n"
+    );
+
+    // This one never writes its index: past the window it lists leaf by
+    // leaf, under the ID computed before.
+    let past = at + Duration::from_millis(3100);
+    std::thread::sleep(past.duration_since(SystemTime::now()).unwrap_or_default());
+    let out = trash(&config, &["list"]);
+    assert!(out.stderr.is_empty(), "{out:?}");
+    let listed = lines(&ok(out));
+    let shown: Vec<(&str, &str)> = listed
+        .iter()
+        .map(|l| (l.id.as_str(), l.path.as_str()))
+        .collect();
+    assert_eq!(shown, [(id.as_str(), "tree/a.txt")]);
+    assert_eq!(
+        ok(trash(&config, &["restore", &id])),
+        format!("restored {id}: ws/tree/a.txt\n")
     );
 }

@@ -231,8 +231,12 @@ fn runtime(config: &Config) -> anyhow::Result<Runtime> {
 /// Loads the built-in components, then the config's, and builds the tool
 /// surface. A third-party component that cannot be a tool stops the start
 /// with its file and the reason.
-fn toolbox(config: Config, audit: Audit, mut runtime: Runtime) -> anyhow::Result<Toolbox> {
-    let cache = Cache::from_env();
+fn toolbox(
+    config: Config,
+    audit: Audit,
+    mut runtime: Runtime,
+    cache: &Cache,
+) -> anyhow::Result<Toolbox> {
     for (name, wasm) in runtime::BUILTINS {
         let component = cache
             .component(runtime.engine(), name, wasm)
@@ -275,13 +279,16 @@ fn check(cli: &Cli) -> anyhow::Result<()> {
     // `check` may run beside the server it checks: it makes sure the audit
     // log can be opened, but does not take it; nothing is audited here.
     Audit::probe(&config.audit).with_context(|| audit_problem(&config))?;
+    // What `serve` would refuse, `check` refuses too.
     if cli.http.transport == Transport::Http {
-        // What `serve` would refuse, `check` refuses too.
         http_options(&cli.http, config.limits.tool_timeout)?;
+    }
+    if config.landlock {
+        Plan::new(&config, Cache::from_env().dir())?;
     }
     let runtime = runtime(&config)?;
     let audit = Audit::open(&AuditTarget::Stderr, 0, 0)?;
-    let toolbox = toolbox(config, audit, runtime)?;
+    let toolbox = toolbox(config, audit, runtime, &Cache::from_env())?;
     let config = toolbox.config();
     println!("config is valid");
     if config.read_only {
@@ -348,7 +355,10 @@ fn check(cli: &Cli) -> anyhow::Result<()> {
         ),
     }
     if config.landlock {
-        println!("landlock: on: serve restricts itself to its roots, the audit log and the cache");
+        println!(
+            "landlock: on: serve restricts itself to its roots, the audit log and the cache \
+             (read-only)"
+        );
     } else {
         println!("landlock: off");
     }
@@ -505,19 +515,32 @@ fn serve(cli: &Cli) -> anyhow::Result<()> {
     };
     // Read before the sandbox, which hides the cgroup files that tell.
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if config.landlock {
+    // A sandboxed server only reads the cache: what it wrote there would
+    // run in every later start.
+    let cache = if config.landlock {
         restrict(&config)?;
-    }
+        Cache::from_env().read_only()
+    } else {
+        Cache::from_env()
+    };
     let runtime = runtime(&config)?;
     // The client's handshake needs no component: answer it at once, and
     // load the components meanwhile. Tool requests wait for them; a
     // component that fails to load stops the server with the reason.
     let (ready, loaded) = tokio::sync::watch::channel(None);
+    let sandboxed = config.landlock;
     std::thread::Builder::new()
         .name("load-components".into())
-        .spawn(move || match toolbox(config, audit, runtime) {
+        .spawn(move || match toolbox(config, audit, runtime, &cache) {
             Ok(toolbox) => {
                 let _ = ready.send(Some(Arc::new(toolbox)));
+                if cache.missed() && sandboxed {
+                    eprintln!(
+                        "landlock: components not in the cache were compiled and not cached (a \
+                         sandboxed server never writes code for later starts); run `loom-fs-mcp \
+                         check` with this config once to cache them"
+                    );
+                }
             }
             Err(e) => {
                 eprintln!("loom-fs-mcp: {e:#}");
@@ -564,7 +587,7 @@ fn restrict(config: &Config) -> anyhow::Result<()> {
     if let Some(dir) = sandbox::shared_audit_dir(config) {
         eprintln!("warning: {}", shared_audit_dir(&dir));
     }
-    match Plan::new(config, Cache::from_env().dir()).restrict_self()? {
+    match Plan::new(config, Cache::from_env().dir())?.restrict_self()? {
         status @ Status::Enforced { .. } => eprintln!("landlock: {status}"),
         status @ Status::NotEnforced(_) => eprintln!("warning: {status}"),
     }
@@ -665,79 +688,138 @@ fn http_options(args: &HttpArgs, tool_timeout: std::time::Duration) -> anyhow::R
 
 /// `trash list|restore|purge`: the operator's side of the trash. It opens
 /// no audit log and loads no component, so it runs beside a server; stdout
-/// carries its results (it is no JSON-RPC channel here).
+/// carries its results (it is no JSON-RPC channel here). Every path it
+/// prints goes through [`trash::escaped`]: the model chose the names.
 fn trash(cli: &Cli, action: &TrashAction) -> anyhow::Result<()> {
-    use std::io::Write as _;
     let config = load_config(cli)?;
-    let roots = &config.roots;
-    let mut out = std::io::stdout().lock();
-    let printed = match action {
-        TrashAction::List { root } => {
-            let entries = trash::list(roots, root.as_deref())?;
-            let ids = trash::short_ids(&entries);
-            entries
-                .iter()
-                .zip(ids)
-                .try_for_each(|(e, id)| writeln!(out, "{}", e.line(id)))
-        }
-        TrashAction::Restore { id, to } => {
-            let entries = trash::list(roots, None)?;
-            let found = trash::find(&entries, id)?;
-            let id = trash::short_ids(&entries)[found];
-            let restored = trash::restore(roots, &entries[found], to.as_deref())?;
-            writeln!(
-                out,
-                "restored {id}: {}/{}",
-                restored.root.name,
-                restored.path.display()
-            )
-        }
+    // Which calls may still be running follows from the server's tool
+    // timeout: this config's `tool_timeout_ms` must be the server's.
+    let now = trash::Now::with_timeout(config.limits.tool_timeout);
+    let out = &mut std::io::stdout().lock();
+    let done = match action {
+        TrashAction::List { root } => trash_list(out, &config, root.as_deref(), now),
+        TrashAction::Restore { id, to } => trash_restore(out, &config, id, to.as_deref(), now),
         TrashAction::Purge {
             older_than,
             root,
             dry_run,
-        } => {
-            let in_flight = trash::in_flight(config.limits.tool_timeout);
-            let now = std::time::SystemTime::now();
-            let purged = trash::purge(
-                roots,
-                root.as_deref(),
-                *older_than,
-                in_flight,
-                now,
-                *dry_run,
-            )?;
-            let ids = trash::short_ids(&purged.entries);
-            let bytes: u64 = purged.entries.iter().map(|e| e.size).sum();
-            let n = purged.entries.len();
-            purged
-                .entries
-                .iter()
-                .zip(ids)
-                .try_for_each(|(e, id)| writeln!(out, "{}", e.line(id)))
-                .and_then(|()| {
-                    writeln!(
-                        out,
-                        "{} {n} entr{} ({bytes} bytes) in {} trash director{}",
-                        if *dry_run { "would purge" } else { "purged" },
-                        if n == 1 { "y" } else { "ies" },
-                        purged.dirs,
-                        if purged.dirs == 1 { "y" } else { "ies" },
-                    )
-                })
-                .and_then(|()| match purged.in_flight {
-                    0 => Ok(()),
-                    left => writeln!(
-                        out,
-                        "left {left} trash director{} of calls that may still be running",
-                        if left == 1 { "y" } else { "ies" }
-                    ),
-                })
-        }
+        } => trash_purge(out, &config, root.as_deref(), *older_than, now, *dry_run),
     };
-    match printed {
+    match done {
         // `trash list | head`: the reader has seen enough.
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        printed => Ok(printed?),
+        Err(e)
+            if e.downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            Ok(())
+        }
+        done => done,
     }
+}
+
+/// `trash list`: one line per entry. What calls still running kept is only
+/// counted, on stderr: its IDs are not final yet.
+fn trash_list(
+    out: &mut impl std::io::Write,
+    config: &Config,
+    only: Option<&str>,
+    now: trash::Now,
+) -> anyhow::Result<()> {
+    let listing = trash::list(&config.roots, only, now)?;
+    not_listed_yet(listing.in_flight, now);
+    trash_lines(out, &listing.entries)?;
+    Ok(())
+}
+
+/// `trash restore`: finds the entry by ID among those `list` shows.
+fn trash_restore(
+    out: &mut impl std::io::Write,
+    config: &Config,
+    id: &str,
+    to: Option<&str>,
+    now: trash::Now,
+) -> anyhow::Result<()> {
+    let listing = trash::list(&config.roots, None, now)?;
+    let found = trash::find(&listing.entries, id)
+        .inspect_err(|_| not_listed_yet(listing.in_flight, now))?;
+    let id = trash::short_ids(&listing.entries)[found];
+    let restored = trash::restore(&config.roots, &listing.entries[found], to)?;
+    writeln!(
+        out,
+        "restored {id}: {}/{}",
+        restored.root.name,
+        trash::escaped(&restored.path)
+    )?;
+    Ok(())
+}
+
+/// `trash purge`: a line per entry removed, then the totals.
+fn trash_purge(
+    out: &mut impl std::io::Write,
+    config: &Config,
+    only: Option<&str>,
+    older_than: std::time::Duration,
+    now: trash::Now,
+    dry_run: bool,
+) -> anyhow::Result<()> {
+    let purged = trash::purge(&config.roots, only, older_than, now, dry_run)?;
+    trash_lines(out, &purged.entries)?;
+    let n = purged.entries.len();
+    let bytes: u64 = purged.entries.iter().map(|e| e.size).sum();
+    writeln!(
+        out,
+        "{} {n} {} ({bytes} bytes) in {} {}",
+        if dry_run { "would purge" } else { "purged" },
+        plural(n, "entry", "entries"),
+        purged.dirs,
+        plural(purged.dirs, "trash directory", "trash directories"),
+    )?;
+    if purged.temps > 0 {
+        writeln!(
+            out,
+            "{} {} leftover temporary index {}",
+            if dry_run { "would remove" } else { "removed" },
+            purged.temps,
+            plural(purged.temps, "file", "files"),
+        )?;
+    }
+    if purged.in_flight > 0 {
+        writeln!(
+            out,
+            "left {} {} of calls that may still be running",
+            purged.in_flight,
+            plural(purged.in_flight, "trash directory", "trash directories"),
+        )?;
+    }
+    Ok(())
+}
+
+/// One [`trash::Entry::line`] per entry, with the IDs to show.
+fn trash_lines(out: &mut impl std::io::Write, entries: &[trash::Entry]) -> std::io::Result<()> {
+    let ids = trash::short_ids(entries);
+    entries
+        .iter()
+        .zip(ids)
+        .try_for_each(|(e, id)| writeln!(out, "{}", e.line(id)))
+}
+
+/// Tells, on stderr, of trash directories a listing left out because
+/// their calls may still be running.
+fn not_listed_yet(count: usize, now: trash::Now) {
+    let within = humantime::format_duration(now.in_flight);
+    match count {
+        0 => {}
+        1 => eprintln!(
+            "loom-fs-mcp: 1 trash directory of a call that may still be running is not listed \
+             yet; it is once the call ends (at most {within} after it started)"
+        ),
+        n => eprintln!(
+            "loom-fs-mcp: {n} trash directories of calls that may still be running are not \
+             listed yet; they are once their calls end (at most {within} after they started)"
+        ),
+    }
+}
+
+fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
+    if n == 1 { one } else { many }
 }

@@ -6,9 +6,8 @@
 //! the epoch check stops the guest within a tick. A call whose request
 //! carries a progress token gets `notifications/progress` while it runs
 //! (files and directories opened, bytes read and written so far), from the
-//! policing filesystem's
-//! counters: any tool, built-in or not, reports progress without doing
-//! anything for it.
+//! policing filesystem's counters: any tool, built-in or not, reports
+//! progress without doing anything for it.
 //!
 //! The toolbox arrives after the server starts (components load while the
 //! client's handshake is answered): tool requests wait for it.

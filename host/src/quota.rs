@@ -3,10 +3,11 @@
 //!
 //! The bucket holds at most `quota_burst_bytes` and refills at
 //! `quota_bytes_per_minute`, continuously. A call starts only when the bucket
-//! holds [`Quota::start_bytes`]; while it runs, every read and write takes its
-//! bytes from the bucket before it happens, so a read is shortened to what is
-//! left and an operation with nothing left fails (`quota`, the WASI code for
-//! EDQUOT). The bucket is the only state: several calls at once share it, and
+//! holds [`Quota::start_bytes`] (at least a small file's worth, and as much
+//! as its arguments, which is what a write of them needs); while it runs,
+//! every read and write takes its bytes from the bucket before it happens, so
+//! a read is shortened to what is left and an operation with nothing left
+//! fails (`quota`, the WASI code for EDQUOT; see `runtime::meter`). The bucket is the only state: several calls at once share it, and
 //! no call can move more bytes than the bucket grants, so an agent stays
 //! within the burst plus the refill over any stretch of time.
 
@@ -64,15 +65,17 @@ impl Quota {
         self.config
     }
 
-    /// What the bucket must hold for a call to start: a small file's worth,
-    /// or the whole burst if that is smaller.
-    pub fn start_bytes(&self) -> u64 {
-        START_BYTES.min(self.config.burst_bytes)
+    /// What the bucket must hold for a call whose arguments are `arguments`
+    /// bytes long to start: a small file's worth, or the arguments' length
+    /// if that is more (a write of them takes as much), or the whole burst
+    /// if that is less.
+    pub fn start_bytes(&self, arguments: u64) -> u64 {
+        START_BYTES.max(arguments).min(self.config.burst_bytes)
     }
 
-    /// Whether a call may start now.
-    pub fn ready(&self) -> Result<(), Empty> {
-        self.ready_at(Instant::now())
+    /// Whether a call with `arguments` bytes of arguments may start now.
+    pub fn ready(&self, arguments: u64) -> Result<(), Empty> {
+        self.ready_at(arguments, Instant::now())
     }
 
     /// Takes up to `want` bytes: all of them if the bucket holds them, else
@@ -109,13 +112,14 @@ impl Quota {
         b.tokens as u64
     }
 
-    fn ready_at(&self, now: Instant) -> Result<(), Empty> {
+    fn ready_at(&self, arguments: u64, now: Instant) -> Result<(), Empty> {
         let mut b = self.lock();
         self.refill(&mut b, now);
-        if b.tokens >= self.start_bytes() as f64 {
+        let need = self.start_bytes(arguments);
+        if b.tokens >= need as f64 {
             Ok(())
         } else {
-            Err(self.empty(&b))
+            Err(self.empty(&b, need))
         }
     }
 
@@ -127,7 +131,7 @@ impl Quota {
         self.refill(&mut b, now);
         let granted = want.min(b.tokens as u64);
         if granted == 0 {
-            return Err(self.empty(&b));
+            return Err(self.empty(&b, START_BYTES));
         }
         b.tokens -= granted as f64;
         Ok(granted)
@@ -137,7 +141,7 @@ impl Quota {
         let mut b = self.lock();
         self.refill(&mut b, now);
         if b.tokens < want as f64 {
-            return Err(self.empty(&b));
+            return Err(self.empty(&b, START_BYTES));
         }
         b.tokens -= want as f64;
         Ok(())
@@ -150,12 +154,10 @@ impl Quota {
         b.at = now;
     }
 
-    /// When the bucket will hold enough for a call to start again.
-    fn empty(&self, b: &Bucket) -> Empty {
+    /// When the bucket will hold `need` bytes (at most the burst).
+    fn empty(&self, b: &Bucket, need: u64) -> Empty {
         Empty {
-            retry_after: self
-                .until(b, self.start_bytes())
-                .max(Duration::from_millis(1)),
+            retry_after: self.until(b, need).max(Duration::from_millis(1)),
         }
     }
 
@@ -171,15 +173,19 @@ impl Quota {
     }
 }
 
-/// "retry in 3 s", "retry in 250 ms": rounded up, never "0".
+/// "retry in 250 ms", "retry in 3 s", "retry in 2h 5m": rounded up, never
+/// "0".
 pub fn retry_text(after: Duration) -> String {
     if after < Duration::from_secs(1) {
-        format!("retry in {} ms", after.as_millis().max(1))
+        return format!("retry in {} ms", after.as_millis().max(1));
+    }
+    let secs = after.as_secs() + u64::from(after.subsec_nanos() > 0);
+    if secs < 60 {
+        format!("retry in {secs} s")
     } else {
-        format!(
-            "retry in {} s",
-            after.as_secs() + u64::from(after.subsec_nanos() > 0)
-        )
+        // Whole minutes, rounded up: seconds would be noise.
+        let minutes = Duration::from_secs(secs.div_ceil(60) * 60);
+        format!("retry in {}", humantime::format_duration(minutes))
     }
 }
 
@@ -203,7 +209,7 @@ mod tests {
         let empty = q.take_at(1, t0).unwrap_err();
         // 4 KiB at 1 KiB/s.
         assert_eq!(empty.retry_after, Duration::from_secs(4));
-        assert_eq!(q.ready_at(t0), Err(empty));
+        assert_eq!(q.ready_at(0, t0), Err(empty));
     }
 
     #[test]
@@ -212,10 +218,18 @@ mod tests {
         let q = Quota::new_at(CONFIG, t0);
         assert_eq!(q.take_at(u64::MAX, t0), Ok(8 * 1024));
         let t1 = t0 + Duration::from_millis(500);
-        assert!(q.ready_at(t1).is_err(), "512 bytes is not enough to start");
+        assert!(
+            q.ready_at(0, t1).is_err(),
+            "512 bytes is not enough to start"
+        );
         assert_eq!(q.take_at(10_000, t1), Ok(512));
         let t2 = t1 + Duration::from_secs(4);
-        assert_eq!(q.ready_at(t2), Ok(()));
+        assert_eq!(q.ready_at(0, t2), Ok(()));
+        // A call with 6 KiB of arguments waits for 6 KiB.
+        assert_eq!(
+            q.ready_at(6 * 1024, t2).unwrap_err().retry_after,
+            Duration::from_secs(2)
+        );
         assert_eq!(q.until(&q.lock(), u64::MAX), Duration::from_secs(4));
         // An hour later: only the burst.
         let t3 = t2 + Duration::from_secs(3600);
@@ -244,11 +258,12 @@ mod tests {
             },
             t0,
         );
-        assert_eq!(q.start_bytes(), 100);
-        assert_eq!(q.ready_at(t0), Ok(()));
+        assert_eq!(q.start_bytes(0), 100);
+        assert_eq!(q.start_bytes(1 << 20), 100, "never more than the burst");
+        assert_eq!(q.ready_at(0, t0), Ok(()));
         assert_eq!(q.take_at(1000, t0), Ok(100));
         assert_eq!(
-            q.ready_at(t0).unwrap_err().retry_after,
+            q.ready_at(0, t0).unwrap_err().retry_after,
             Duration::from_secs(100)
         );
     }
@@ -259,5 +274,7 @@ mod tests {
         assert_eq!(retry_text(Duration::from_millis(250)), "retry in 250 ms");
         assert_eq!(retry_text(Duration::from_millis(2001)), "retry in 3 s");
         assert_eq!(retry_text(Duration::from_secs(4)), "retry in 4 s");
+        assert_eq!(retry_text(Duration::from_secs(61)), "retry in 2m");
+        assert_eq!(retry_text(Duration::from_secs(7500)), "retry in 2h 5m");
     }
 }

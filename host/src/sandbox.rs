@@ -7,9 +7,13 @@
 //! What the process keeps, by [`Plan::new`]:
 //! - each root, by its effective permissions (see [`root_access`]);
 //! - the audit log's directory: writing, truncating, creating and removing
-//!   files there (rotation renames within it); the log is never read back;
-//! - the compiled-component cache: reading, writing, creating and removing
-//!   its files;
+//!   files there (rotation renames within it); the log is never read back.
+//!   It must not hold or lie in a root, the cache or a component (the grant
+//!   would widen theirs): such a config is refused;
+//! - the compiled-component cache, for reading only: code a compromised
+//!   server wrote there would run in every later start, so a sandboxed
+//!   server compiles what is not cached and writes nothing (`check` fills
+//!   the cache);
 //! - each third-party component file, for reading.
 //!
 //! Everything else that Landlock governs is refused: opening any other file
@@ -70,10 +74,8 @@ const WRITE: BitFlags<AccessFs> = make_bitflags!(AccessFs::{
 const AUDIT: BitFlags<AccessFs> =
     make_bitflags!(AccessFs::{WriteFile | Truncate | MakeReg | RemoveFile});
 
-/// The cache: entries read (mapped), written under a temporary name, renamed
-/// into place and pruned.
-const CACHE: BitFlags<AccessFs> =
-    make_bitflags!(AccessFs::{ReadFile | ReadDir | WriteFile | MakeReg | RemoveFile});
+/// The cache: entries read (mapped), never written.
+const CACHE: BitFlags<AccessFs> = make_bitflags!(AccessFs::{ReadFile | ReadDir});
 
 const COMPONENT: BitFlags<AccessFs> = make_bitflags!(AccessFs::{ReadFile});
 
@@ -137,6 +139,18 @@ pub enum SandboxError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// The audit log's directory holds or lies in something the sandbox
+    /// grants more narrowly.
+    #[error(
+        "the audit log's directory {} {} {what}: the kernel sandbox would let the server write \
+         there; give the audit log a directory of its own",
+        dir.display(), if *inside { "lies in" } else { "holds" }
+    )]
+    AuditOverlap {
+        dir: PathBuf,
+        what: Purpose,
+        inside: bool,
+    },
     /// The kernel refused the ruleset or the restriction.
     #[error("the kernel sandbox could not be applied: {0}")]
     Landlock(#[from] landlock::RulesetError),
@@ -154,30 +168,19 @@ pub struct Plan {
 
 impl Plan {
     /// What the server keeps for `config`, with the compiled-component
-    /// cache at `cache` (created here if missing, so it can be granted; a
-    /// cache that cannot be made is left out: it only costs speed).
-    pub fn new(config: &Config, cache: Option<&Path>) -> Plan {
-        let mut grants: Vec<Grant> = config
-            .roots
-            .iter()
-            .map(|r| Grant {
+    /// cache at `cache` (granted if it exists: a sandboxed server does not
+    /// make it). Refused: an audit log whose directory holds or lies in
+    /// another grant.
+    pub fn new(config: &Config, cache: Option<&Path>) -> Result<Plan, SandboxError> {
+        let mut grants = Vec::new();
+        for r in &config.roots {
+            grants.push(Grant {
                 path: r.path.clone(),
                 access: root_access(r.perms),
                 purpose: Purpose::Root(r.name.clone()),
-            })
-            .collect();
-        if let AuditTarget::File(log) = &config.audit
-            && let Some(dir) = log.parent()
-        {
-            grants.push(Grant {
-                path: dir.to_path_buf(),
-                access: AUDIT,
-                purpose: Purpose::AuditLog,
             });
         }
-        if let Some(dir) = cache
-            && std::fs::create_dir_all(dir).is_ok()
-        {
+        if let Some(dir) = cache.filter(|d| d.is_dir()) {
             grants.push(Grant {
                 path: dir.to_path_buf(),
                 access: CACHE,
@@ -189,11 +192,28 @@ impl Plan {
             access: COMPONENT,
             purpose: Purpose::Component,
         }));
+        if let AuditTarget::File(log) = &config.audit
+            && let Some(dir) = log.parent()
+        {
+            let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+            if let Some(g) = grants.iter().find(|g| overlap(&dir, &g.path)) {
+                return Err(SandboxError::AuditOverlap {
+                    inside: dir.starts_with(&g.path),
+                    dir,
+                    what: g.purpose.clone(),
+                });
+            }
+            grants.push(Grant {
+                path: dir,
+                access: AUDIT,
+                purpose: Purpose::AuditLog,
+            });
+        }
         let renames = config
             .roots
             .iter()
             .any(|r| r.perms.contains(Permission::Write) || r.perms.contains(Permission::Delete));
-        Plan { grants, renames }
+        Ok(Plan { grants, renames })
     }
 
     /// Restricts the calling thread, and every thread it starts from now on,
@@ -261,7 +281,7 @@ impl Plan {
             parts.push("the audit log".into());
         }
         if count(|p| *p == Purpose::Cache) > 0 {
-            parts.push("the cache".into());
+            parts.push("the cache (read-only)".into());
         }
         if components > 0 {
             parts.push(format!(
@@ -275,6 +295,11 @@ impl Plan {
             None => String::new(),
         }
     }
+}
+
+/// Whether one of two paths holds the other (or they are the same).
+fn overlap(a: &Path, b: &Path) -> bool {
+    a.starts_with(b) || b.starts_with(a)
 }
 
 /// What this kernel's Landlock cannot restrict, of what is handled.
@@ -437,6 +462,7 @@ mod tests {
             "ws/sub",
             "ws/.mcp-trash",
             "logs",
+            "cache",
             "tools",
             "outside",
         ] {
@@ -444,6 +470,7 @@ mod tests {
         }
         fs::write(base.join("ref/a.txt"), "in ref\n").unwrap();
         fs::write(base.join("ws/b.txt"), "in ws\n").unwrap();
+        fs::write(base.join("cache/e.cwasm"), "compiled\n").unwrap();
         fs::write(base.join("tools/tool.wasm"), "component\n").unwrap();
         fs::write(base.join("tools/other.wasm"), "not declared\n").unwrap();
         fs::write(base.join("outside/secret.txt"), "CANARY\n").unwrap();
@@ -500,7 +527,7 @@ mod tests {
         // The child's report, for `--nocapture`.
         print!("{stdout}");
         assert!(
-            stdout.contains("landlock: process restricted to 2 roots, the audit log, the cache and 1 component file"),
+            stdout.contains("landlock: process restricted to 2 roots, the audit log, the cache (read-only) and 1 component file"),
             "{stdout}"
         );
         assert!(stdout.contains("\nevery attempt made\n"), "{stdout}");
@@ -531,6 +558,7 @@ mod tests {
         // As the server does: the audit log is opened before restricting.
         let audit = crate::audit::Audit::open(&config.audit, config.audit_max_bytes, 0).unwrap();
         let status = Plan::new(&config, Some(&base.join("cache")))
+            .unwrap()
             .restrict_self()
             .unwrap();
         println!("\nlandlock: {status}");
@@ -655,15 +683,40 @@ mod tests {
         );
         expect("read the audit log", false, fs::read(at("logs/audit.log")));
 
-        // The cache: written under a temporary name, renamed, read, pruned.
-        expect("write a cache entry", true, fs::write(at("cache/tmp"), "x"));
+        // The cache is read, never written: what a compromised server wrote
+        // there would run in later starts.
+        expect("read a cache entry", true, fs::read(at("cache/e.cwasm")));
+        expect("list the cache", true, fs::read_dir(at("cache")));
+        expect(
+            "write a cache entry",
+            false,
+            fs::write(at("cache/new.cwasm"), "x"),
+        );
+        expect(
+            "overwrite a cache entry",
+            false,
+            fs::OpenOptions::new().write(true).open(at("cache/e.cwasm")),
+        );
+        expect(
+            "remove a cache entry",
+            false,
+            fs::remove_file(at("cache/e.cwasm")),
+        );
+
+        // A workspace's trash index: a temporary file, renamed.
+        expect(
+            "write a trash index",
+            true,
+            fs::write(at("ws/.mcp-trash/.stamp.json.tmp"), "{}"),
+        );
         expect(
             "rename it into place",
             true,
-            fs::rename(at("cache/tmp"), at("cache/e.cwasm")),
+            fs::rename(
+                at("ws/.mcp-trash/.stamp.json.tmp"),
+                at("ws/.mcp-trash/stamp.json"),
+            ),
         );
-        expect("read it back", true, fs::read(at("cache/e.cwasm")));
-        expect("prune it", true, fs::remove_file(at("cache/e.cwasm")));
 
         // `/proc/self/fd`: an `O_PATH` probe opens anywhere (Landlock does
         // not govern it), but reopening it for reading is checked as the

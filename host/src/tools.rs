@@ -358,6 +358,22 @@ impl Toolbox {
             activity: control.activity,
             quota: self.quota.clone(),
         };
+        if let Some(q) = &self.quota
+            && let Err(empty) = q.ready(request.arguments.len() as u64)
+        {
+            for r in &resolved {
+                self.audit.log(
+                    &Record::new(tool, &r.root().name, &clip(r.requested()), r.op())
+                        .denied("quota")
+                        .client(client),
+                );
+            }
+            return error_result(format!(
+                "refused by rule 'quota': the byte quota is used up ({}); {}",
+                quota_figures(q),
+                quota::retry_text(empty.retry_after)
+            ));
+        }
         let slot = match self.slots.take(&request.cancel).await {
             Ok(slot) => slot,
             Err(e) => {
@@ -375,22 +391,6 @@ impl Toolbox {
                 return error_result(e.to_string());
             }
         };
-        if let Some(q) = &self.quota
-            && let Err(empty) = q.ready()
-        {
-            for r in &resolved {
-                self.audit.log(
-                    &Record::new(tool, &r.root().name, &clip(r.requested()), r.op())
-                        .denied("quota")
-                        .client(client),
-                );
-            }
-            return error_result(format!(
-                "refused by rule 'quota': the byte quota is used up ({}); {}",
-                quota_figures(q),
-                quota::retry_text(empty.retry_after)
-            ));
-        }
         // The call's duration is its guest's, not its wait for a slot.
         let started = Instant::now();
         let this = Arc::clone(self);
@@ -418,16 +418,22 @@ impl Toolbox {
             Err(CallError::Crashed(_)) => Some("crashed"),
             _ => None,
         };
-        let (result, bytes) = match outcome.result {
-            _ if out_of_quota => {
-                let text = self.ran_out_of_quota(&activity);
-                (error_result(text), 0)
-            }
-            Ok(output) => to_result(tool, output),
-            Err(e) => (error_result(call_error_text(tool, e)), 0),
+        let (result, bytes) = match (outcome.result, &self.quota) {
+            (_, Some(q)) if out_of_quota => (error_result(ran_out_of_quota(q, &activity)), 0),
+            (Ok(output), _) => to_result(tool, output),
+            (Err(e), _) => (error_result(call_error_text(tool, e)), 0),
         };
         if let Some(stamp) = &stamp {
-            trash::record_call(&resolved, stamp, &outcome.kept);
+            // Under the kernel sandbox no file is written in a root without
+            // write (a grant to write its trash index would make every move
+            // into that trash gain rights, which Landlock refuses): its trash
+            // lists file by file.
+            let indexed: Vec<Resolved> = resolved
+                .iter()
+                .filter(|r| !self.config.landlock || r.root().perms.contains(Permission::Write))
+                .cloned()
+                .collect();
+            trash::record_call(&indexed, stamp, &outcome.kept);
         }
         for r in &resolved {
             let path = clip(r.requested());
@@ -477,28 +483,24 @@ impl Toolbox {
     }
 }
 
-impl Toolbox {
-    /// What a call that ran out of quota answers, whatever its guest made of
-    /// the refused operation (a search might have skipped the file, and its
-    /// result would look complete; a tool's own error would only say that
-    /// an I/O operation failed).
-    fn ran_out_of_quota(&self, activity: &Activity) -> String {
-        let Some(q) = &self.quota else {
-            return "the byte quota ran out".into();
-        };
-        // The call needed more than the bucket held: retrying before it is
-        // full again would only run out sooner.
-        format!(
-            "refused by rule 'quota': the byte quota ran out during the call, after {} bytes \
-             read and {} bytes written ({}); {} (a call that needs more than \
-             quota_burst_bytes never fits: read by range, copy in parts). What the tool had \
-             changed stays as it is; write_file and edit_file change nothing unless they finish",
-            activity.bytes_read(),
-            activity.bytes_written(),
-            quota_figures(q),
-            quota::retry_text(q.until_full().max(Duration::from_millis(1))),
-        )
-    }
+/// What a call that ran out of quota answers, whatever its guest made of
+/// the refused operation (a search might have skipped the file, and its
+/// result would look complete; a tool's own error would only say that an
+/// I/O operation failed).
+fn ran_out_of_quota(q: &Quota, activity: &Activity) -> String {
+    // The call needed more than the bucket held: retrying before it is full
+    // again would only run out sooner.
+    format!(
+        "refused by rule 'quota': the byte quota ran out during the call, after {} bytes read \
+         and {} bytes written ({}); {} (a call that needs more than quota_burst_bytes never \
+         fits: read by range, copy in parts). What the tool had done stays done: write_file and \
+         edit_file change nothing unless they finish, an append keeps what it appended, a copy \
+         keeps the files it completed",
+        activity.bytes_read(),
+        activity.bytes_written(),
+        quota_figures(q),
+        quota::retry_text(q.until_full().max(Duration::from_millis(1))),
+    )
 }
 
 fn quota_figures(q: &Quota) -> String {

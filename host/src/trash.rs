@@ -16,30 +16,42 @@
 //! file, symlink or empty directory below it is an entry.
 //!
 //! An entry's ID is derived from its root's name and its place in the trash
-//! and nothing else, so it is the same in every listing, whatever else
-//! comes and goes (see [`short_ids`]).
+//! and nothing else, so it stays the same for as long as the entry is
+//! there, whatever else comes and goes (see [`short_ids`]). What a call
+//! kept takes its final shape only when its index is written, as the call
+//! ends: before, a directory it deleted would list leaf by leaf, under IDs
+//! that vanish once the index makes it one entry. So a stamp directory
+//! without an index that is younger than the in-flight window
+//! ([`in_flight`]) is not listed (nor restored, nor purged) yet; [`list`]
+//! counts it so the operator is told.
 //!
 //! None of this is a tool: the model can put things into the trash, never
 //! take them out or erase them. The operator can. Roles bound the model,
 //! not the operator, so a restore is not refused for want of a permission;
 //! confinement and the deny list still apply to where it puts things.
 //!
-//! The trash is never followed through a symlink: `.mcp-trash`, its stamp
-//! directories and its index files are looked at with `lstat` and refused
-//! if they are links, entries are walked without following any, and a
-//! restore moves through directories opened beneath the root with
-//! `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`, never replacing anything.
+//! The trash is never followed through a symlink, and never looked up by
+//! path once opened: `.mcp-trash` is opened beneath the root with
+//! `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS` ([`TrashDir`]), and everything
+//! below it is read, statted, removed and moved through that descriptor and
+//! directories opened from it with `O_NOFOLLOW`. A stamp directory or an
+//! index that is a symlink is refused; a symlink inside an entry is
+//! unlinked, never followed; a restore moves through directories opened
+//! the same way beneath the root, never replacing anything. So a
+//! `.mcp-trash` swapped for a symlink after it was opened leads nowhere
+//! outside the root.
 
 use std::collections::{BTreeMap, HashSet};
-use std::fs::{self, File, Metadata};
+use std::ffi::{OsStr, OsString};
+use std::fs::{self, File};
 use std::io::{self, Read as _, Write as _};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags, ResolveFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags, ResolveFlags, Stat};
 use rustix::io::Errno;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
@@ -209,6 +221,31 @@ pub fn in_flight(tool_timeout: Duration) -> Duration {
     tool_timeout * 2 + Duration::from_secs(1)
 }
 
+/// When a command looks at the trash, and so which calls may still be
+/// running.
+#[derive(Clone, Copy, Debug)]
+pub struct Now {
+    pub at: SystemTime,
+    /// See [`in_flight`]; from the running server's `tool_timeout_ms`.
+    pub in_flight: Duration,
+}
+
+impl Now {
+    /// The present moment, beside a server whose tool timeout is
+    /// `tool_timeout`.
+    pub fn with_timeout(tool_timeout: Duration) -> Now {
+        Now {
+            at: SystemTime::now(),
+            in_flight: in_flight(tool_timeout),
+        }
+    }
+
+    /// How long ago `then` was (nothing, if it is to come).
+    fn since(&self, then: SystemTime) -> Duration {
+        self.at.duration_since(then).unwrap_or_default()
+    }
+}
+
 /// The full ID of what lies at `to` (root-relative) in root `root`.
 /// SHA-256, not CRC-32: the model chooses the paths it deletes, and with a
 /// linear 32-bit checksum it could give two entries the same ID at will.
@@ -289,18 +326,37 @@ fn select<'a>(
     }
 }
 
-/// Every entry in the trash of `only` (or of every root), oldest first;
-/// entries of one call in root order, then in the order they were kept.
-pub fn list(roots: &[Arc<Root>], only: Option<&str>) -> Result<Vec<Entry>, TrashError> {
-    let mut out = Vec::new();
+/// What [`list`] found.
+#[derive(Debug, Default)]
+pub struct Listing {
+    /// Oldest first; entries of one call in root order, then in the order
+    /// they were kept.
+    pub entries: Vec<Entry>,
+    /// Stamp directories not listed because their call may still be
+    /// running (no index yet, younger than the in-flight window): their
+    /// entries, and so their IDs, are not final until it ends.
+    pub in_flight: usize,
+}
+
+/// Every entry in the trash of `only` (or of every root), but those of
+/// calls that may still be running at `now`.
+pub fn list(roots: &[Arc<Root>], only: Option<&str>, now: Now) -> Result<Listing, TrashError> {
+    let mut listing = Listing::default();
     for root in select(roots, only)? {
-        for stamp in stamps(root)? {
-            out.extend(entries_of(root, &stamp));
+        let Some(trash) = TrashDir::open_checked(root)? else {
+            continue;
+        };
+        for stamp in contents(root, &trash)?.stamps {
+            if stamp.in_flight(now) {
+                listing.in_flight += 1;
+            } else {
+                listing.entries.extend(entries_of(root, &trash, &stamp));
+            }
         }
     }
     // Stable: within a stamp, roots stay in config order.
-    out.sort_by(|a, b| a.stamp.cmp(&b.stamp));
-    Ok(out)
+    listing.entries.sort_by(|a, b| a.stamp.cmp(&b.stamp));
+    Ok(listing)
 }
 
 /// A call's part of a trash: its directory, its index, or both.
@@ -311,48 +367,52 @@ struct Stamp {
     index: bool,
 }
 
-/// The stamps in `root`'s trash, in order. Names that are not stamps are
-/// left alone (a temporary index file starts with `.`, so it is one of
-/// them); a stamp directory or index that is a symlink is refused.
-fn stamps(root: &Root) -> Result<Vec<Stamp>, TrashError> {
-    let trash = root.path.join(TRASH_DIR);
-    let meta = match fs::symlink_metadata(&trash) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io_error(root, format!("cannot look at {TRASH_DIR}"), e)),
-    };
-    if meta.file_type().is_symlink() {
-        return Err(TrashError::Symlink {
-            root: root.name.clone(),
-            path: TRASH_DIR.into(),
-        });
+impl Stamp {
+    /// Whether its call may still be adding to it at `now`: it has a
+    /// directory but no index yet, and is younger than the in-flight window.
+    fn in_flight(&self, now: Now) -> bool {
+        self.dir && !self.index && now.since(self.at) < now.in_flight
     }
-    if !meta.is_dir() {
-        return Err(TrashError::NotADirectory {
-            root: root.name.clone(),
-        });
-    }
+}
+
+/// What a trash holds at its top.
+struct Contents {
+    /// In order.
+    stamps: Vec<Stamp>,
+    /// Temporary index files ([`temp_name`]): one still being written, or
+    /// the leftover of a write that failed or a process that died.
+    temps: Vec<OsString>,
+}
+
+/// The stamps and temporary index files in `root`'s trash. Other names are
+/// left alone, with a warning; a stamp directory or index that is a
+/// symlink is refused.
+fn contents(root: &Root, trash: &TrashDir) -> Result<Contents, TrashError> {
     let unreadable = |e| io_error(root, format!("cannot read {TRASH_DIR}"), e);
     let mut found: BTreeMap<String, Stamp> = BTreeMap::new();
-    for item in fs::read_dir(&trash).map_err(unreadable)? {
-        let item = item.map_err(unreadable)?;
-        let name = item.file_name();
-        let Some(name) = name.to_str() else { continue };
+    let mut temps = Vec::new();
+    for (raw, ty) in names_in(&trash.fd).map_err(unreadable)? {
+        let shown = || format!("{TRASH_DIR}/{}", escaped(Path::new(&raw)));
+        let Some(name) = raw.to_str() else {
+            tracing::warn!(root = %root.name, "{}: not a trash entry; left alone", shown());
+            continue;
+        };
+        if is_temp_name(name) {
+            temps.push(raw.clone());
+            continue;
+        }
         let (stamp, is_index) = match name.strip_suffix(INDEX_SUFFIX) {
             Some(stamp) => (stamp, true),
             None => (name, false),
         };
         let Some(at) = stamp_time(stamp) else {
-            if !name.starts_with('.') {
-                tracing::warn!(root = %root.name, "{TRASH_DIR}/{}: not a trash entry; left alone", escaped(Path::new(name)));
-            }
+            tracing::warn!(root = %root.name, "{}: not a trash entry; left alone", shown());
             continue;
         };
-        let ty = item.file_type().map_err(unreadable)?;
-        if ty.is_symlink() {
+        if ty == FileType::Symlink {
             return Err(TrashError::Symlink {
                 root: root.name.clone(),
-                path: format!("{TRASH_DIR}/{name}"),
+                path: shown(),
             });
         }
         let entry = found.entry(stamp.to_string()).or_insert(Stamp {
@@ -361,26 +421,29 @@ fn stamps(root: &Root) -> Result<Vec<Stamp>, TrashError> {
             dir: false,
             index: false,
         });
-        match (is_index, ty.is_file(), ty.is_dir()) {
-            (true, true, _) => entry.index = true,
-            (false, _, true) => entry.dir = true,
+        match (is_index, ty) {
+            (true, FileType::RegularFile) => entry.index = true,
+            (false, FileType::Directory) => entry.dir = true,
             _ => {
-                tracing::warn!(root = %root.name, "{TRASH_DIR}/{name}: not a file or directory as expected; left alone")
+                tracing::warn!(root = %root.name, "{}: not a file or directory as expected; left alone", shown())
             }
         }
     }
-    Ok(found.into_values().collect())
+    Ok(Contents {
+        stamps: found.into_values().collect(),
+        temps,
+    })
 }
 
 /// The entries of one stamp that still exist: its index's, or, without a
 /// usable index, every leaf below its directory.
-fn entries_of(root: &Arc<Root>, stamp: &Stamp) -> Vec<Entry> {
+fn entries_of(root: &Arc<Root>, trash: &TrashDir, stamp: &Stamp) -> Vec<Entry> {
     if !stamp.dir {
         return Vec::new();
     }
     let base = Path::new(TRASH_DIR).join(&stamp.name);
     let index = if stamp.index {
-        match read_index(root, &stamp.name) {
+        match trash.read_index(&stamp.name) {
             Ok(index) => index,
             Err(e) => {
                 tracing::warn!(root = %root.name, stamp = %stamp.name, "unreadable trash index, listing the entry file by file: {e}");
@@ -404,7 +467,12 @@ fn entries_of(root: &Arc<Root>, stamp: &Stamp) -> Vec<Entry> {
             .collect(),
         None => {
             let mut leaves = Vec::new();
-            leaves_below(root, &root.path.join(&base), Path::new(""), &mut leaves);
+            match open_dir(trash.fd.as_fd(), OsStr::new(&stamp.name)) {
+                Ok(dir) => leaves_below(root, &dir, &base, Path::new(""), &mut leaves),
+                Err(e) => {
+                    tracing::warn!(root = %root.name, "cannot read {}: {e}; skipped", escaped(&base))
+                }
+            }
             leaves
                 .into_iter()
                 .map(|below| (below.clone(), base.join(below)))
@@ -415,8 +483,7 @@ fn entries_of(root: &Arc<Root>, stamp: &Stamp) -> Vec<Entry> {
     kept.into_iter()
         .filter(|(_, to)| seen.insert(to.clone()))
         .filter_map(|(from, to)| {
-            let meta = lstat_beneath(&root.path, &to)?;
-            let size = size_of(&root.path.join(&to), &meta);
+            let size = size_of(trash, to.strip_prefix(TRASH_DIR).ok()?)?;
             Some(Entry::new(root, stamp, from, to, size))
         })
         .collect()
@@ -447,77 +514,105 @@ fn plain(s: &str) -> Option<PathBuf> {
     (!path.as_os_str().is_empty()).then_some(path)
 }
 
-/// The metadata of `rel` below `base`, looked up without following any
-/// symlink on the way (the last name may be one: it is reported, not
-/// followed).
-fn lstat_beneath(base: &Path, rel: &Path) -> Option<Metadata> {
-    let mut at = base.to_path_buf();
-    let mut parts = rel.components().peekable();
-    while let Some(part) = parts.next() {
-        at.push(part);
-        let meta = fs::symlink_metadata(&at).ok()?;
-        if parts.peek().is_none() {
-            return Some(meta);
+/// The names in the directory `dir` but `.` and `..`, in name order, each
+/// with its type as `lstat` gives it (never following a symlink). A name
+/// gone while it is looked at is left out.
+fn names_in(dir: &OwnedFd) -> io::Result<Vec<(OsString, FileType)>> {
+    let mut out = Vec::new();
+    for item in rustix::fs::Dir::read_from(dir)? {
+        let item = item?;
+        let name = OsStr::from_bytes(item.file_name().to_bytes());
+        if name == "." || name == ".." {
+            continue;
         }
-        if !meta.is_dir() {
-            return None;
-        }
+        let ty = match item.file_type() {
+            // Some filesystems do not say in the listing.
+            FileType::Unknown => match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) => FileType::from_raw_mode(st.st_mode),
+                Err(Errno::NOENT) => continue,
+                Err(e) => return Err(e.into()),
+            },
+            ty => ty,
+        };
+        out.push((name.to_os_string(), ty));
     }
-    None
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+/// The directory `name` in `dir`, opened without following a symlink.
+fn open_dir(dir: BorrowedFd<'_>, name: &OsStr) -> rustix::io::Result<OwnedFd> {
+    let flags = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    rustix::fs::openat(dir, name, flags, Mode::empty())
 }
 
 /// Every file, symlink, other non-directory, and empty directory below
-/// `dir` (relative to the walk's start, `rel` being `dir`'s), in name
-/// order, never following a symlink. A directory that cannot be read is
-/// skipped with a warning.
-fn leaves_below(root: &Root, dir: &Path, rel: &Path, out: &mut Vec<PathBuf>) {
-    let read = fs::read_dir(dir).and_then(|items| {
-        items
-            .map(|item| item.and_then(|i| Ok((i.file_name(), i.file_type()?.is_dir()))))
-            .collect::<io::Result<Vec<_>>>()
-    });
-    let mut items = match read {
-        Ok(items) => items,
-        Err(e) => {
-            tracing::warn!(root = %root.name, "cannot read {}/{}: {e}; skipped", TRASH_DIR, escaped(rel));
-            return;
-        }
+/// `dir` (relative to the walk's start, `rel` being `dir`'s; `base` is the
+/// start's, for warnings), in name order, never following a symlink. A
+/// directory that cannot be read is skipped with a warning.
+fn leaves_below(root: &Root, dir: &OwnedFd, base: &Path, rel: &Path, out: &mut Vec<PathBuf>) {
+    let unreadable = |e: &dyn std::fmt::Display| {
+        tracing::warn!(root = %root.name, "cannot read {}: {e}; skipped", escaped(&base.join(rel)));
     };
-    items.sort();
+    let items = match names_in(dir) {
+        Ok(items) => items,
+        Err(e) => return unreadable(&e),
+    };
     if items.is_empty() && !rel.as_os_str().is_empty() {
         out.push(rel.to_path_buf());
     }
-    for (name, is_dir) in items {
-        if is_dir {
-            leaves_below(root, &dir.join(&name), &rel.join(&name), out);
-        } else {
+    for (name, ty) in items {
+        if ty != FileType::Directory {
             out.push(rel.join(name));
+            continue;
+        }
+        match open_dir(dir.as_fd(), &name) {
+            Ok(sub) => leaves_below(root, &sub, base, &rel.join(&name), out),
+            Err(e) => unreadable(&io::Error::from(e)),
         }
     }
 }
 
-/// Bytes held at `path` (whose `lstat` is `meta`), as [`Entry::size`] says.
-/// What cannot be read counts for nothing.
-fn size_of(path: &Path, meta: &Metadata) -> u64 {
-    if meta.is_file() {
-        return meta.len();
-    }
-    if !meta.is_dir() {
-        return 0;
-    }
-    let Ok(items) = fs::read_dir(path) else {
-        return 0;
+/// Bytes held at `rel` below the trash, as [`Entry::size`] says; `None` if
+/// nothing is there, or a name on the way is not a directory or is a
+/// symlink (the last name may be one: it holds nothing).
+fn size_of(trash: &TrashDir, rel: &Path) -> Option<u64> {
+    let name = rel.file_name()?;
+    let parent = beneath(&trash.fd, rel.parent().unwrap_or(Path::new(""))).ok()?;
+    let st = rustix::fs::statat(&parent, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+    Some(match FileType::from_raw_mode(st.st_mode) {
+        FileType::RegularFile => file_size(&st),
+        FileType::Directory => open_dir(parent.as_fd(), name).map_or(0, |dir| size_in(&dir)),
+        _ => 0,
+    })
+}
+
+/// Bytes of every regular file below `dir`; symlinks are not followed and
+/// what cannot be read counts for nothing.
+fn size_in(dir: &OwnedFd) -> u64 {
+    let size = |(name, ty): (OsString, FileType)| match ty {
+        FileType::RegularFile => {
+            rustix::fs::statat(dir, &name, AtFlags::SYMLINK_NOFOLLOW).map_or(0, |st| file_size(&st))
+        }
+        FileType::Directory => open_dir(dir.as_fd(), &name).map_or(0, |sub| size_in(&sub)),
+        _ => 0,
     };
-    items
-        .filter_map(Result::ok)
-        .filter_map(|item| Some((item.path(), item.metadata().ok()?)))
-        .map(|(path, meta)| size_of(&path, &meta))
+    names_in(dir)
+        .unwrap_or_default()
+        .into_iter()
+        .map(size)
         .sum()
 }
 
+fn file_size(st: &Stat) -> u64 {
+    u64::try_from(st.st_size).unwrap_or(0)
+}
+
 /// A path for the operator's terminal: lossy UTF-8, with backslashes and
-/// control characters escaped (`\n`, `\t`, `\u{1b}`).
-fn escaped(path: &Path) -> String {
+/// control characters escaped (`\n`, `\t`, `\u{1b}`). Every path the
+/// trash commands print, on stdout or in an error, goes through it: the
+/// model chooses the names.
+pub fn escaped(path: &Path) -> String {
     let mut out = String::new();
     for c in path.to_string_lossy().chars() {
         match c {
@@ -547,21 +642,67 @@ fn index_name(stamp: &str) -> String {
     format!("{stamp}{INDEX_SUFFIX}")
 }
 
-/// `<root>/.mcp-trash`, opened without following a symlink there.
+/// The temporary file an index is written to before it is renamed into
+/// place: `.<stamp>.json.<pid>.tmp`.
+fn temp_name(stamp: &str, pid: u32) -> String {
+    format!(".{}.{pid}.tmp", index_name(stamp))
+}
+
+/// Whether `name` is one [`temp_name`] makes.
+fn is_temp_name(name: &str) -> bool {
+    let shaped = || {
+        let (index, pid) = name
+            .strip_prefix('.')?
+            .strip_suffix(".tmp")?
+            .rsplit_once('.')?;
+        let stamp = index.strip_suffix(INDEX_SUFFIX)?;
+        let digits = !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit());
+        (digits && stamp_time(stamp).is_some()).then_some(())
+    };
+    shaped().is_some()
+}
+
+/// `<root>/.mcp-trash`, opened beneath the root without following a
+/// symlink; everything below it is reached through this descriptor.
 struct TrashDir {
     fd: OwnedFd,
 }
 
 impl TrashDir {
-    /// `None` if the root has no trash.
+    /// `None` if the root (or its trash) is not there.
     fn open(root: &Root) -> io::Result<Option<TrashDir>> {
         let dir = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC;
-        let root_fd = rustix::fs::open(&root.path, dir, Mode::empty())?;
-        match rustix::fs::openat(&root_fd, TRASH_DIR, dir | OFlags::NOFOLLOW, Mode::empty()) {
+        let root_fd = match rustix::fs::open(&root.path, dir, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        match beneath(&root_fd, Path::new(TRASH_DIR)) {
             Ok(fd) => Ok(Some(TrashDir { fd })),
-            Err(Errno::NOENT) => Ok(None),
-            Err(e) => Err(e.into()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
         }
+    }
+
+    /// [`TrashDir::open`], saying which way a trash that cannot be opened
+    /// is wrong.
+    fn open_checked(root: &Root) -> Result<Option<TrashDir>, TrashError> {
+        TrashDir::open(root).map_err(|e| match Errno::from_io_error(&e) {
+            // Either for a symlink, as the kernel pleases; looked at only
+            // to say which.
+            Some(Errno::LOOP | Errno::NOTDIR) => {
+                match fs::symlink_metadata(root.path.join(TRASH_DIR)) {
+                    Ok(meta) if meta.file_type().is_symlink() => TrashError::Symlink {
+                        root: root.name.clone(),
+                        path: TRASH_DIR.into(),
+                    },
+                    _ => TrashError::NotADirectory {
+                        root: root.name.clone(),
+                    },
+                }
+            }
+            _ => io_error(root, format!("cannot open {TRASH_DIR}"), e),
+        })
     }
 
     /// Whether the stamp's directory is there (and is one).
@@ -597,20 +738,29 @@ impl TrashDir {
     }
 
     /// Replaces the stamp's index atomically: a temporary file beside it
-    /// (exclusive, not through a symlink), then a rename. Not flushed to
-    /// disk: an index lost in a crash only makes its entry list file by
-    /// file, the kept files themselves were flushed by the guest.
+    /// (exclusive, not through a symlink), created and written through one
+    /// descriptor, then a rename. On any failure the temporary file is
+    /// removed, even when the open itself failed: the kernel may create
+    /// the file and then refuse to open it for writing (Landlock without
+    /// the write right). Not flushed to disk: an index lost in a crash
+    /// only makes its entry list file by file, the kept files themselves
+    /// were flushed by the guest.
     fn write_index(&self, stamp: &str, index: &Index) -> io::Result<()> {
         let text = serde_json::to_vec(index).map_err(io::Error::other)?;
-        let temp = format!(".{}.{}.tmp", index_name(stamp), std::process::id());
+        let temp = temp_name(stamp, std::process::id());
         // A leftover of a process that had this id and died mid-write.
         let _ = rustix::fs::unlinkat(&self.fd, &temp, AtFlags::empty());
         let flags =
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd = rustix::fs::openat(&self.fd, &temp, flags, Mode::from_raw_mode(0o600))?;
-        let written = File::from(fd).write_all(&text).and_then(|()| {
-            rustix::fs::renameat(&self.fd, &temp, &self.fd, index_name(stamp)).map_err(Into::into)
-        });
+        let written = match rustix::fs::openat(&self.fd, &temp, flags, Mode::from_raw_mode(0o600)) {
+            // Someone else's file under our name: not ours to remove.
+            Err(Errno::EXIST) => return Err(Errno::EXIST.into()),
+            Err(e) => Err(e.into()),
+            Ok(fd) => File::from(fd).write_all(&text).and_then(|()| {
+                rustix::fs::renameat(&self.fd, &temp, &self.fd, index_name(stamp))
+                    .map_err(Into::into)
+            }),
+        };
         if written.is_err() {
             let _ = rustix::fs::unlinkat(&self.fd, &temp, AtFlags::empty());
         }
@@ -622,13 +772,6 @@ impl TrashDir {
             Ok(()) | Err(Errno::NOENT) => Ok(()),
             Err(e) => Err(e.into()),
         }
-    }
-}
-
-fn read_index(root: &Root, stamp: &str) -> io::Result<Option<Index>> {
-    match TrashDir::open(root)? {
-        Some(trash) => trash.read_index(stamp),
-        None => Ok(None),
     }
 }
 
@@ -716,13 +859,13 @@ pub fn restore(
     let op = root.perms.iter().next().unwrap_or(Permission::Read);
     let resolved = resolve(roots, &root.name, &dest, op).map_err(|d| TrashError::Refused {
         root: root.name.clone(),
-        path: crate::policy::shown(&dest),
+        path: escaped(Path::new(&dest)),
         rule: d.rule,
         message: d.message,
     })?;
     let occupied = || TrashError::Occupied {
         root: root.name.clone(),
-        path: crate::policy::shown(&dest),
+        path: escaped(Path::new(&dest)),
     };
     // `exists` follows a final symlink; a dangling one occupies the name too.
     let link_there = fs::symlink_metadata(root.path.join(&dest)).is_ok();
@@ -833,18 +976,42 @@ fn forget(root: &Root, entry: &Entry) -> io::Result<()> {
             .retain(|e| plain(&e.to).as_deref() != Some(entry.to.as_path()));
         index
     });
-    let stamp_dir = Path::new(TRASH_DIR).join(&entry.stamp);
-    let mut dir = entry.to.parent();
-    while let Some(d) = dir.filter(|d| d.starts_with(&stamp_dir)) {
-        if fs::remove_dir(root.path.join(d)).is_err() {
-            break;
-        }
-        dir = d.parent();
+    if let Some(below) = entry.to.strip_prefix(TRASH_DIR).ok().and_then(Path::parent) {
+        remove_emptied(&trash, below);
     }
     match index {
         _ if !trash.has_dir(&entry.stamp) => trash.remove_index(&entry.stamp),
         Some(index) => trash.write_index(&entry.stamp, &index),
         None => Ok(()),
+    }
+}
+
+/// Removes the directories `below` (a path below the trash, its first
+/// name a stamp) and its parents up to the stamp's, deepest first, while
+/// they are empty. Each is opened from the one above without following a
+/// symlink and removed by name in it, so none is reached through a path.
+fn remove_emptied(trash: &TrashDir, below: &Path) {
+    let names: Vec<&OsStr> = below.iter().collect();
+    let mut dirs: Vec<OwnedFd> = Vec::new();
+    for name in &names {
+        let parent = dirs.last().map_or(trash.fd.as_fd(), AsFd::as_fd);
+        match open_dir(parent, name) {
+            Ok(dir) => dirs.push(dir),
+            Err(_) => break,
+        }
+    }
+    // Only what could be opened from the trash down is removed.
+    let opened = dirs.len();
+    dirs.truncate(opened.saturating_sub(1));
+    for (i, name) in names[..opened].iter().enumerate().rev() {
+        let parent = if i == 0 {
+            trash.fd.as_fd()
+        } else {
+            dirs[i - 1].as_fd()
+        };
+        if rustix::fs::unlinkat(parent, *name, AtFlags::REMOVEDIR).is_err() {
+            break;
+        }
     }
 }
 
@@ -858,74 +1025,134 @@ pub struct Purged {
     /// Stamp directories left because their call may still be running
     /// (no index yet, younger than the in-flight window).
     pub in_flight: usize,
+    /// Temporary index files removed: leftovers of index writes that
+    /// failed, older than the in-flight window.
+    pub temps: usize,
 }
 
 /// Removes from the trash of `only` (or of every root) each call's part
 /// whose stamp is at least `older_than` before `now`: its directory, whole
-/// (`remove_dir_all` removes symlinks, never what they point to), and its
-/// index. A stamp directory without an index that is younger than
-/// `in_flight` (see [`in_flight`]) is left: its call may still be moving
-/// things into it, and removing them under it would lose them.
+/// ([`remove_below`]: symlinks are removed, never what they point to), and
+/// its index. A stamp directory without an index that is younger than the
+/// in-flight window is left: its call may still be moving things into it,
+/// and removing them under it would lose them. Temporary index files last
+/// changed before the in-flight window are removed too, whatever their
+/// age against `older_than`: they are no entry, only litter.
 pub fn purge(
     roots: &[Arc<Root>],
     only: Option<&str>,
     older_than: Duration,
-    in_flight: Duration,
-    now: SystemTime,
+    now: Now,
     dry_run: bool,
 ) -> Result<Purged, TrashError> {
     let mut purged = Purged::default();
     for root in select(roots, only)? {
-        for stamp in stamps(root)? {
-            let age = now.duration_since(stamp.at).unwrap_or_default();
-            if age < older_than {
+        let Some(trash) = TrashDir::open_checked(root)? else {
+            continue;
+        };
+        let contents = contents(root, &trash)?;
+        for stamp in contents.stamps {
+            if now.since(stamp.at) < older_than {
                 continue;
             }
-            if stamp.dir && !stamp.index && age < in_flight {
+            if stamp.in_flight(now) {
                 purged.in_flight += 1;
                 continue;
             }
-            let entries = entries_of(root, &stamp);
+            let entries = entries_of(root, &trash, &stamp);
             if !dry_run {
-                remove_stamp(root, &stamp)?;
+                remove_stamp(root, &trash, &stamp)?;
             }
             purged.dirs += usize::from(stamp.dir);
             purged.entries.extend(entries);
+        }
+        for temp in contents.temps {
+            purged.temps += usize::from(remove_stale_temp(root, &trash, &temp, now, dry_run)?);
         }
     }
     purged.entries.sort_by(|a, b| a.stamp.cmp(&b.stamp));
     Ok(purged)
 }
 
-/// Removes a stamp's directory (checked again to be one, not a symlink)
-/// and then its index.
-fn remove_stamp(root: &Root, stamp: &Stamp) -> Result<(), TrashError> {
-    let trash = root.path.join(TRASH_DIR);
+/// Removes the temporary index file `name` if it was last changed before
+/// the in-flight window (dry: says whether it would). A younger one may be
+/// an index being written right now.
+fn remove_stale_temp(
+    root: &Root,
+    trash: &TrashDir,
+    name: &OsStr,
+    now: Now,
+    dry_run: bool,
+) -> Result<bool, TrashError> {
+    let shown = format!("{TRASH_DIR}/{}", escaped(Path::new(name)));
+    let st = match rustix::fs::statat(&trash.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => st,
+        Err(Errno::NOENT) => return Ok(false),
+        Err(e) => return Err(io_error(root, format!("cannot look at {shown}"), e.into())),
+    };
+    let changed = SystemTime::UNIX_EPOCH + Duration::from_secs(st.st_mtime.try_into().unwrap_or(0));
+    if now.since(changed) < now.in_flight {
+        return Ok(false);
+    }
+    if !dry_run {
+        match rustix::fs::unlinkat(&trash.fd, name, AtFlags::empty()) {
+            Ok(()) => {}
+            Err(Errno::NOENT) => return Ok(false),
+            Err(e) => return Err(io_error(root, format!("cannot remove {shown}"), e.into())),
+        }
+    }
+    Ok(true)
+}
+
+/// Removes a stamp's directory (refused if it is a symlink) and then its
+/// index, by name in the trash's descriptor.
+fn remove_stamp(root: &Root, trash: &TrashDir, stamp: &Stamp) -> Result<(), TrashError> {
     let shown = format!("{TRASH_DIR}/{}", stamp.name);
     if stamp.dir {
-        let dir = trash.join(&stamp.name);
-        match fs::symlink_metadata(&dir) {
-            Ok(meta) if meta.file_type().is_symlink() => {
+        let name = OsStr::new(&stamp.name);
+        match rustix::fs::statat(&trash.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Symlink => {
                 return Err(TrashError::Symlink {
                     root: root.name.clone(),
                     path: shown,
                 });
             }
-            Ok(meta) if meta.is_dir() => fs::remove_dir_all(&dir)
-                .map_err(|e| io_error(root, format!("cannot remove {shown}"), e))?,
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_error(root, format!("cannot look at {shown}"), e)),
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {
+                remove_below(trash.fd.as_fd(), name)
+                    .map_err(|e| io_error(root, format!("cannot remove {shown}"), e))?
+            }
+            Ok(_) | Err(Errno::NOENT) => {}
+            Err(e) => return Err(io_error(root, format!("cannot look at {shown}"), e.into())),
         }
     }
     if stamp.index {
-        match fs::remove_file(trash.join(index_name(&stamp.name))) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_error(root, format!("cannot remove {shown}.json"), e)),
-        }
+        trash
+            .remove_index(&stamp.name)
+            .map_err(|e| io_error(root, format!("cannot remove {shown}.json"), e))?;
     }
     Ok(())
+}
+
+/// Removes `name` in `dir` and, if it is a directory, everything below
+/// it, by descriptor only: a directory is opened `O_NOFOLLOW` from its
+/// parent's descriptor, emptied and removed by name in its parent; anything
+/// else, a symlink included, is unlinked, never followed. A name swapped
+/// for a symlink meanwhile is unlinked as the link it now is.
+fn remove_below(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<()> {
+    let removed = match open_dir(dir, name) {
+        Ok(sub) => {
+            for (child, _) in names_in(&sub)? {
+                remove_below(sub.as_fd(), &child)?;
+            }
+            rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR)
+        }
+        Err(Errno::NOTDIR | Errno::LOOP) => rustix::fs::unlinkat(dir, name, AtFlags::empty()),
+        Err(e) => Err(e),
+    };
+    match removed {
+        Ok(()) | Err(Errno::NOENT) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 #[cfg(test)]
@@ -937,6 +1164,18 @@ mod tests {
 
     const STAMP: &str = "20261201T083145.123456Z";
     const LATER: &str = "20261201T083146.000001Z";
+
+    /// A day after [`LATER`], beside a server with a 30 s tool timeout.
+    fn long_after() -> Now {
+        Now {
+            at: stamp_time(LATER).unwrap() + Duration::from_secs(86400),
+            in_flight: in_flight(Duration::from_secs(30)),
+        }
+    }
+
+    fn now_at(at: SystemTime, in_flight: Duration) -> Now {
+        Now { at, in_flight }
+    }
 
     struct Fixture {
         _tmp: TempDir,
@@ -998,9 +1237,13 @@ mod tests {
             kept
         }
 
+        /// Every entry, long after any call could still be running.
+        fn entries(&self) -> Vec<Entry> {
+            list(&self.roots, None, long_after()).unwrap().entries
+        }
+
         fn list(&self) -> Vec<(String, String, u64)> {
-            list(&self.roots, None)
-                .unwrap()
+            self.entries()
                 .into_iter()
                 .map(|e| (e.stamp, e.from.to_string_lossy().into_owned(), e.size))
                 .collect()
@@ -1020,7 +1263,7 @@ mod tests {
         let f = Fixture::new();
         f.write("ws/a.txt", "alpha\n");
         f.keep(STAMP, "a.txt");
-        let entries = list(&f.roots, None).unwrap();
+        let entries = f.entries();
         assert_eq!(short_ids(&entries), [&full[..ID_DIGITS]]);
         assert_eq!(entries[0].to, to);
         assert_eq!(
@@ -1037,7 +1280,7 @@ mod tests {
         let f = Fixture::new();
         f.write("ws/a.txt", "a");
         f.keep(STAMP, "a.txt");
-        let one = list(&f.roots, None).unwrap().remove(0);
+        let one = f.entries().remove(0);
         let with_id = |id: &str| Entry {
             id: id.into(),
             ..one.clone()
@@ -1187,17 +1430,10 @@ mod tests {
         let f = Fixture::new();
         f.write("outside/.mcp-trash/20261201T083145.123456Z/a.txt", "a");
         symlink("../outside/.mcp-trash", f.dir.join("ws/.mcp-trash")).unwrap();
-        let refused = list(&f.roots, None).unwrap_err();
+        let refused = list(&f.roots, None, long_after()).unwrap_err();
         assert!(matches!(refused, TrashError::Symlink { ref path, .. } if path == ".mcp-trash"));
         assert!(matches!(
-            purge(
-                &f.roots,
-                None,
-                Duration::ZERO,
-                Duration::ZERO,
-                SystemTime::now(),
-                false
-            ),
+            purge(&f.roots, None, Duration::ZERO, long_after(), false),
             Err(TrashError::Symlink { .. })
         ));
         assert!(
@@ -1225,7 +1461,7 @@ mod tests {
             f.dir.join(format!("ws/.mcp-trash/{STAMP}")),
         )
         .unwrap();
-        let refused = list(&f.roots, None).unwrap_err().to_string();
+        let refused = list(&f.roots, None, long_after()).unwrap_err().to_string();
         assert_eq!(
             refused,
             format!(
@@ -1247,7 +1483,7 @@ mod tests {
         f.write("ws/a/keep.txt", "stays");
         f.keep(STAMP, "a/b/c.txt");
         fs::remove_dir(f.dir.join("ws/a/b")).unwrap();
-        let entries = list(&f.roots, None).unwrap();
+        let entries = f.entries();
         let restored = restore(&f.roots, &entries[0], None).unwrap();
         assert_eq!(restored.path, Path::new("a/b/c.txt"));
         assert_eq!(
@@ -1264,7 +1500,7 @@ mod tests {
         f.write("ws/y.txt", "y");
         f.keep(LATER, "x.txt");
         f.keep(LATER, "y.txt");
-        let entries = list(&f.roots, None).unwrap();
+        let entries = f.entries();
         assert_eq!(entries.len(), 2);
         restore(&f.roots, &entries[0], None).unwrap();
         assert_eq!(fs::read_to_string(f.dir.join("ws/x.txt")).unwrap(), "x");
@@ -1284,7 +1520,7 @@ mod tests {
         f.write("ws/a.txt", "new");
         symlink("../outside", f.dir.join("ws/out")).unwrap();
         symlink("missing.txt", f.dir.join("ws/dangling")).unwrap();
-        let entry = list(&f.roots, None).unwrap().remove(0);
+        let entry = f.entries().remove(0);
         let err = restore(&f.roots, &entry, None).unwrap_err();
         assert_eq!(
             err.to_string(),
@@ -1367,20 +1603,27 @@ mod tests {
         let at = stamp_time(LATER).unwrap();
         let hour = Duration::from_secs(3600);
         // Nothing is an hour old yet.
-        let purged = purge(&f.roots, None, hour, Duration::ZERO, at, false).unwrap();
+        let purged = purge(&f.roots, None, hour, now_at(at, Duration::ZERO), false).unwrap();
         assert!(purged.entries.is_empty());
         assert_eq!(f.list().len(), 2);
         // Dry: said, not done.
         let later = at + 2 * hour;
-        let dry = purge(&f.roots, Some("ws"), hour, Duration::ZERO, later, true).unwrap();
+        let dry = purge(
+            &f.roots,
+            Some("ws"),
+            hour,
+            now_at(later, Duration::ZERO),
+            true,
+        )
+        .unwrap();
         assert_eq!((dry.entries.len(), dry.dirs), (2, 2));
         assert_eq!(f.list().len(), 2);
         // The unindexed stamp may belong to a call still running.
-        let purged = purge(&f.roots, None, Duration::ZERO, hour, at, false).unwrap();
+        let purged = purge(&f.roots, None, Duration::ZERO, now_at(at, hour), false).unwrap();
         assert_eq!((purged.entries.len(), purged.in_flight), (1, 1));
         assert_eq!(purged.entries[0].from, Path::new("a.txt"));
         assert_eq!(f.list(), [(LATER.to_string(), "b.txt".to_string(), 2)]);
-        let purged = purge(&f.roots, None, Duration::ZERO, hour, later, false).unwrap();
+        let purged = purge(&f.roots, None, Duration::ZERO, now_at(later, hour), false).unwrap();
         assert_eq!(purged.entries.len(), 1);
         assert!(f.list().is_empty());
         assert!(
@@ -1390,7 +1633,7 @@ mod tests {
                 .is_none()
         );
         assert!(matches!(
-            purge(&f.roots, Some("nope"), hour, hour, later, false),
+            purge(&f.roots, Some("nope"), hour, now_at(later, hour), false),
             Err(TrashError::UnknownRoot { .. })
         ));
     }
@@ -1406,5 +1649,196 @@ mod tests {
         // A stamp directory left by a failed call: an empty index hides it.
         record(f.ws(), LATER, &[]).unwrap();
         assert!(f.list().is_empty());
+    }
+
+    /// The names at the top of `ws`'s trash.
+    fn top(f: &Fixture) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(f.dir.join("ws/.mcp-trash"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_failed_index_write_leaves_no_temporary_file() {
+        use landlock::{
+            ABI, Access, AccessFs, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr,
+            RulesetStatus,
+        };
+        let f = Fixture::new();
+        f.write(&format!("ws/.mcp-trash/{STAMP}/a.txt"), "a");
+        let ws = Arc::clone(f.ws());
+        let kept = Kept {
+            root: "ws".into(),
+            from: "a.txt".into(),
+            to: format!(".mcp-trash/{STAMP}/a.txt"),
+        };
+        // As under Landlock on a root with `permissions = ["read", "delete"]`:
+        // the kernel creates the temporary file, then refuses to open it for
+        // writing. Only the spawned thread is restricted.
+        let recorded = std::thread::spawn(move || {
+            let granted =
+                AccessFs::ReadDir | AccessFs::ReadFile | AccessFs::MakeReg | AccessFs::RemoveFile;
+            let status = Ruleset::default()
+                .handle_access(AccessFs::from_all(ABI::V1))
+                .unwrap()
+                .create()
+                .unwrap()
+                .add_rule(PathBeneath::new(PathFd::new(&ws.path).unwrap(), granted))
+                .unwrap()
+                .restrict_self()
+                .unwrap();
+            (status.ruleset == RulesetStatus::FullyEnforced).then(|| record(&ws, STAMP, &[kept]))
+        })
+        .join()
+        .unwrap();
+        let Some(recorded) = recorded else {
+            eprintln!("this kernel has no Landlock: skipped");
+            return;
+        };
+        let e = recorded.unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}");
+        assert_eq!(top(&f), [STAMP]);
+    }
+
+    #[test]
+    fn purge_removes_stale_temporary_index_files_only() {
+        let f = Fixture::new();
+        let at = stamp_time(LATER).unwrap();
+        let hour = Duration::from_secs(3600);
+        let temp = |pid, changed| {
+            let name = temp_name(STAMP, pid);
+            f.write(&format!("ws/.mcp-trash/{name}"), "{");
+            File::options()
+                .write(true)
+                .open(f.dir.join("ws/.mcp-trash").join(&name))
+                .unwrap()
+                .set_modified(changed)
+                .unwrap();
+            name
+        };
+        let stale = temp(1, at - 2 * hour);
+        let fresh = temp(2, at);
+        f.write("ws/.mcp-trash/.notes.tmp", "not ours");
+        assert!(is_temp_name(&stale) && !is_temp_name(".notes.tmp"));
+        let now = now_at(at + Duration::from_secs(1), hour);
+        // Litter, not entries: removed whatever `--older-than` says.
+        let month = 30 * 24 * hour;
+        let dry = purge(&f.roots, None, month, now, true).unwrap();
+        assert_eq!((dry.temps, dry.entries.len()), (1, 0));
+        assert_eq!(top(&f).len(), 3);
+        let purged = purge(&f.roots, None, month, now, false).unwrap();
+        assert_eq!(purged.temps, 1);
+        // The fresh one may be an index being written right now.
+        assert_eq!(top(&f), [fresh, ".notes.tmp".to_string()]);
+    }
+
+    #[test]
+    fn removal_goes_through_the_trash_opened_not_its_path() {
+        // `.mcp-trash` swapped for a symlink out after it was opened:
+        // between a purge's listing and its removal, or a restore's move
+        // and its clean-up.
+        let f = Fixture::new();
+        f.write(&format!("ws/.mcp-trash/{STAMP}/a.txt"), "a");
+        fs::create_dir_all(f.dir.join(format!("ws/.mcp-trash/{LATER}/x/y"))).unwrap();
+        f.write(&format!("outside/{STAMP}/secret.txt"), "secret");
+        fs::create_dir_all(f.dir.join(format!("outside/{LATER}/x/y"))).unwrap();
+        let trash = TrashDir::open(f.ws()).unwrap().unwrap();
+        let stamp = contents(f.ws(), &trash).unwrap().stamps.remove(0);
+        assert_eq!(stamp.name, STAMP);
+        fs::rename(f.dir.join("ws/.mcp-trash"), f.dir.join("ws/moved")).unwrap();
+        symlink("../outside", f.dir.join("ws/.mcp-trash")).unwrap();
+
+        remove_stamp(f.ws(), &trash, &stamp).unwrap();
+        remove_emptied(&trash, &Path::new(LATER).join("x/y"));
+        assert_eq!(
+            fs::read_to_string(f.dir.join(format!("outside/{STAMP}/secret.txt"))).unwrap(),
+            "secret"
+        );
+        assert!(f.dir.join(format!("outside/{LATER}/x/y")).is_dir());
+        assert!(
+            fs::read_dir(f.dir.join("ws/moved"))
+                .unwrap()
+                .next()
+                .is_none(),
+            "the trash opened is the one emptied"
+        );
+    }
+
+    #[test]
+    fn purge_unlinks_symlinks_in_a_stamp_never_what_they_point_to() {
+        let f = Fixture::new();
+        f.write("outside/keep/file.txt", "outside");
+        f.write(&format!("ws/.mcp-trash/{STAMP}/tree/deep/f.txt"), "f");
+        let stamp_dir = f.dir.join(format!("ws/.mcp-trash/{STAMP}"));
+        symlink(
+            f.dir.join("outside/keep"),
+            stamp_dir.join("tree/deep/dir_link"),
+        )
+        .unwrap();
+        symlink(
+            f.dir.join("outside/keep/file.txt"),
+            stamp_dir.join("file_link"),
+        )
+        .unwrap();
+        let purged = purge(&f.roots, None, Duration::ZERO, long_after(), false).unwrap();
+        assert_eq!((purged.dirs, purged.entries.len()), (1, 3));
+        assert!(top(&f).is_empty());
+        assert_eq!(
+            fs::read_to_string(f.dir.join("outside/keep/file.txt")).unwrap(),
+            "outside"
+        );
+    }
+
+    #[test]
+    fn a_call_in_flight_is_not_listed_until_its_index_is_written() {
+        let f = Fixture::new();
+        let window = Duration::from_secs(61);
+        let running = now_at(stamp_time(STAMP).unwrap() + Duration::from_secs(1), window);
+        // A call deleting `tree` has moved it into its stamp, and not ended.
+        f.write("ws/tree/one.txt", "1");
+        f.write("ws/tree/two.txt", "22");
+        fs::create_dir_all(f.dir.join(format!("ws/.mcp-trash/{STAMP}"))).unwrap();
+        let to = format!(".mcp-trash/{STAMP}/tree");
+        fs::rename(f.dir.join("ws/tree"), f.dir.join("ws").join(&to)).unwrap();
+        let listing = list(&f.roots, None, running).unwrap();
+        assert_eq!((listing.entries.len(), listing.in_flight), (0, 1));
+        // What is not listed cannot be restored: its leaves' IDs would
+        // name nothing once the index makes the tree one entry.
+        let leaf = id("ws", &Path::new(&to).join("one.txt"));
+        assert!(matches!(
+            find(&listing.entries, &leaf),
+            Err(TrashError::UnknownId(_))
+        ));
+        let purged = purge(&f.roots, None, Duration::ZERO, running, false).unwrap();
+        assert_eq!((purged.entries.len(), purged.in_flight), (0, 1));
+
+        // It ends: one entry, under the ID it keeps from then on.
+        let kept = Kept {
+            root: "ws".into(),
+            from: "tree".into(),
+            to: to.clone(),
+        };
+        record(f.ws(), STAMP, &[kept]).unwrap();
+        let tree = id("ws", Path::new(&to));
+        for now in [running, long_after()] {
+            let listing = list(&f.roots, None, now).unwrap();
+            let ids: Vec<&str> = listing.entries.iter().map(|e| e.id.as_str()).collect();
+            assert_eq!((ids, listing.in_flight), (vec![tree.as_str()], 0));
+        }
+
+        // A call that never wrote its index (it failed, or its server
+        // died) lists leaf by leaf once the window is past.
+        f.write(&format!("ws/.mcp-trash/{LATER}/lost/x.txt"), "x");
+        assert_eq!(list(&f.roots, None, running).unwrap().in_flight, 1);
+        let past = now_at(stamp_time(LATER).unwrap() + window, window);
+        let listing = list(&f.roots, None, past).unwrap();
+        let paths: Vec<&Path> = listing.entries.iter().map(|e| e.from.as_path()).collect();
+        assert_eq!(
+            (paths, listing.in_flight),
+            (vec![Path::new("tree"), Path::new("lost/x.txt")], 0)
+        );
     }
 }

@@ -114,7 +114,16 @@ pub fn spawn_stdio(config: &Path, stderr: Stdio) -> std::process::Child {
 /// returns every line read, that one included; the rest is drained in the
 /// background so the server never blocks on it. Panics if stderr ends first.
 pub fn stderr_until(child: &mut std::process::Child, needle: &str) -> String {
-    use std::io::BufRead;
+    stderr_until_then(child, needle).0
+}
+
+/// Like [`stderr_until`], and the rest of stderr: the handle's thread
+/// collects it until the child closes stderr (exits).
+pub fn stderr_until_then(
+    child: &mut std::process::Child,
+    needle: &str,
+) -> (String, std::thread::JoinHandle<String>) {
+    use std::io::{BufRead, Read};
     let mut stderr = std::io::BufReader::new(child.stderr.take().expect("piped stderr"));
     let mut seen = String::new();
     loop {
@@ -129,8 +138,12 @@ pub fn stderr_until(child: &mut std::process::Child, needle: &str) -> String {
             break;
         }
     }
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-    seen
+    let rest = std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = stderr.read_to_string(&mut rest);
+        rest
+    });
+    (seen, rest)
 }
 
 /// A temporary tree: roots, files around them, and the config.

@@ -6,7 +6,9 @@
 //! previous content is kept in the trash first. A directory is never moved or
 //! copied into itself. A tree copy skips symlinks (their targets would mean
 //! something else at the new place) and special files, and says so; denied
-//! entries are not even seen.
+//! entries are not even seen. Each file of a tree is copied to a temporary
+//! file beside its place and published whole, so a copy cut short (a full
+//! disk, the byte quota) leaves only complete files.
 
 use std::fs::{self, File};
 use std::io;
@@ -15,7 +17,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::walk::{self, Flow};
-use crate::write::create_parents;
+use crate::write::{create_parents, publish_new_file, temp_path};
 use crate::{Context, Kind, Located, PathArgument, Permission, ToolError, io_error, locate};
 
 #[derive(Deserialize)]
@@ -191,11 +193,19 @@ pub fn copy_tree(
     Ok(())
 }
 
-/// Copies a file to a path that does not exist yet, flushed to disk.
+/// Copies a file to a path that does not exist yet: to a temporary file
+/// beside it, flushed to disk, then published (never replacing anything).
 fn copy_new(from: &Path, to: &Path) -> io::Result<u64> {
-    let mut source = File::open(from)?;
-    let mut target = File::create_new(to)?;
-    let bytes = io::copy(&mut source, &mut target)?;
-    target.sync_all()?;
-    Ok(bytes)
+    let temp = temp_path(to);
+    let copied = (|| {
+        let mut source = File::open(from)?;
+        let mut target = File::create_new(&temp)?;
+        let bytes = io::copy(&mut source, &mut target)?;
+        target.sync_all()?;
+        Ok::<u64, io::Error>(bytes)
+    })();
+    let published = copied.and_then(|bytes| publish_new_file(&temp, to).map(|()| bytes));
+    // This call made it: removed again without delete permission.
+    let _ = fs::remove_file(&temp);
+    published
 }

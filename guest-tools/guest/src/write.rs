@@ -142,20 +142,31 @@ fn publish_new(temp: &Path, at: &Located) -> Result<(), ToolError> {
             at.shown
         ))
     };
-    match fs::hard_link(temp, &at.full) {
+    match publish_new_file(temp, &at.full) {
         Ok(()) => {
             let _ = fs::remove_file(temp);
             Ok(())
         }
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(taken()),
-        Err(_) if fs::symlink_metadata(&at.full).is_ok() => Err(taken()),
-        Err(_) => fs::rename(temp, &at.full).map_err(|e| io_error(&at.shown, &e)),
+        Err(e) => Err(io_error(&at.shown, &e)),
+    }
+}
+
+/// Links `temp` at `to` only if nothing stands there (`AlreadyExists`
+/// otherwise); `temp` stays. Where hard links are impossible, a check then
+/// a rename (a narrow race, the best the filesystem allows).
+pub fn publish_new_file(temp: &Path, to: &Path) -> io::Result<()> {
+    match fs::hard_link(temp, to) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(e),
+        Err(_) if fs::symlink_metadata(to).is_ok() => Err(io::ErrorKind::AlreadyExists.into()),
+        Err(_) => fs::rename(temp, to),
     }
 }
 
 /// A temporary name beside `path`, unlikely to exist and matching no
 /// ordinary deny pattern.
-fn temp_path(path: &Path) -> PathBuf {
+pub fn temp_path(path: &Path) -> PathBuf {
     let random = RandomState::new().hash_one(path);
     path.with_file_name(format!(".loom-fs-write-{random:016x}"))
 }

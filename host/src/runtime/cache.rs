@@ -21,6 +21,11 @@ use wasmtime::component::Component;
 /// Where compiled components are kept, if anywhere.
 pub struct Cache {
     dir: Option<PathBuf>,
+    /// Entries are read, never written (a sandboxed server: what it wrote
+    /// would run in later starts).
+    read_only: bool,
+    /// Whether a component was compiled because it was not cached.
+    missed: std::sync::atomic::AtomicBool,
 }
 
 impl Cache {
@@ -36,17 +41,36 @@ impl Cache {
         let dir = var("LOOMFS_CACHE_DIR")
             .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("loom-fs-mcp")))
             .or_else(|| var("HOME").map(|d| d.join(".cache/loom-fs-mcp")));
-        Cache { dir }
+        Cache::with(dir)
     }
 
     pub fn at(dir: impl Into<PathBuf>) -> Cache {
-        Cache {
-            dir: Some(dir.into()),
-        }
+        Cache::with(Some(dir.into()))
     }
 
     pub fn none() -> Cache {
-        Cache { dir: None }
+        Cache::with(None)
+    }
+
+    fn with(dir: Option<PathBuf>) -> Cache {
+        Cache {
+            dir,
+            read_only: false,
+            missed: Default::default(),
+        }
+    }
+
+    /// The same cache, read but never written.
+    pub fn read_only(self) -> Cache {
+        Cache {
+            read_only: true,
+            ..self
+        }
+    }
+
+    /// Whether some component had to be compiled (it was not cached).
+    pub fn missed(&self) -> bool {
+        self.missed.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The directory entries go to, if any (the kernel sandbox grants it).
@@ -55,7 +79,8 @@ impl Cache {
     }
 
     /// The compiled form of `wasm`, from the cache or freshly compiled (and
-    /// then cached; a cache that cannot be written only costs speed).
+    /// then cached unless read-only; a cache that cannot be written only
+    /// costs speed).
     pub fn component(
         &self,
         engine: &Engine,
@@ -71,7 +96,12 @@ impl Cache {
         if let Some(component) = load(engine, &artifact, &check) {
             return Ok(component);
         }
+        self.missed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         let component = Component::new(engine, wasm)?;
+        if self.read_only {
+            return Ok(component);
+        }
         match store(dir, &stem, &component.serialize()?) {
             Ok(()) => prune(dir, name, &stem),
             Err(e) => tracing::warn!(
@@ -220,6 +250,24 @@ mod tests {
         assert!(load(&engine, artifact, &check).is_none());
         cache.component(&engine, "t", EMPTY_COMPONENT).unwrap();
         assert!(load(&engine, artifact, &check).is_some());
+    }
+
+    #[test]
+    fn a_read_only_cache_reads_and_never_writes() {
+        let tmp = tempfile::TempDir::new().unwrap();
+        let engine = Engine::default();
+        let reader = Cache::at(tmp.path()).read_only();
+        reader.component(&engine, "t", EMPTY_COMPONENT).unwrap();
+        assert!(reader.missed());
+        assert!(
+            fs::read_dir(tmp.path()).unwrap().next().is_none(),
+            "nothing written"
+        );
+        let writer = Cache::at(tmp.path());
+        writer.component(&engine, "t", EMPTY_COMPONENT).unwrap();
+        let reader = Cache::at(tmp.path()).read_only();
+        reader.component(&engine, "t", EMPTY_COMPONENT).unwrap();
+        assert!(!reader.missed(), "served from the cache");
     }
 
     #[test]

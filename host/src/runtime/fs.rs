@@ -1367,10 +1367,10 @@ impl fs::HostDescriptor for PolicedFs<'_> {
     ) -> FsResult<(Vec<u8>, bool)> {
         self.tracked(&fd, Permission::Read)?;
         let meter = Arc::clone(&self.guard.meter);
-        let granted = meter.grant(len).map_err(|_| quota_error())?;
-        let read = fs::HostDescriptor::read(&mut self.fs, fd, granted, offset);
+        let grant = meter.read_grant(len);
+        let read = fs::HostDescriptor::read(&mut self.fs, fd, grant.size, offset);
         let got = read.as_ref().map_or(0, |(bytes, _)| bytes.len() as u64);
-        meter.read(granted, got);
+        meter.read_done(grant, got).map_err(|_| quota_error())?;
         read
     }
 
@@ -1383,7 +1383,9 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         self.tracked(&fd, Permission::Write)?;
         let meter = Arc::clone(&self.guard.meter);
         // A short write is a write: only what the quota grants is written.
-        let granted = meter.grant(buf.len() as u64).map_err(|_| quota_error())?;
+        let granted = meter
+            .write_grant(buf.len() as u64)
+            .map_err(|_| quota_error())?;
         buf.truncate(granted as usize);
         let wrote = fs::HostDescriptor::write(&mut self.fs, fd, buf, offset);
         meter.wrote(granted, *wrote.as_ref().unwrap_or(&0));

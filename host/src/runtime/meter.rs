@@ -8,11 +8,15 @@
 //! a [`Metered`] stream before the guest gets it, so no byte reaches or
 //! leaves a file uncounted, whichever way a component does its I/O.
 //!
-//! A read is shortened to what the quota holds; a write may only be as long
-//! as the quota's permit; with nothing left the operation fails with an
-//! [`OutOfQuota`] error (`quota`, the WASI code for EDQUOT) and the call is
-//! marked, so the host answers with the quota rule whatever the guest makes
-//! of the error.
+//! A read asks the quota for at most [`MAX_READ_GRANT`] bytes (what
+//! wasmtime-wasi reads in one operation) and is shortened to what it gets; a
+//! write takes its whole length, or as much of a positional write as the
+//! quota holds. With nothing left a write fails with an [`OutOfQuota`] error
+//! (`quota`, the WASI code for EDQUOT), and a read probes one byte: finding
+//! the end of the file costs nothing and succeeds, finding data fails. A
+//! failure marks the call, so the host answers with the quota rule whatever
+//! the guest makes of the error. A stream's write permit is capped by the
+//! quota but never zero: a flush after the last byte still succeeds.
 
 use std::sync::Arc;
 
@@ -23,6 +27,18 @@ use wasmtime_wasi::p2::{
 
 use super::fs::Activity;
 use crate::quota::Quota;
+
+/// The most one read takes from the quota: wasmtime-wasi reads no more in
+/// one operation, and a larger grant would hold bytes other calls could use.
+pub const MAX_READ_GRANT: u64 = 64 * 1024;
+
+/// What a read may ask for, and what it took from the quota (nothing for
+/// the one-byte probe of an empty quota).
+#[derive(Clone, Copy, Debug)]
+pub struct ReadGrant {
+    pub size: u64,
+    taken: u64,
+}
 
 /// The error of an operation refused for want of quota.
 #[derive(Debug, thiserror::Error)]
@@ -40,20 +56,42 @@ impl Meter {
         Meter { activity, quota }
     }
 
-    /// How many of `want` bytes may be read now.
-    pub fn grant(&self, want: u64) -> Result<u64, OutOfQuota> {
-        match &self.quota {
-            None => Ok(want),
-            Some(q) => q.take(want).map_err(|_| self.out()),
+    /// How much of a `want`-byte read may be asked for now.
+    pub fn read_grant(&self, want: u64) -> ReadGrant {
+        let Some(q) = &self.quota else {
+            return ReadGrant {
+                size: want,
+                taken: 0,
+            };
+        };
+        match q.take(want.min(MAX_READ_GRANT)) {
+            Ok(taken) => ReadGrant { size: taken, taken },
+            // Empty: a one-byte probe, taken from nothing.
+            Err(_) => ReadGrant {
+                size: want.min(1),
+                taken: 0,
+            },
         }
     }
 
-    /// A read granted `granted` bytes and got `got`: counts them and returns
-    /// the rest to the quota.
-    pub fn read(&self, granted: u64, got: u64) {
-        self.activity.count_read(got);
+    /// A read under `grant` got `got` bytes: counts them and returns what
+    /// was not used. A probe that found data is refused.
+    pub fn read_done(&self, grant: ReadGrant, got: u64) -> Result<(), OutOfQuota> {
         if let Some(q) = &self.quota {
-            q.give_back(granted.saturating_sub(got));
+            if grant.taken == 0 && got > 0 {
+                return Err(self.out());
+            }
+            q.give_back(grant.taken.saturating_sub(got));
+        }
+        self.activity.count_read(got);
+        Ok(())
+    }
+
+    /// How many of a positional write's `len` bytes may be written now.
+    pub fn write_grant(&self, len: u64) -> Result<u64, OutOfQuota> {
+        match &self.quota {
+            None => Ok(len),
+            Some(q) => q.take(len).map_err(|_| self.out()),
         }
     }
 
@@ -74,15 +112,15 @@ impl Meter {
     }
 
     /// How much a stream may be told it can write: the stream's own permit,
-    /// capped by the quota.
-    fn permit(&self, stream: usize) -> Result<usize, OutOfQuota> {
+    /// capped by the quota, but never 0 for a ready stream (waiting would not
+    /// help; the write itself is refused).
+    fn permit(&self, stream: usize) -> usize {
         match &self.quota {
-            None => Ok(stream),
-            Some(_) if stream == 0 => Ok(0),
-            Some(q) => match usize::try_from(q.available()).unwrap_or(usize::MAX) {
-                0 => Err(self.out()),
-                left => Ok(stream.min(left)),
-            },
+            None => stream,
+            Some(q) => {
+                let left = usize::try_from(q.available()).unwrap_or(usize::MAX);
+                stream.min(left.max(1))
+            }
         }
     }
 
@@ -117,6 +155,15 @@ struct Metered<S> {
     meter: Arc<Meter>,
 }
 
+impl Metered<DynInputStream> {
+    /// Settles a read with the meter: a failed read took nothing.
+    fn counted(&self, grant: ReadGrant, read: StreamResult<Bytes>) -> StreamResult<Bytes> {
+        let got = read.as_ref().map_or(0, |b| b.len() as u64);
+        self.meter.read_done(grant, got).map_err(failed)?;
+        read
+    }
+}
+
 #[async_trait::async_trait]
 impl<S: Pollable> Pollable for Metered<S> {
     async fn ready(&mut self) {
@@ -127,18 +174,15 @@ impl<S: Pollable> Pollable for Metered<S> {
 #[async_trait::async_trait]
 impl InputStream for Metered<DynInputStream> {
     fn read(&mut self, size: usize) -> StreamResult<Bytes> {
-        let granted = self.meter.grant(size as u64).map_err(failed)?;
-        let bytes = self.inner.read(granted as usize)?;
-        self.meter.read(granted, bytes.len() as u64);
-        Ok(bytes)
+        let grant = self.meter.read_grant(size as u64);
+        let bytes = self.inner.read(grant.size as usize);
+        self.counted(grant, bytes)
     }
 
     async fn blocking_read(&mut self, size: usize) -> StreamResult<Bytes> {
-        let granted = self.meter.grant(size as u64).map_err(failed)?;
-        let bytes = self.inner.blocking_read(granted as usize).await;
-        let got = bytes.as_ref().map_or(0, |b| b.len() as u64);
-        self.meter.read(granted, got);
-        bytes
+        let grant = self.meter.read_grant(size as u64);
+        let bytes = self.inner.blocking_read(grant.size as usize).await;
+        self.counted(grant, bytes)
     }
 
     // Skipping moves no byte to the guest: not counted.
@@ -170,8 +214,7 @@ impl OutputStream for Metered<DynOutputStream> {
     }
 
     fn check_write(&mut self) -> StreamResult<usize> {
-        let permit = self.inner.check_write()?;
-        self.meter.permit(permit).map_err(failed)
+        Ok(self.meter.permit(self.inner.check_write()?))
     }
 
     async fn blocking_write_and_flush(&mut self, bytes: Bytes) -> StreamResult<()> {
@@ -191,8 +234,7 @@ impl OutputStream for Metered<DynOutputStream> {
     }
 
     async fn write_ready(&mut self) -> StreamResult<usize> {
-        let permit = self.inner.write_ready().await?;
-        self.meter.permit(permit).map_err(failed)
+        Ok(self.meter.permit(self.inner.write_ready().await?))
     }
 
     async fn cancel(&mut self) {
@@ -206,35 +248,68 @@ mod tests {
     use crate::quota::QuotaConfig;
     use wasmtime_wasi::p2::pipe::{MemoryInputPipe, MemoryOutputPipe};
 
-    fn meter(burst: u64) -> (Arc<Meter>, Arc<Activity>) {
+    /// A quota of `burst` bytes that refills one byte a minute: nothing
+    /// during a test, however slow the machine.
+    fn meter(burst: u64) -> (Arc<Meter>, Arc<Activity>, Arc<Quota>) {
         let activity = Arc::new(Activity::default());
-        let quota = Quota::new(QuotaConfig {
-            bytes_per_minute: 1024,
+        let quota = Arc::new(Quota::new(QuotaConfig {
+            bytes_per_minute: 1,
             burst_bytes: burst,
-        });
-        let meter = Arc::new(Meter::new(Arc::clone(&activity), Some(Arc::new(quota))));
-        (meter, activity)
+        }));
+        let meter = Arc::new(Meter::new(Arc::clone(&activity), Some(Arc::clone(&quota))));
+        (meter, activity, quota)
+    }
+
+    fn out_of_quota(e: &StreamError) -> bool {
+        matches!(e, StreamError::LastOperationFailed(e) if e.downcast_ref::<OutOfQuota>().is_some())
     }
 
     #[tokio::test]
     async fn stream_reads_are_counted_shortened_and_then_refused() {
-        let (meter, activity) = meter(3000);
+        let (meter, activity, _) = meter(3000);
         let mut input = meter.input(Box::new(MemoryInputPipe::new(vec![7u8; 5000])));
         assert_eq!(input.blocking_read(2000).await.unwrap().len(), 2000);
-        // Shortened to the 1000 bytes left (the refill over a few
-        // microseconds is a fraction of a byte).
-        assert_eq!(input.read(4000).unwrap().len(), 1000);
-        assert!(matches!(
-            input.read(10),
-            Err(StreamError::LastOperationFailed(e)) if e.downcast_ref::<OutOfQuota>().is_some()
-        ));
+        assert_eq!(
+            input.read(4000).unwrap().len(),
+            1000,
+            "shortened to what is left"
+        );
+        // Empty: the probe finds data.
+        assert!(out_of_quota(&input.read(10).unwrap_err()));
         assert_eq!(activity.bytes_read(), 3000);
         assert!(activity.out_of_quota());
     }
 
     #[tokio::test]
+    async fn the_end_of_a_file_is_found_with_the_quota_empty() {
+        let (meter, activity, quota) = meter(3000);
+        let mut input = meter.input(Box::new(MemoryInputPipe::new(vec![7u8; 3000])));
+        assert_eq!(input.blocking_read(3000).await.unwrap().len(), 3000);
+        assert_eq!(quota.available(), 0);
+        assert!(matches!(input.read(100), Err(StreamError::Closed)));
+        assert!(!activity.out_of_quota(), "finding the end costs nothing");
+    }
+
+    #[tokio::test]
+    async fn a_failed_read_takes_nothing_and_one_grant_is_at_most_64_kib() {
+        let (meter, _, quota) = meter(1 << 20);
+        let mut input = meter.input(Box::new(MemoryInputPipe::new(Vec::<u8>::new())));
+        assert!(matches!(input.read(100), Err(StreamError::Closed)));
+        assert_eq!(quota.available(), 1 << 20);
+        let grant = meter.read_grant(1 << 20);
+        assert_eq!(grant.size, MAX_READ_GRANT);
+        assert_eq!(quota.available(), (1 << 20) - MAX_READ_GRANT);
+        meter.read_done(grant, 10).unwrap();
+        assert_eq!(
+            quota.available(),
+            (1 << 20) - 10,
+            "the unused part returned"
+        );
+    }
+
+    #[tokio::test]
     async fn stream_writes_need_their_whole_length() {
-        let (meter, activity) = meter(3000);
+        let (meter, activity, _) = meter(3000);
         let pipe = MemoryOutputPipe::new(1 << 20);
         let mut output = meter.output(Box::new(pipe.clone()));
         assert_eq!(
@@ -246,20 +321,22 @@ mod tests {
             .blocking_write_and_flush(Bytes::from(vec![1u8; 2500]))
             .await
             .unwrap();
-        assert!(
-            output.write(Bytes::from(vec![1u8; 600])).is_err(),
-            "500 left"
-        );
+        assert!(out_of_quota(
+            &output.write(Bytes::from(vec![1u8; 600])).unwrap_err()
+        ));
         assert_eq!(
             pipe.contents().len(),
             2500,
             "a refused write writes nothing"
         );
         output.write(Bytes::from(vec![1u8; 500])).unwrap();
-        assert!(output.check_write().is_err(), "nothing left");
+        // Empty: the stream stays ready (a flush after the last byte works),
+        // and the next write is refused.
+        assert_eq!(output.check_write().unwrap(), 1);
+        output.flush().unwrap();
+        assert!(output.write(Bytes::from(vec![1u8; 1])).is_err());
         assert_eq!(pipe.contents().len(), 3000);
         assert_eq!(activity.bytes_written(), 3000);
-        assert!(activity.out_of_quota());
     }
 
     #[tokio::test]
