@@ -58,6 +58,7 @@ enum Transport {
 }
 
 #[derive(clap::Args)]
+#[command(next_help_heading = "Serving (and `check` of a serving setup)")]
 struct HttpArgs {
     /// How to serve MCP.
     #[arg(
