@@ -352,6 +352,59 @@ fn environment_variables_stand_in_for_flags_and_flags_win() {
     );
 }
 
+/// A compiled-component cache in a root that tools may change is not used:
+/// a tool could plant compiled code there for the next start to run. Both
+/// `check` and the server say so, and nothing is written to it.
+#[test]
+fn a_cache_in_a_writable_root_is_not_used() {
+    let env = Env::new();
+    env.write("ws/a.txt", "a\n").write("docs/b.txt", "b\n");
+    let config = env.config(
+        "[[roots]]\nname = \"ws\"\npath = \"ws\"\nrole = \"sourcecode\"\n\
+         [[roots]]\nname = \"docs\"\npath = \"docs\"\nrole = \"reference\"\n",
+    );
+    let warning = format!(
+        "the component cache {} lies in root 'ws', which tools may change: it is not used",
+        env.path("ws/.cache").display()
+    );
+    let out = command()
+        .args(["check", "--config"])
+        .arg(&config)
+        .env("LOOMFS_CACHE_DIR", env.path("ws/.cache"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains(&format!("  {warning}")), "{stdout}");
+    assert!(
+        !env.path("ws/.cache").exists(),
+        "nothing cached in the root"
+    );
+    // In a read-only root it is used.
+    let out = command()
+        .args(["check", "--config"])
+        .arg(&config)
+        .env("LOOMFS_CACHE_DIR", env.path("docs/.cache"))
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("component cache"));
+    assert!(env.path("docs/.cache").is_dir());
+    // The server says it on start.
+    let mut child = command()
+        .arg("--config")
+        .arg(&config)
+        .env("LOOMFS_CACHE_DIR", env.path("ws/.cache"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = stderr_until(&mut child, "serving MCP over stdio");
+    assert!(stderr.contains(&format!("warning: {warning}")), "{stderr}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
 /// `check` on a config an operator should think twice about: a root that is
 /// the home directory and holds `.ssh`, the audit log inside a root, and a
 /// non-loopback HTTP address. It also shows the whole tool surface, with

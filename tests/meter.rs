@@ -168,7 +168,7 @@ async fn a_call_cut_short_loses_nothing() {
     .await;
     assert_refused(&copy, "rule 'quota'");
     let copied = names(&env.path("ws/copy"));
-    assert!(copied.len() < 3, "{copied:?}");
+    assert!((1..3).contains(&copied.len()), "{copied:?}");
     for name in &copied {
         assert!(!name.starts_with('.'), "a temporary file left: {copied:?}");
         assert_eq!(

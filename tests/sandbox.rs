@@ -88,7 +88,7 @@ async fn a_sandboxed_server_serves_every_kind_of_tool() {
         "tools/text_stats.wasm",
         build_wasm("examples/text-stats", "text_stats.wasm"),
     );
-    // A root that may delete but not write: its trash index is still written.
+    // A root that may delete but not write: deletes work; no index is written.
     env.write("del/tree/x.txt", "x\n");
     let config = sandboxed(
         &env,

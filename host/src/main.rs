@@ -285,11 +285,12 @@ fn check(cli: &Cli) -> anyhow::Result<()> {
         http_options(&cli.http, config.limits.tool_timeout)?;
     }
     if config.landlock {
-        Plan::new(&config, Cache::from_env().dir())?;
+        Plan::new(&config, cache(&config).0.dir())?;
     }
     let runtime = runtime(&config)?;
     let audit = Audit::open(&AuditTarget::Stderr, 0, 0)?;
-    let toolbox = toolbox(config, audit, runtime, &Cache::from_env())?;
+    let (cache, _) = cache(&config);
+    let toolbox = toolbox(config, audit, runtime, &cache)?;
     let config = toolbox.config();
     println!("config is valid");
     if config.read_only {
@@ -385,6 +386,33 @@ fn check(cli: &Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The compiled-component cache, and why it is not used if it is not: a
+/// cache in a root that tools may change would let a tool plant compiled
+/// code for the next start to run.
+fn cache(config: &Config) -> (Cache, Option<String>) {
+    let cache = Cache::from_env();
+    let Some(dir) = cache.dir().map(sandbox::real) else {
+        return (cache, None);
+    };
+    let changing = config.roots.iter().find(|r| {
+        (r.perms.contains(Permission::Write) || r.perms.contains(Permission::Delete))
+            && dir.starts_with(&r.path)
+    });
+    match changing {
+        None => (cache, None),
+        Some(r) => (
+            Cache::none(),
+            Some(format!(
+                "the component cache {} lies in root '{}', which tools may change: it is not \
+                 used (components are compiled at each start); set LOOMFS_CACHE_DIR to a \
+                 directory outside the roots",
+                dir.display(),
+                r.name
+            )),
+        ),
+    }
+}
+
 /// "1048576 bytes (1.0 MiB)": exact, and readable.
 fn bytes_text(bytes: u64) -> String {
     const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
@@ -396,7 +424,7 @@ fn bytes_text(bytes: u64) -> String {
 
 /// What an operator should know before serving this config.
 fn warnings(config: &Config, http: &HttpArgs, allow_root: bool) -> Vec<String> {
-    let mut out = Vec::new();
+    let mut out: Vec<String> = cache(config).1.into_iter().collect();
     let home = std::env::var_os("HOME")
         .map(PathBuf::from)
         .and_then(|h| std::fs::canonicalize(h).ok());
@@ -516,13 +544,17 @@ fn serve(cli: &Cli) -> anyhow::Result<()> {
     };
     // Read before the sandbox, which hides the cgroup files that tell.
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let (cache, unused) = cache(&config);
+    if let Some(why) = unused {
+        eprintln!("warning: {why}");
+    }
     // A sandboxed server only reads the cache: what it wrote there would
     // run in every later start.
     let cache = if config.landlock {
         restrict(&config)?;
-        Cache::from_env().read_only()
+        cache.read_only()
     } else {
-        Cache::from_env()
+        cache
     };
     let runtime = runtime(&config)?;
     // The client's handshake needs no component: answer it at once, and
@@ -588,7 +620,7 @@ fn restrict(config: &Config) -> anyhow::Result<()> {
     if let Some(dir) = sandbox::shared_audit_dir(config) {
         eprintln!("warning: {}", shared_audit_dir(&dir));
     }
-    match Plan::new(config, Cache::from_env().dir())?.restrict_self()? {
+    match Plan::new(config, cache(config).0.dir())?.restrict_self()? {
         status @ Status::Enforced { .. } => eprintln!("landlock: {status}"),
         status @ Status::NotEnforced(_) => eprintln!("warning: {status}"),
     }
@@ -693,6 +725,8 @@ fn http_options(args: &HttpArgs, tool_timeout: std::time::Duration) -> anyhow::R
 /// prints goes through [`trash::escaped`]: the model chose the names.
 fn trash(cli: &Cli, action: &TrashAction) -> anyhow::Result<()> {
     let config = load_config(cli)?;
+    // A tree in the trash is walked with a directory open per level.
+    raise_open_file_limit();
     // Which calls may still be running follows from the server's tool
     // timeout: this config's `tool_timeout_ms` must be the server's.
     let now = trash::Now::with_timeout(config.limits.tool_timeout);

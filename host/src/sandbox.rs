@@ -180,23 +180,24 @@ impl Plan {
                 purpose: Purpose::Root(r.name.clone()),
             });
         }
-        if let Some(dir) = cache.filter(|d| d.is_dir()) {
-            grants.push(Grant {
-                path: dir.to_path_buf(),
-                access: CACHE,
-                purpose: Purpose::Cache,
-            });
-        }
+        let cache = cache.map(|dir| Grant {
+            path: real(dir),
+            access: CACHE,
+            purpose: Purpose::Cache,
+        });
         grants.extend(config.components.iter().map(|path| Grant {
-            path: path.clone(),
+            path: real(path),
             access: COMPONENT,
             purpose: Purpose::Component,
         }));
         if let AuditTarget::File(log) = &config.audit
             && let Some(dir) = log.parent()
         {
-            let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
-            if let Some(g) = grants.iter().find(|g| overlap(&dir, &g.path)) {
+            let dir = real(dir);
+            // The cache counts whether it exists yet or not: a start may
+            // make it.
+            let overlapping = grants.iter().chain(&cache).find(|g| overlap(&dir, &g.path));
+            if let Some(g) = overlapping {
                 return Err(SandboxError::AuditOverlap {
                     inside: dir.starts_with(&g.path),
                     dir,
@@ -209,6 +210,8 @@ impl Plan {
                 purpose: Purpose::AuditLog,
             });
         }
+        // Granted only if it exists: a sandboxed server does not make it.
+        grants.extend(cache.filter(|g| g.path.is_dir()));
         let renames = config
             .roots
             .iter()
@@ -293,6 +296,25 @@ impl Plan {
             Some((last, [])) => last.clone(),
             Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
             None => String::new(),
+        }
+    }
+}
+
+/// `path` with its symlinks resolved, as far as it exists: what a grant
+/// reaches is the real place.
+pub fn real(path: &Path) -> PathBuf {
+    let mut missing = Vec::new();
+    let mut at = path;
+    loop {
+        if let Ok(found) = std::fs::canonicalize(at) {
+            return missing.iter().rev().fold(found, |p, name| p.join(name));
+        }
+        match (at.parent(), at.file_name()) {
+            (Some(parent), Some(name)) => {
+                missing.push(name.to_owned());
+                at = parent;
+            }
+            _ => return path.to_path_buf(),
         }
     }
 }
@@ -392,6 +414,33 @@ mod tests {
     use std::io::ErrorKind;
     use std::os::fd::AsRawFd;
     use std::process::Command;
+
+    #[test]
+    fn an_audit_directory_over_another_grant_is_refused_however_it_is_spelt() {
+        let tmp = tempfile::TempDir::new().unwrap();
+        let base = fs::canonicalize(tmp.path()).unwrap();
+        tree(&base);
+        let config = Config::parse(CONFIG, &base, false).unwrap();
+        assert!(Plan::new(&config, Some(&base.join("cache"))).is_ok());
+        // The cache in the audit log's directory, through a symlink, and
+        // before it exists.
+        std::os::unix::fs::symlink(base.join("logs"), base.join("link")).unwrap();
+        for cache in ["link/cache", "logs/not-yet"] {
+            let refused = Plan::new(&config, Some(&base.join(cache))).unwrap_err();
+            assert!(
+                refused.to_string().contains("holds the component cache"),
+                "{cache}: {refused}"
+            );
+        }
+        // The audit log beside the roots holds them.
+        let beside = CONFIG.replace("logs/audit.log", "audit.log");
+        let config = Config::parse(&beside, &base, false).unwrap();
+        let refused = Plan::new(&config, None).unwrap_err();
+        assert!(
+            refused.to_string().contains("holds root 'ref'"),
+            "{refused}"
+        );
+    }
 
     #[test]
     fn rights_follow_the_permissions() {

@@ -131,14 +131,15 @@ impl Meter {
 
     /// Wraps a stream the guest is about to get.
     pub fn input(self: &Arc<Self>, inner: DynInputStream) -> DynInputStream {
-        Box::new(Metered {
+        Box::new(MeteredInput {
             inner,
             meter: Arc::clone(self),
+            probed: None,
         })
     }
 
     pub fn output(self: &Arc<Self>, inner: DynOutputStream) -> DynOutputStream {
-        Box::new(Metered {
+        Box::new(MeteredOutput {
             inner,
             meter: Arc::clone(self),
         })
@@ -149,48 +150,91 @@ fn failed(e: OutOfQuota) -> StreamError {
     StreamError::LastOperationFailed(wasmtime::Error::new(e))
 }
 
-/// A guest's file stream, counted and held to the quota.
-struct Metered<S> {
-    inner: S,
+/// A guest's file read stream, counted and held to the quota.
+struct MeteredInput {
+    inner: DynInputStream,
+    meter: Arc<Meter>,
+    /// What a refused probe read: the stream has moved past it, so it is
+    /// the next read's first byte, once the quota allows.
+    probed: Option<Bytes>,
+}
+
+/// A guest's file write stream, counted and held to the quota.
+struct MeteredOutput {
+    inner: DynOutputStream,
     meter: Arc<Meter>,
 }
 
-impl Metered<DynInputStream> {
-    /// Settles a read with the meter: a failed read took nothing.
-    fn counted(&self, grant: ReadGrant, read: StreamResult<Bytes>) -> StreamResult<Bytes> {
+impl MeteredInput {
+    /// Settles a read with the meter: a failed read took nothing, and what
+    /// a refused probe read is kept for later.
+    fn settle(&mut self, grant: ReadGrant, read: StreamResult<Bytes>) -> StreamResult<Bytes> {
         let got = read.as_ref().map_or(0, |b| b.len() as u64);
-        self.meter.read_done(grant, got).map_err(failed)?;
-        read
+        match self.meter.read_done(grant, got) {
+            Ok(()) => read,
+            Err(e) => {
+                self.probed = read.ok();
+                Err(failed(e))
+            }
+        }
+    }
+
+    /// The probed byte, if there is one: given now if the quota allows.
+    fn probed(&mut self, size: usize) -> Option<StreamResult<Bytes>> {
+        let bytes = self.probed.take_if(|_| size > 0)?;
+        let grant = self.meter.read_grant(bytes.len() as u64);
+        Some(self.settle(grant, Ok(bytes)))
     }
 }
 
 #[async_trait::async_trait]
-impl<S: Pollable> Pollable for Metered<S> {
+impl Pollable for MeteredInput {
+    async fn ready(&mut self) {
+        if self.probed.is_none() {
+            self.inner.ready().await
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Pollable for MeteredOutput {
     async fn ready(&mut self) {
         self.inner.ready().await
     }
 }
 
 #[async_trait::async_trait]
-impl InputStream for Metered<DynInputStream> {
+impl InputStream for MeteredInput {
     fn read(&mut self, size: usize) -> StreamResult<Bytes> {
+        if let Some(read) = self.probed(size) {
+            return read;
+        }
         let grant = self.meter.read_grant(size as u64);
         let bytes = self.inner.read(grant.size as usize);
-        self.counted(grant, bytes)
+        self.settle(grant, bytes)
     }
 
     async fn blocking_read(&mut self, size: usize) -> StreamResult<Bytes> {
+        if let Some(read) = self.probed(size) {
+            return read;
+        }
         let grant = self.meter.read_grant(size as u64);
         let bytes = self.inner.blocking_read(grant.size as usize).await;
-        self.counted(grant, bytes)
+        self.settle(grant, bytes)
     }
 
     // Skipping moves no byte to the guest: not counted.
     fn skip(&mut self, nelem: usize) -> StreamResult<usize> {
+        if nelem > 0 && self.probed.take().is_some() {
+            return Ok(1);
+        }
         self.inner.skip(nelem)
     }
 
     async fn blocking_skip(&mut self, nelem: usize) -> StreamResult<usize> {
+        if nelem > 0 && self.probed.take().is_some() {
+            return Ok(1);
+        }
         self.inner.blocking_skip(nelem).await
     }
 
@@ -200,7 +244,7 @@ impl InputStream for Metered<DynInputStream> {
 }
 
 #[async_trait::async_trait]
-impl OutputStream for Metered<DynOutputStream> {
+impl OutputStream for MeteredOutput {
     fn write(&mut self, bytes: Bytes) -> StreamResult<()> {
         let len = bytes.len() as u64;
         self.meter.take_all(len).map_err(failed)?;
@@ -278,6 +322,23 @@ mod tests {
         assert!(out_of_quota(&input.read(10).unwrap_err()));
         assert_eq!(activity.bytes_read(), 3000);
         assert!(activity.out_of_quota());
+    }
+
+    #[tokio::test]
+    async fn a_refused_probe_loses_no_byte() {
+        let (meter, activity, quota) = meter(3);
+        let data: Vec<u8> = (0..10).collect();
+        let mut input = meter.input(Box::new(MemoryInputPipe::new(data)));
+        assert_eq!(&input.read(3).unwrap()[..], [0, 1, 2]);
+        assert!(
+            out_of_quota(&input.read(10).unwrap_err()),
+            "the probe found 3"
+        );
+        assert!(out_of_quota(&input.read(10).unwrap_err()), "still empty");
+        quota.give_back(3);
+        assert_eq!(&input.read(10).unwrap()[..], [3], "the probed byte first");
+        assert_eq!(&input.read(10).unwrap()[..], [4, 5]);
+        assert_eq!(activity.bytes_read(), 6);
     }
 
     #[tokio::test]
