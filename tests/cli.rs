@@ -132,8 +132,7 @@ fn bad_configs_exit_non_zero_with_the_reason() {
 #[test]
 fn no_config_and_unopenable_audit_log_refuse_to_start() {
     let out = command().output().unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no config given: pass --config FILE"));
+    assert_fails_with(&out, "no config given: pass --config FILE");
 
     let env = Env::new();
     env.mkdir("docs")
@@ -142,9 +141,7 @@ fn no_config_and_unopenable_audit_log_refuse_to_start() {
         "audit_log = \"blocker/audit.log\"\n[[roots]]\nname = \"d\"\npath = \"docs\"\nrole = \"reference\"\n",
     );
     let out = command().arg("--config").arg(&config).output().unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("cannot open the audit log"), "{stderr}");
+    assert_fails_with(&out, "cannot open the audit log");
     assert!(out.stdout.is_empty());
 }
 
@@ -344,12 +341,7 @@ fn environment_variables_stand_in_for_flags_and_flags_win() {
         .env("LOOMFS_TRANSPORT", "carrier-pigeon")
         .output()
         .unwrap();
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("carrier-pigeon"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_fails_with(&out, "carrier-pigeon");
 }
 
 /// A compiled-component cache in a root that tools may change is not used:
@@ -464,12 +456,7 @@ fn check_warns_about_risky_configs() {
         .env("HOME", env.path("home"))
         .output()
         .unwrap();
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("refusing to listen on 0.0.0.0:3000"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_fails_with(&out, "refusing to listen on 0.0.0.0:3000");
     // A plain config has no warnings.
     let plain = roots(&env);
     let out = command()

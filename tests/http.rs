@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Env, command, scan, stderr_until};
+use common::{Env, assert_fails_with, command, scan, stderr_until};
 use serde_json::{Value, json};
 
 /// The server, with the address it printed.
@@ -464,11 +464,9 @@ fn a_non_loopback_address_needs_the_flag_and_gets_a_warning() {
         .args(["--transport", "http", "--listen", "0.0.0.0:0"])
         .output()
         .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("refusing to listen on 0.0.0.0:0: not a loopback address"),
-        "{stderr}"
+    assert_fails_with(
+        &out,
+        "refusing to listen on 0.0.0.0:0: not a loopback address",
     );
     let (_server, seen) = start_on(&config, "0.0.0.0:0", &["--allow-non-loopback"]);
     assert!(

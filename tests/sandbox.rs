@@ -454,22 +454,14 @@ fn check_says_whether_the_sandbox_is_on_and_what_it_would_widen() {
         .arg(&over)
         .output()
         .unwrap();
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains(&refusal),
-        "{out:?}"
-    );
+    assert_fails_with(&out, &refusal);
     let out = command()
         .arg("--config")
         .arg(&over)
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains(&refusal),
-        "{out:?}"
-    );
+    assert_fails_with(&out, &refusal);
     assert!(out.stdout.is_empty());
     let plain = env.config("[[roots]]\nname = \"docs\"\npath = \"docs\"\nrole = \"reference\"\n");
     let (_, stdout) = check(&plain);

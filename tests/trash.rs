@@ -270,8 +270,7 @@ async fn purge_by_age_and_trash_without_an_index() {
 
     // `--older-than` is required: no accidental purge of everything.
     let out = trash(&config, &["purge"]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--older-than"));
+    assert_fails_with(&out, "--older-than");
 
     let line = |l: &Line| {
         format!(

@@ -284,12 +284,12 @@ fn check(cli: &Cli) -> anyhow::Result<()> {
     if cli.http.transport == Transport::Http {
         http_options(&cli.http, config.limits.tool_timeout)?;
     }
+    let (cache, unused) = cache(&config);
     if config.landlock {
-        Plan::new(&config, cache(&config).0.dir())?;
+        Plan::new(&config, cache.dir())?;
     }
     let runtime = runtime(&config)?;
     let audit = Audit::open(&AuditTarget::Stderr, 0, 0)?;
-    let (cache, _) = cache(&config);
     let toolbox = toolbox(config, audit, runtime, &cache)?;
     let config = toolbox.config();
     println!("config is valid");
@@ -376,7 +376,8 @@ fn check(cli: &Cli) -> anyhow::Result<()> {
             }
         ),
     }
-    let warnings = warnings(config, &cli.http, cli.allow_root);
+    let mut warnings: Vec<String> = unused.into_iter().collect();
+    warnings.extend(warnings_of(config, &cli.http, cli.allow_root));
     if !warnings.is_empty() {
         println!("warnings:");
         for w in warnings {
@@ -423,8 +424,8 @@ fn bytes_text(bytes: u64) -> String {
 }
 
 /// What an operator should know before serving this config.
-fn warnings(config: &Config, http: &HttpArgs, allow_root: bool) -> Vec<String> {
-    let mut out: Vec<String> = cache(config).1.into_iter().collect();
+fn warnings_of(config: &Config, http: &HttpArgs, allow_root: bool) -> Vec<String> {
+    let mut out = Vec::new();
     let home = std::env::var_os("HOME")
         .map(PathBuf::from)
         .and_then(|h| std::fs::canonicalize(h).ok());
@@ -551,7 +552,7 @@ fn serve(cli: &Cli) -> anyhow::Result<()> {
     // A sandboxed server only reads the cache: what it wrote there would
     // run in every later start.
     let cache = if config.landlock {
-        restrict(&config)?;
+        restrict(&config, cache.dir())?;
         cache.read_only()
     } else {
         cache
@@ -612,7 +613,7 @@ fn refuse_root(cli: &Cli) -> anyhow::Result<()> {
 /// filesystem is done (the config, the audit log, the token file) and no
 /// thread has started: the runtime's epoch ticker, the component loader and
 /// tokio's workers all start after this, restricted like this thread.
-fn restrict(config: &Config) -> anyhow::Result<()> {
+fn restrict(config: &Config, cache: Option<&Path>) -> anyhow::Result<()> {
     anyhow::ensure!(
         sandbox::lone_thread() != Some(false),
         "a thread started before the kernel sandbox, which would not cover it"
@@ -620,7 +621,7 @@ fn restrict(config: &Config) -> anyhow::Result<()> {
     if let Some(dir) = sandbox::shared_audit_dir(config) {
         eprintln!("warning: {}", shared_audit_dir(&dir));
     }
-    match Plan::new(config, cache(config).0.dir())?.restrict_self()? {
+    match Plan::new(config, cache)?.restrict_self()? {
         status @ Status::Enforced { .. } => eprintln!("landlock: {status}"),
         status @ Status::NotEnforced(_) => eprintln!("warning: {status}"),
     }

@@ -428,12 +428,10 @@ impl Toolbox {
             // write (a grant to write its trash index would make every move
             // into that trash gain rights, which Landlock refuses): its trash
             // lists file by file.
-            let indexed: Vec<Resolved> = resolved
+            let indexed = resolved
                 .iter()
-                .filter(|r| !self.config.landlock || r.root().perms.contains(Permission::Write))
-                .cloned()
-                .collect();
-            trash::record_call(&indexed, stamp, &outcome.kept);
+                .filter(|r| !self.config.landlock || r.root().perms.contains(Permission::Write));
+            trash::record_call(indexed, stamp, &outcome.kept);
         }
         for r in &resolved {
             let path = clip(r.requested());

@@ -804,9 +804,13 @@ pub fn record(root: &Root, stamp: &str, kept: &[Kept]) -> io::Result<()> {
 /// resolved a path on for more than reading). A failure is logged and
 /// never fails the call: what was kept is in the trash regardless, and
 /// lists file by file without its index.
-pub fn record_call(resolved: &[Resolved], stamp: &str, kept: &[Kept]) {
+pub fn record_call<'a>(
+    resolved: impl IntoIterator<Item = &'a Resolved>,
+    stamp: &str,
+    kept: &[Kept],
+) {
     let mut done: Vec<&str> = Vec::new();
-    for r in resolved.iter().filter(|r| r.op() != Permission::Read) {
+    for r in resolved.into_iter().filter(|r| r.op() != Permission::Read) {
         let root = r.root();
         if done.contains(&root.name.as_str()) {
             continue;

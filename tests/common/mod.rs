@@ -58,6 +58,13 @@ pub const FLAG_VARS: [&str; 12] = [
     "LOOMFS_SESSION_IDLE_SECS",
 ];
 
+/// Asserts that the binary failed and said `needle` on stderr.
+pub fn assert_fails_with(out: &std::process::Output, needle: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "it succeeded: {out:?}");
+    assert!(stderr.contains(needle), "{needle:?} not in: {stderr}");
+}
+
 /// `check --config config`: whether it succeeded, and its stdout.
 pub fn check(config: &Path) -> (bool, String) {
     let out = command()
