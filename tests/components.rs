@@ -287,7 +287,7 @@ fn components_that_cannot_be_tools_stop_the_start() {
         (
             vec!["tools/empty.wasm"],
             format!(
-                "component {}: does not export the tool interface (loom-fs:tool/tool@0.1.0); build it against wit/",
+                "component {}: does not export the tool interface (loom-fs:tool/tool@0.2.0); build it against wit/",
                 file("empty.wasm")
             ),
         ),

@@ -16,6 +16,7 @@ use loom_fs_mcp::runtime::fs::Refusal;
 use loom_fs_mcp::runtime::{
     Budget, Cache, CallError, CallMount, CallOutcome, CallRequest, GuestLimits, Runtime,
 };
+use loom_fs_mcp::staging::Staging;
 use loom_fs_mcp::tools::{Control, Toolbox};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -62,6 +63,7 @@ fn request(
             } else {
                 Permission::Read
             },
+            staging: None,
         }],
         limits: GuestLimits {
             max_entries: 100,
@@ -571,8 +573,12 @@ fn spawn_call(
     cancel: &CancellationToken,
 ) -> tokio::task::JoinHandle<(String, bool)> {
     let (tb, cancel) = (Arc::clone(tb), cancel.clone());
-    let args =
-        json!({"attack": attack, "root": "ws", "write_path": "scratch.txt", "path": "keep.txt"});
+    // A place of its own to declare: calls that change one place wait for
+    // each other (see `tests/parallel.rs`), and these test the slots.
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let args = json!({"attack": attack, "root": "ws", "write_path": format!("scratch-{n}.txt"),
+        "path": "keep.txt"});
     tokio::spawn(async move {
         let serde_json::Value::Object(args) = args else {
             unreachable!()
@@ -626,7 +632,8 @@ async fn one_slow_call_does_not_hold_up_63_others() {
     assert_unchanged_but_the_audit(&env, &before);
 }
 
-/// Nothing on disk changed but the toolbox's own config and audit log.
+/// Nothing on disk changed but the toolbox's own config and audit log (the
+/// snapshot leaves out the host's lock file).
 fn assert_unchanged_but_the_audit(env: &Env, before: &[(std::path::PathBuf, Option<Vec<u8>>)]) {
     let ours = |p: &std::path::PathBuf| {
         p.to_string_lossy().starts_with("audit.log") || p.ends_with("config.toml")
@@ -702,4 +709,108 @@ async fn calls_beyond_the_bound_wait_their_turn() {
         ]
     );
     assert_unchanged_but_the_audit(&env, &before);
+}
+
+/// A call's staging directory: what the call makes there leaves only by a
+/// rename or link into its own root (a publish, which keeps the file it
+/// replaces); nothing enters it from elsewhere, no symlink is made in it,
+/// nothing of it goes to the trash or to another root, and a directory is
+/// published only where nothing stands.
+#[test]
+fn the_staging_directory_lets_out_only_into_its_own_root() {
+    let env = fixture();
+    env.write("ws/b.txt", "b\n").write("other/o.txt", "o\n");
+    let ws = root(&env, "ws", Role::Workspace, Role::Workspace.ceiling());
+    let other = root(&env, "other", Role::Workspace, Role::Workspace.ceiling());
+    let staging = Staging::new();
+    let dir = staging.call_dir(&ws).unwrap();
+    let stamp = "20261129T000000.000009Z";
+    let call = |args: serde_json::Value| {
+        let mut req = request(&ws, true, &args, CancellationToken::new());
+        req.stamp = Some(stamp.into());
+        req.mounts[0].staging = Some(dir.path().to_path_buf());
+        req.mounts.push(CallMount {
+            root: Arc::clone(&other),
+            op: Permission::Write,
+            staging: None,
+        });
+        let outcome = runtime().call(0, req);
+        let text = outcome.result.unwrap().text.join("\n");
+        (text, outcome.refusals, outcome.kept)
+    };
+    let write = |name: &str, content: &str| {
+        let (r, f, _) = call(json!({"attack": "staging_write", "path": name, "content": content}));
+        assert_eq!(r, "ok: written", "{f:?}");
+    };
+    write("new", "NEW\n");
+    for args in [
+        json!({"attack": "staging_in", "path": "keep.txt", "to": "in"}),
+        json!({"attack": "staging_link_in", "path": "keep.txt", "to": "in"}),
+        json!({"attack": "staging_to_trash", "path": "new", "to": format!(".mcp-trash/{stamp}/new")}),
+        json!({"attack": "staging_symlink", "path": "link"}),
+        json!({"attack": "staging_out_to", "path": "new", "to": "stolen.txt", "dest_mount": "other"}),
+    ] {
+        let (report, refusals, _) = call(args.clone());
+        assert!(report.starts_with("refused"), "{args}: {report}");
+        assert!(
+            refusals.iter().any(|r| r.rule == "staging"),
+            "{args}: {refusals:?}"
+        );
+    }
+    // Denied names are denied there too, and as a publish's target.
+    let (r, refusals, _) = call(json!({"attack": "staging_write", "path": ".env", "content": "x"}));
+    assert!(
+        r.starts_with("refused") && refusals.iter().any(|r| r.rule == "deny"),
+        "{r}"
+    );
+    let (r, refusals, _) = call(json!({"attack": "staging_out", "path": "new", "to": ".env"}));
+    assert!(
+        r.starts_with("refused") && refusals.iter().any(|r| r.rule == "deny"),
+        "{r}"
+    );
+    assert_eq!(std::fs::read(env.path("ws/keep.txt")).unwrap(), b"keep\n");
+    assert!(!env.path("other/stolen.txt").exists());
+    assert!(
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .all(|e| e.unwrap().file_name() != "in")
+    );
+
+    // Where nothing stands: published, nothing kept.
+    let (r, _, kept) = call(json!({"attack": "staging_out", "path": "new", "to": "fresh.txt"}));
+    assert_eq!(r, "ok: published");
+    assert!(kept.is_empty(), "{kept:?}");
+    assert_eq!(std::fs::read(env.path("ws/fresh.txt")).unwrap(), b"NEW\n");
+    // Over a file the call did not keep: published, the replaced one kept.
+    write("newer", "NEWER\n");
+    let (r, _, kept) = call(json!({"attack": "staging_out", "path": "newer", "to": "b.txt"}));
+    assert_eq!(r, "ok: published");
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(kept[0].from, "b.txt");
+    assert_eq!(kept[0].to, format!(".mcp-trash/{stamp}/b.txt"));
+    assert_eq!(std::fs::read(env.path("ws/b.txt")).unwrap(), b"NEWER\n");
+    assert_eq!(
+        std::fs::read(env.path(&format!("ws/.mcp-trash/{stamp}/b.txt"))).unwrap(),
+        b"b\n"
+    );
+    // Again over it: the slot is taken, the next one is used.
+    write("newest", "NEWEST\n");
+    let (_, _, kept) = call(json!({"attack": "staging_out", "path": "newest", "to": "b.txt"}));
+    assert_eq!(kept[0].to, format!(".mcp-trash/{stamp}/b.txt.~2~"));
+    // A link out never replaces.
+    write("linked", "L\n");
+    let (r, _, _) =
+        call(json!({"attack": "staging_out_link", "path": "linked", "to": "fresh.txt"}));
+    assert!(r.starts_with("refused"), "{r}");
+    assert_eq!(std::fs::read(env.path("ws/fresh.txt")).unwrap(), b"NEW\n");
+    // A directory only where nothing stands.
+    let (r, _, _) = call(json!({"attack": "staging_mkdir", "path": "tree"}));
+    assert_eq!(r, "ok: created");
+    let (r, _, _) = call(json!({"attack": "staging_out", "path": "tree", "to": "fresh.txt"}));
+    assert!(r.starts_with("refused"), "{r}");
+    let (r, _, _) = call(json!({"attack": "staging_out", "path": "tree", "to": "tree"}));
+    assert_eq!(r, "ok: published");
+    assert!(env.path("ws/tree").is_dir());
+    // Nothing of this reached the other root.
+    assert_eq!(env.snapshot_of("other").len(), 1);
 }

@@ -3,7 +3,8 @@
 //! test's own): both protocol eras, DNS-rebinding protection (`Host`,
 //! `Origin`), the bearer token, the body cap, the session cap, the
 //! loopback-only default, the client address in the audit log, and a
-//! shutdown that lets a write in flight finish.
+//! shutdown that lets a write in flight finish, and parallel edits of one
+//! file through two sessions that all land.
 
 mod common;
 
@@ -608,5 +609,51 @@ async fn a_real_client_lists_and_calls_in_both_eras() {
         assert_eq!(common::text(&r), "alpha\n", "{label}");
         scan(&serde_json::to_string(&r).unwrap());
         client.cancel().await.unwrap();
+    }
+}
+
+/// Parallel edits of one file through two HTTP sessions of one server:
+/// every call answers success and every change is in the file.
+#[test]
+fn parallel_edits_through_two_sessions_all_land() {
+    let (env, config) = fixture();
+    let n = 16;
+    let original: String = (0..n).map(|i| format!("line {i:02}: original\n")).collect();
+    env.write("ws/e.txt", &original);
+    let server = start(&config, &[]);
+    let sessions = [open_session(server.addr), open_session(server.addr)];
+    for round in 0..3 {
+        std::fs::write(env.path("ws/e.txt"), &original).unwrap();
+        std::thread::scope(|scope| {
+            let calls: Vec<_> = (0..n)
+                .map(|i| {
+                    let session = &sessions[i % 2];
+                    let addr = server.addr;
+                    scope.spawn(move || {
+                        let args = json!({"name": "edit_file", "arguments": {
+                            "root": "ws", "path": "e.txt", "edits": [{
+                                "old_text": format!("line {i:02}: original"),
+                                "new_text": format!("line {i:02}: changed by call {i}")}]}});
+                        let id = u32::try_from(100 * round + i).unwrap();
+                        in_session(addr, session, id, "tools/call", args).message()
+                    })
+                })
+                .collect();
+            for (i, call) in calls.into_iter().enumerate() {
+                let answer = call.join().unwrap();
+                assert_eq!(
+                    answer["result"]["isError"], false,
+                    "round {round}, call {i}: {answer}"
+                );
+            }
+        });
+        let expected: String = (0..n)
+            .map(|i| format!("line {i:02}: changed by call {i}\n"))
+            .collect();
+        assert_eq!(
+            std::fs::read_to_string(env.path("ws/e.txt")).unwrap(),
+            expected,
+            "round {round}"
+        );
     }
 }

@@ -644,6 +644,7 @@ fn denied_directories_are_never_walked() {
                 mounts: vec![CallMount {
                     root: Arc::clone(&root),
                     op: Permission::Read,
+                    staging: None,
                 }],
                 limits: GuestLimits {
                     max_entries: 1000,

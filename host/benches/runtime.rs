@@ -43,6 +43,7 @@ fn bench(c: &mut Criterion) {
                 mounts: vec![CallMount {
                     root: Arc::clone(&root),
                     op: Permission::Read,
+                    staging: None,
                 }],
                 limits: GuestLimits {
                     max_entries: 1000,

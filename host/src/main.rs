@@ -20,6 +20,7 @@ use loom_fs_mcp::mcp::Server;
 use loom_fs_mcp::policy::Permission;
 use loom_fs_mcp::runtime::{self, Budget, Cache, Runtime};
 use loom_fs_mcp::sandbox::{self, Plan, Status};
+use loom_fs_mcp::staging;
 use loom_fs_mcp::tools::Toolbox;
 use loom_fs_mcp::transport;
 use loom_fs_mcp::trash;
@@ -565,20 +566,23 @@ fn serve(cli: &Cli) -> anyhow::Result<()> {
     let sandboxed = config.landlock;
     std::thread::Builder::new()
         .name("load-components".into())
-        .spawn(move || match toolbox(config, audit, runtime, &cache) {
-            Ok(toolbox) => {
-                let _ = ready.send(Some(Arc::new(toolbox)));
-                if cache.missed() && sandboxed {
-                    eprintln!(
-                        "landlock: components not in the cache were compiled and not cached (a \
+        .spawn(move || {
+            sweep_staging(&config);
+            match toolbox(config, audit, runtime, &cache) {
+                Ok(toolbox) => {
+                    let _ = ready.send(Some(Arc::new(toolbox)));
+                    if cache.missed() && sandboxed {
+                        eprintln!(
+                            "landlock: components not in the cache were compiled and not cached (a \
                          sandboxed server never writes code for later starts); run `loom-fs-mcp \
                          check` with this config once to cache them"
-                    );
+                        );
+                    }
                 }
-            }
-            Err(e) => {
-                eprintln!("loom-fs-mcp: {e:#}");
-                std::process::exit(1);
+                Err(e) => {
+                    eprintln!("loom-fs-mcp: {e:#}");
+                    std::process::exit(1);
+                }
             }
         })
         .context("cannot start the component loader")?;
@@ -593,6 +597,36 @@ fn serve(cli: &Cli) -> anyhow::Result<()> {
             rt.block_on(serve_stdio(Server::new(loaded)))
         }
         Some(options) => rt.block_on(serve_http(Server::new(loaded), options)),
+    }
+}
+
+/// Removes what servers that are gone (killed mid-call) left in the
+/// staging area of each root this server may write, and says so.
+fn sweep_staging(config: &Config) {
+    let in_flight = trash::in_flight(config.limits.tool_timeout);
+    for root in config
+        .roots
+        .iter()
+        .filter(|r| r.perms.contains(Permission::Write))
+    {
+        match staging::sweep(root, std::time::SystemTime::now(), in_flight, false) {
+            Ok(swept) if !swept.is_empty() => eprintln!(
+                "{}: removed the unfinished files of {} stopped {} and {} old {} from its staging \
+                 area",
+                root.name,
+                swept.servers,
+                plural(swept.servers, "server", "servers"),
+                swept.calls,
+                plural(swept.calls, "call", "calls"),
+            ),
+            Ok(_) => {}
+            Err(e) => eprintln!(
+                "warning: {}: cannot clear its staging area ({}/{}): {e}",
+                root.name,
+                runtime::fs::TRASH_DIR,
+                staging::STAGING_DIR
+            ),
+        }
     }
 }
 
@@ -817,6 +851,16 @@ fn trash_purge(
             if dry_run { "would remove" } else { "removed" },
             purged.temps,
             plural(purged.temps, "file", "files"),
+        )?;
+    }
+    if !purged.staged.is_empty() {
+        let (servers, calls) = (purged.staged.servers, purged.staged.calls);
+        writeln!(
+            out,
+            "{} what {servers} stopped {} and {calls} old {} left in the staging area",
+            if dry_run { "would remove" } else { "removed" },
+            plural(servers, "server", "servers"),
+            plural(calls, "call", "calls"),
         )?;
     }
     if purged.in_flight > 0 {

@@ -47,20 +47,30 @@ impl Slots {
         }
     }
 
-    /// Takes a free slot, or waits for one until `wait` passes or `cancel`
-    /// fires.
-    pub async fn take(&self, cancel: &CancellationToken) -> Result<Slot, SlotError> {
+    /// Takes a free slot, or waits for one until `wait` passes (or
+    /// `until`, if that comes first: the call waited for other things
+    /// before) or `cancel` fires.
+    pub async fn take(
+        &self,
+        cancel: &CancellationToken,
+        until: tokio::time::Instant,
+    ) -> Result<Slot, SlotError> {
         // The common case, a free slot, arms no timer.
         if let Ok(slot) = Arc::clone(&self.semaphore).try_acquire_owned() {
             return Ok(slot);
         }
-        let waiting = tokio::time::timeout(self.wait, Arc::clone(&self.semaphore).acquire_owned());
+        let wait = self
+            .wait
+            .min(until.saturating_duration_since(tokio::time::Instant::now()));
+        let waiting = tokio::time::timeout(wait, Arc::clone(&self.semaphore).acquire_owned());
         tokio::select! {
             biased;
             () = cancel.cancelled() => Err(SlotError::Cancelled),
             taken = waiting => match taken {
                 Ok(Ok(slot)) => Ok(slot),
                 // The semaphore is never closed: a closed one is as good as busy.
+                // The call waited its whole allowance (`until` is the end
+                // of the same allowance, part of it spent on other waits).
                 Ok(Err(_)) | Err(_) => Err(SlotError::Busy {
                     slots: self.size,
                     waited: self.wait,
@@ -75,6 +85,11 @@ mod tests {
     use super::*;
     use std::time::Instant;
 
+    /// No earlier end than the slots' own wait.
+    fn later() -> tokio::time::Instant {
+        tokio::time::Instant::now() + Duration::from_secs(3600)
+    }
+
     fn rt() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_current_thread()
             .enable_time()
@@ -87,11 +102,11 @@ mod tests {
         rt().block_on(async {
             let slots = Slots::new(2, Duration::from_secs(60));
             let none = CancellationToken::new();
-            let a = slots.take(&none).await.unwrap();
-            let b = slots.take(&none).await.unwrap();
+            let a = slots.take(&none, later()).await.unwrap();
+            let b = slots.take(&none, later()).await.unwrap();
             drop(a);
             let started = Instant::now();
-            let _c = slots.take(&none).await.unwrap();
+            let _c = slots.take(&none, later()).await.unwrap();
             assert!(started.elapsed() < Duration::from_secs(30));
             drop(b);
         });
@@ -103,9 +118,9 @@ mod tests {
             let wait = Duration::from_millis(150);
             let slots = Slots::new(1, wait);
             let none = CancellationToken::new();
-            let _held = slots.take(&none).await.unwrap();
+            let _held = slots.take(&none, later()).await.unwrap();
             let started = Instant::now();
-            let err = slots.take(&none).await.unwrap_err();
+            let err = slots.take(&none, later()).await.unwrap_err();
             assert!(started.elapsed() >= wait);
             assert_eq!(
                 err.to_string(),
@@ -114,17 +129,32 @@ mod tests {
         });
     }
 
+    /// A call that already waited (for its locks) waits only what is left.
+    #[test]
+    fn an_earlier_end_shortens_the_wait() {
+        rt().block_on(async {
+            let slots = Slots::new(1, Duration::from_secs(60));
+            let none = CancellationToken::new();
+            let _held = slots.take(&none, later()).await.unwrap();
+            let started = Instant::now();
+            let until = tokio::time::Instant::now() + Duration::from_millis(100);
+            let err = slots.take(&none, until).await.unwrap_err();
+            assert!(matches!(err, SlotError::Busy { .. }));
+            assert!(started.elapsed() < Duration::from_secs(30));
+        });
+    }
+
     #[test]
     fn a_waiting_call_gets_the_slot_freed_before_its_wait_ends() {
         rt().block_on(async {
             let slots = Slots::new(1, Duration::from_secs(60));
             let none = CancellationToken::new();
-            let held = slots.take(&none).await.unwrap();
+            let held = slots.take(&none, later()).await.unwrap();
             let freer = tokio::spawn(async move {
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 drop(held);
             });
-            assert!(slots.take(&none).await.is_ok());
+            assert!(slots.take(&none, later()).await.is_ok());
             freer.await.unwrap();
         });
     }
@@ -133,7 +163,10 @@ mod tests {
     fn cancelling_stops_the_wait() {
         rt().block_on(async {
             let slots = Slots::new(1, Duration::from_secs(60));
-            let _held = slots.take(&CancellationToken::new()).await.unwrap();
+            let _held = slots
+                .take(&CancellationToken::new(), later())
+                .await
+                .unwrap();
             let cancel = CancellationToken::new();
             let trigger = cancel.clone();
             tokio::spawn(async move {
@@ -141,7 +174,10 @@ mod tests {
                 trigger.cancel();
             });
             let started = Instant::now();
-            assert_eq!(slots.take(&cancel).await.unwrap_err(), SlotError::Cancelled);
+            assert_eq!(
+                slots.take(&cancel, later()).await.unwrap_err(),
+                SlotError::Cancelled
+            );
             assert!(started.elapsed() < Duration::from_secs(30));
         });
     }

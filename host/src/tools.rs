@@ -4,8 +4,12 @@
 //! root grants the permission it needs, and its description names those
 //! roots. A call goes: arguments → every declared path argument through
 //! [`resolve`] (each refusal audited and returned as an `isError` result
-//! naming the rule) → a fresh component instance that sees only the call's
-//! roots → result mapped to MCP content, structured content and images.
+//! naming the rule) → for a call that changes something, the locks of the
+//! places it changes ([`crate::locks`]), then every path resolved again
+//! under them → its trash stamp, a call slot, and for a tool that keeps
+//! history a staging directory in each root it writes ([`crate::staging`])
+//! → a fresh component instance that sees only the call's roots → result
+//! mapped to MCP content, structured content and images.
 //!
 //! This module is transport-agnostic: stdio and HTTP serve the same
 //! [`Toolbox`].
@@ -23,12 +27,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::audit::{Audit, Record};
 use crate::config::Config;
-use crate::policy::{PathArg, Permission, Resolved, path_requests, resolve, shown};
+use crate::locks::{Key, LockError, Locked, PathLocks};
+use crate::policy::{PathArg, Permission, Perms, Resolved, path_requests, resolve, shown};
 use crate::quota::{self, Quota};
 use crate::runtime::{
     self, Activity, CallError, CallMount, CallRequest, GuestLimits, Runtime, ToolError,
 };
 use crate::slots::{SlotError, Slots};
+use crate::staging::{CallDir, Staging};
 use crate::trash;
 
 /// Longest model-supplied string kept in an audit line (bytes).
@@ -73,6 +79,10 @@ pub struct Toolbox {
     slots: Slots,
     /// The byte quota every call draws on, if the config sets one.
     quota: Option<Arc<Quota>>,
+    /// Calls that change overlapping places wait for each other.
+    locks: Arc<PathLocks>,
+    /// Where tools that keep history write before they publish.
+    staging: Staging,
 }
 
 /// A component whose self-description cannot be served.
@@ -191,6 +201,8 @@ impl Toolbox {
             entries,
             slots,
             quota,
+            locks: PathLocks::new(),
+            staging: Staging::new(),
         })
     }
 
@@ -250,14 +262,30 @@ impl Toolbox {
                 paths,
                 keeps_history,
             } => {
-                let client = control.client.as_deref();
-                let resolved = match self.resolve_all(name, paths, &arguments, client) {
-                    Ok(resolved) => resolved,
-                    Err(message) => return Ok(error_result(message)),
+                // Waiting for locks and then for a slot counts against the
+                // call's deadline: together at most the tool timeout.
+                let waits_until = tokio::time::Instant::now() + self.config.limits.tool_timeout;
+                let (resolved, locked) = match self
+                    .resolve_and_lock(name, paths, &arguments, &control, waits_until)
+                    .await
+                {
+                    Ok(done) => done,
+                    Err(refused) => return Ok(refused),
                 };
+                // Taken under the locks: a path's trash entries are in the
+                // order its changes were made.
                 let stamp = keeps_history.then(runtime::trash_stamp);
                 Ok(self
-                    .run(name, *index, resolved, arguments, stamp, control)
+                    .run(Run {
+                        tool: name,
+                        index: *index,
+                        resolved,
+                        arguments,
+                        stamp,
+                        control,
+                        locked,
+                        waits_until,
+                    })
                     .await)
             }
         }
@@ -322,15 +350,104 @@ impl Toolbox {
         Ok(resolved)
     }
 
-    async fn run(
-        self: &Arc<Self>,
+    /// Resolves the call's paths, locks the places it changes, and
+    /// resolves them again under the locks (a call that held them may have
+    /// moved what a path leads to): when the places changed meanwhile, the
+    /// locks are given back and taken again for the new ones. A refusal
+    /// (a path, a lock not had in time, a cancellation) is the call's
+    /// result, audited.
+    async fn resolve_and_lock(
+        &self,
         tool: &str,
-        index: usize,
-        resolved: Vec<Resolved>,
-        arguments: JsonObject,
-        stamp: Option<String>,
-        control: Control,
-    ) -> CallToolResult {
+        paths: &[PathArg],
+        arguments: &JsonObject,
+        control: &Control,
+        waits_until: tokio::time::Instant,
+    ) -> Result<(Vec<Resolved>, Locked), CallToolResult> {
+        let client = control.client.as_deref();
+        let mut resolved = self
+            .resolve_all(tool, paths, arguments, client)
+            .map_err(error_result)?;
+        loop {
+            let keys = lock_keys(&resolved);
+            let locked = match self
+                .locks
+                .lock(keys.clone(), waits_until, &control.cancel)
+                .await
+            {
+                Ok(locked) => locked,
+                Err(e) => {
+                    let rule = match e {
+                        LockError::Busy { .. } => "locked",
+                        LockError::Cancelled => "cancelled",
+                    };
+                    self.audit_refused(tool, &resolved, rule, client);
+                    return Err(error_result(e.to_string()));
+                }
+            };
+            if keys.is_empty() {
+                return Ok((resolved, locked));
+            }
+            let again = self
+                .resolve_all(tool, paths, arguments, client)
+                .map_err(error_result)?;
+            if same_places(&lock_keys(&again), &keys) {
+                return Ok((again, locked));
+            }
+            resolved = again;
+        }
+    }
+
+    fn audit_refused(&self, tool: &str, resolved: &[Resolved], rule: &str, client: Option<&str>) {
+        for r in resolved {
+            self.audit.log(
+                &Record::new(tool, &r.root().name, &clip(r.requested()), r.op())
+                    .denied(rule)
+                    .client(client),
+            );
+        }
+    }
+
+    /// A staging directory in each root the call writes, for a tool that
+    /// keeps history (its mounts get their paths).
+    fn stage(&self, mounts: &mut [CallMount]) -> Result<Vec<CallDir>, String> {
+        let mut dirs = Vec::new();
+        for m in mounts {
+            if !Perms::up_to(m.op)
+                .intersect(m.root.perms)
+                .contains(Permission::Write)
+            {
+                continue;
+            }
+            match self.staging.call_dir(&m.root) {
+                Ok(dir) => {
+                    m.staging = Some(dir.path().to_path_buf());
+                    dirs.push(dir);
+                }
+                Err(e) => {
+                    tracing::warn!(root = %m.root.name, "cannot make a staging directory: {e}");
+                    return Err(format!(
+                        "root '{}': its staging directory (.mcp-trash/.staging) cannot be made:                          {}; nothing was changed",
+                        m.root.name,
+                        e.kind()
+                    ));
+                }
+            }
+        }
+        Ok(dirs)
+    }
+
+    async fn run(self: &Arc<Self>, call: Run<'_>) -> CallToolResult {
+        let Run {
+            tool,
+            index,
+            resolved,
+            arguments,
+            stamp,
+            control,
+            locked,
+            waits_until,
+        } = call;
         let mut mounts: Vec<CallMount> = Vec::new();
         for r in &resolved {
             match mounts.iter_mut().find(|m| m.root.name == r.root().name) {
@@ -338,6 +455,7 @@ impl Toolbox {
                 None => mounts.push(CallMount {
                     root: Arc::clone(r.root()),
                     op: r.op(),
+                    staging: None,
                 }),
             }
         }
@@ -361,46 +479,46 @@ impl Toolbox {
         if let Some(q) = &self.quota
             && let Err(empty) = q.ready(request.arguments.len() as u64)
         {
-            for r in &resolved {
-                self.audit.log(
-                    &Record::new(tool, &r.root().name, &clip(r.requested()), r.op())
-                        .denied("quota")
-                        .client(client),
-                );
-            }
+            self.audit_refused(tool, &resolved, "quota", client);
             return error_result(format!(
                 "refused by rule 'quota': the byte quota is used up ({}); {}",
                 quota_figures(q),
                 quota::retry_text(empty.retry_after)
             ));
         }
-        let slot = match self.slots.take(&request.cancel).await {
+        let slot = match self.slots.take(&request.cancel, waits_until).await {
             Ok(slot) => slot,
             Err(e) => {
                 let rule = match e {
                     SlotError::Busy { .. } => "busy",
                     SlotError::Cancelled => "cancelled",
                 };
-                for r in &resolved {
-                    self.audit.log(
-                        &Record::new(tool, &r.root().name, &clip(r.requested()), r.op())
-                            .denied(rule)
-                            .client(client),
-                    );
-                }
+                self.audit_refused(tool, &resolved, rule, client);
                 return error_result(e.to_string());
             }
         };
         // The call's duration is its guest's, not its wait for a slot.
         let started = Instant::now();
         let this = Arc::clone(self);
+        let mut request = request;
+        // The slot, the locks and the staging directories travel with the
+        // guest's thread: a guest that outlives its caller still holds them,
+        // and its staging directories go only once it is done.
         let outcome = tokio::task::spawn_blocking(move || {
             let _slot = slot;
-            this.runtime.call(index, request)
+            let staged = match request.stamp {
+                Some(_) => this.stage(&mut request.mounts),
+                None => Ok(Vec::new()),
+            };
+            let outcome = match staged {
+                Ok(_staged) => this.runtime.call(index, request),
+                Err(message) => runtime::CallOutcome::setup(message),
+            };
+            (outcome, locked)
         })
         .await;
         let elapsed = started.elapsed();
-        let outcome = match outcome {
+        let (outcome, _locked) = match outcome {
             Ok(outcome) => outcome,
             Err(e) => {
                 tracing::error!(tool, "tool call panicked: {e}");
@@ -481,6 +599,38 @@ impl Toolbox {
     }
 }
 
+/// One call on its way to its guest: resolved, locked and stamped.
+struct Run<'a> {
+    tool: &'a str,
+    index: usize,
+    resolved: Vec<Resolved>,
+    arguments: JsonObject,
+    stamp: Option<String>,
+    control: Control,
+    locked: Locked,
+    /// When waiting for a slot must end (the locks took their part).
+    waits_until: tokio::time::Instant,
+}
+
+/// The places a call changes: every path it resolved for more than reading.
+fn lock_keys(resolved: &[Resolved]) -> Vec<Key> {
+    resolved
+        .iter()
+        .filter(|r| r.op() != Permission::Read)
+        .map(|r| Key {
+            root: Arc::clone(r.root()),
+            rel: r.real_rel().to_path_buf(),
+        })
+        .collect()
+}
+
+fn same_places(a: &[Key], b: &[Key]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(a, b)| Arc::ptr_eq(&a.root, &b.root) && a.rel == b.rel)
+}
+
 /// What a call that ran out of quota answers, whatever its guest made of
 /// the refused operation (a search might have skipped the file, and its
 /// result would look complete; a tool's own error would only say that an
@@ -491,9 +641,9 @@ fn ran_out_of_quota(q: &Quota, activity: &Activity) -> String {
     format!(
         "refused by rule 'quota': the byte quota ran out during the call, after {} bytes read \
          and {} bytes written ({}); {} (a call that needs more than quota_burst_bytes never \
-         fits: read by range, copy in parts). What the tool had done stays done: write_file and \
-         edit_file change nothing unless they finish, an append keeps what it appended, a copy \
-         keeps the files it completed",
+         fits: read by range, copy in parts). write_file and edit_file change nothing unless \
+         they finish, and a directory copy appears only whole; what else the tool had done \
+         stays done",
         activity.bytes_read(),
         activity.bytes_written(),
         quota_figures(q),

@@ -45,19 +45,22 @@ use std::collections::{BTreeMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::fs::{self, File};
 use std::io::{self, Read as _, Write as _};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags, ResolveFlags, Stat};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags, Stat};
 use rustix::io::Errno;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
+use crate::beneath::{beneath, names_in, open_dir, parents, remove_below};
+use crate::locks::{self, LOCK_FILE};
 use crate::policy::{Permission, Resolved, Root, Rule, resolve};
 use crate::runtime::fs::{Kept, TRASH_DIR};
+use crate::staging::{self, STAGING_DIR, Swept};
 
 /// Hex digits of an ID as listed (more only where two entries share them).
 pub const ID_DIGITS: usize = 8;
@@ -401,6 +404,10 @@ fn contents(root: &Root, trash: &TrashDir) -> Result<Contents, TrashError> {
             temps.push(raw.clone());
             continue;
         }
+        // The host's own: no entries (see `staging` and `locks`).
+        if name == STAGING_DIR || name == LOCK_FILE {
+            continue;
+        }
         let (stamp, is_index) = match name.strip_suffix(INDEX_SUFFIX) {
             Some(stamp) => (stamp, true),
             None => (name, false),
@@ -512,38 +519,6 @@ fn plain(s: &str) -> Option<PathBuf> {
         })
         .collect::<Option<_>>()?;
     (!path.as_os_str().is_empty()).then_some(path)
-}
-
-/// The names in the directory `dir` but `.` and `..`, in name order, each
-/// with its type as `lstat` gives it (never following a symlink). A name
-/// gone while it is looked at is left out.
-fn names_in(dir: &OwnedFd) -> io::Result<Vec<(OsString, FileType)>> {
-    let mut out = Vec::new();
-    for item in rustix::fs::Dir::read_from(dir)? {
-        let item = item?;
-        let name = OsStr::from_bytes(item.file_name().to_bytes());
-        if name == "." || name == ".." {
-            continue;
-        }
-        let ty = match item.file_type() {
-            // Some filesystems do not say in the listing.
-            FileType::Unknown => match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
-                Ok(st) => FileType::from_raw_mode(st.st_mode),
-                Err(Errno::NOENT) => continue,
-                Err(e) => return Err(e.into()),
-            },
-            ty => ty,
-        };
-        out.push((name.to_os_string(), ty));
-    }
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok(out)
-}
-
-/// The directory `name` in `dir`, opened without following a symlink.
-fn open_dir(dir: BorrowedFd<'_>, name: &OsStr) -> rustix::io::Result<OwnedFd> {
-    let flags = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    rustix::fs::openat(dir, name, flags, Mode::empty())
 }
 
 /// Every file, symlink, other non-directory, and empty directory below
@@ -795,6 +770,8 @@ pub fn record(root: &Root, stamp: &str, kept: &[Kept]) -> io::Result<()> {
     if entries.is_empty() && !trash.has_dir(stamp) {
         return Ok(());
     }
+    // Another server on this root may be adding to the same stamp's index.
+    let _held = locks::hold(root, &format!("index {stamp}"));
     let mut index = trash.read_index(stamp)?.unwrap_or_default();
     index.entries.extend(entries);
     trash.write_index(stamp, &index)
@@ -927,46 +904,6 @@ fn move_into_place(root: &Root, from: &Path, to: &Path) -> Result<(), Moved> {
     }
 }
 
-/// The directory `rel` below `dir`, opened without leaving `dir` and
-/// without following any symlink.
-fn beneath(dir: impl AsFd, rel: &Path) -> io::Result<OwnedFd> {
-    let rel = if rel.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        rel
-    };
-    let flags = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS;
-    let mut tries = 0;
-    loop {
-        // EAGAIN: a rename elsewhere raced the lookup; try again.
-        match rustix::fs::openat2(dir.as_fd(), rel, flags, Mode::empty(), resolve) {
-            Err(Errno::AGAIN) if tries < 8 => tries += 1,
-            done => return done.map_err(Into::into),
-        }
-    }
-}
-
-/// The directory `rel` below `root`, made where missing, one name at a
-/// time, each opened as in [`beneath`].
-fn parents(root: &OwnedFd, rel: &Path) -> io::Result<OwnedFd> {
-    let mut dir = beneath(root, Path::new(""))?;
-    for part in rel.components() {
-        let Component::Normal(name) = part else {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "not a plain path",
-            ));
-        };
-        match rustix::fs::mkdirat(&dir, name, Mode::from_raw_mode(0o777)) {
-            Ok(()) | Err(Errno::EXIST) => {}
-            Err(e) => return Err(e.into()),
-        }
-        dir = beneath(&dir, Path::new(name))?;
-    }
-    Ok(dir)
-}
-
 /// Takes a restored entry out of its stamp: out of the index, and the
 /// empty directories it leaves (its stamp's included) removed; the index
 /// goes with the stamp's directory.
@@ -1032,6 +969,8 @@ pub struct Purged {
     /// Temporary index files removed: leftovers of index writes that
     /// failed, older than the in-flight window.
     pub temps: usize,
+    /// What servers that are gone left in the staging areas.
+    pub staged: Swept,
 }
 
 /// Removes from the trash of `only` (or of every root) each call's part
@@ -1076,6 +1015,10 @@ pub fn purge(
         for temp in contents.temps {
             purged.temps += usize::from(remove_stale_temp(root, &trash, &temp, now, dry_run)?);
         }
+        let swept = staging::sweep(root, now.at, now.in_flight, dry_run)
+            .map_err(|e| io_error(root, format!("cannot clear {TRASH_DIR}/{STAGING_DIR}"), e))?;
+        purged.staged.servers += swept.servers;
+        purged.staged.calls += swept.calls;
     }
     purged.entries.sort_by(|a, b| a.stamp.cmp(&b.stamp));
     Ok(purged)
@@ -1138,28 +1081,6 @@ fn remove_stamp(root: &Root, trash: &TrashDir, stamp: &Stamp) -> Result<(), Tras
             .map_err(|e| io_error(root, format!("cannot remove {shown}.json"), e))?;
     }
     Ok(())
-}
-
-/// Removes `name` in `dir` and, if it is a directory, everything below
-/// it, by descriptor only: a directory is opened `O_NOFOLLOW` from its
-/// parent's descriptor, emptied and removed by name in its parent; anything
-/// else, a symlink included, is unlinked, never followed. A name swapped
-/// for a symlink meanwhile is unlinked as the link it now is.
-fn remove_below(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<()> {
-    let removed = match open_dir(dir, name) {
-        Ok(sub) => {
-            for (child, _) in names_in(&sub)? {
-                remove_below(sub.as_fd(), &child)?;
-            }
-            rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR)
-        }
-        Err(Errno::NOTDIR | Errno::LOOP) => rustix::fs::unlinkat(dir, name, AtFlags::empty()),
-        Err(e) => Err(e),
-    };
-    match removed {
-        Ok(()) | Err(Errno::NOENT) => Ok(()),
-        Err(e) => Err(e.into()),
-    }
 }
 
 #[cfg(test)]
@@ -1498,7 +1419,7 @@ mod tests {
             "deep"
         );
         // The stamp is gone, index and all; the trash itself stays.
-        let left: Vec<_> = fs::read_dir(f.dir.join("ws/.mcp-trash")).unwrap().collect();
+        let left = top(&f);
         assert!(left.is_empty(), "{left:?}");
 
         // Two entries in one stamp (a second record adds to the index):
@@ -1633,12 +1554,7 @@ mod tests {
         let purged = purge(&f.roots, None, Duration::ZERO, now_at(later, hour), false).unwrap();
         assert_eq!(purged.entries.len(), 1);
         assert!(f.list().is_empty());
-        assert!(
-            fs::read_dir(f.dir.join("ws/.mcp-trash"))
-                .unwrap()
-                .next()
-                .is_none()
-        );
+        assert!(top(&f).is_empty());
         assert!(matches!(
             purge(&f.roots, Some("nope"), hour, now_at(later, hour), false),
             Err(TrashError::UnknownRoot { .. })
@@ -1660,9 +1576,11 @@ mod tests {
 
     /// The names at the top of `ws`'s trash.
     fn top(f: &Fixture) -> Vec<String> {
+        // The lock file and the staging area are the host's, no entries.
         let mut names: Vec<String> = fs::read_dir(f.dir.join("ws/.mcp-trash"))
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name != LOCK_FILE && name != STAGING_DIR)
             .collect();
         names.sort();
         names

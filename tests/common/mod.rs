@@ -213,9 +213,26 @@ impl Env {
         self.snapshot_of("")
     }
 
-    /// Every file under `rel` with its content.
+    /// Every file under `rel` with its content. The host's own state in a
+    /// root (the lock file and the staging area in `.mcp-trash`, and a
+    /// `.mcp-trash` that holds nothing else) is no change a tool made and
+    /// is left out.
     pub fn snapshot_of(&self, rel: &str) -> Vec<(PathBuf, Option<Vec<u8>>)> {
-        snapshot_dir(&self.path(rel))
+        let all = snapshot_dir(&self.path(rel));
+        let names = |p: &Path| -> Vec<String> {
+            p.iter().map(|c| c.to_string_lossy().into_owned()).collect()
+        };
+        let host_state = |p: &Path| {
+            names(p)
+                .windows(2)
+                .any(|w| w[0] == ".mcp-trash" && (w[1] == ".locks" || w[1] == ".staging"))
+        };
+        let kept: Vec<_> = all.into_iter().filter(|(p, _)| !host_state(p)).collect();
+        let holds_more = |dir: &Path| kept.iter().any(|(q, _)| q != dir && q.starts_with(dir));
+        kept.iter()
+            .filter(|(p, c)| !(p.ends_with(".mcp-trash") && c.is_none() && !holds_more(p)))
+            .cloned()
+            .collect()
     }
 
     /// The entries of `<root>/.mcp-trash`: `(stamp, path inside it, content)`.
@@ -228,7 +245,8 @@ impl Env {
         let mut out = Vec::new();
         for stamp in fs::read_dir(&dir).unwrap() {
             let stamp = stamp.unwrap();
-            if !stamp.file_type().unwrap().is_dir() {
+            // The staging area is the server's, not trash.
+            if !stamp.file_type().unwrap().is_dir() || stamp.file_name() == ".staging" {
                 continue;
             }
             let name = stamp.file_name().to_string_lossy().into_owned();
@@ -309,9 +327,25 @@ pub async fn start_with_pid(
     (client, pid)
 }
 
+/// Spawns the server on `config` with `vars` added to its environment,
+/// and connects with the `initialize` handshake.
+pub async fn start_with_env(config: &Path, vars: &[(&str, &Path)]) -> Client {
+    let transport = child_with(config, &[], vars);
+    ().serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
+        .await
+        .expect("MCP handshake")
+}
+
 /// The real binary on `config` as an rmcp child-process transport.
 fn child(config: &Path, args: &[&str]) -> TokioChildProcess {
+    child_with(config, args, &[])
+}
+
+fn child_with(config: &Path, args: &[&str], vars: &[(&str, &Path)]) -> TokioChildProcess {
     let mut cmd = tokio::process::Command::new(BIN);
+    for (name, value) in vars {
+        cmd.env(name, value);
+    }
     for var in FLAG_VARS {
         cmd.env_remove(var);
     }

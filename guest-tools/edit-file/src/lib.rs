@@ -7,11 +7,21 @@
 //! written the file's way. `dry_run` returns the diff and changes nothing;
 //! otherwise the file is replaced atomically and its previous content kept
 //! in the root's trash.
+//!
+//! An edit is a compare-and-swap against the file it read. The host keeps
+//! calls that change one file apart, but a program that does not ask it
+//! (an editor, a build) may change the file between the read and the
+//! publish. So just before publishing, the file is read again and compared
+//! with what the edits were applied to, and the host refuses the publish
+//! (`busy`) if the file changed after that read. Either way the edits are
+//! applied again to the new content, if each still matches exactly once;
+//! otherwise the call fails naming the conflict. Never "edited" with a
+//! change lost.
 
 use std::io::{Read, Write};
 
 use loomfs_guest::content::is_binary;
-use loomfs_guest::write::{Publish, replace};
+use loomfs_guest::write::{Publish, Published, replace_checked};
 use loomfs_guest::{
     Context, DESTRUCTIVE, Descriptor, Guest, Kind, Output, Permission, ToolError, human_bytes,
     io_error, locate, parse_args, root_and_path, to_json,
@@ -107,50 +117,53 @@ impl Guest for EditFile {
         if args.edits.is_empty() {
             return Err(ToolError::InvalidArguments("'edits' is empty".into()));
         }
+        if let Some(n) = args.edits.iter().position(|e| e.old_text.is_empty()) {
+            return Err(ToolError::InvalidArguments(format!(
+                "edit {}: old_text is empty",
+                n + 1
+            )));
+        }
         let at = locate(&ctx, &args.root, &args.path)?;
         let shown = at.shown.as_str();
-        let original = read_text(&at.full, shown, at.mount.max_read_bytes)?;
-        let crlf = original.contains("\r\n");
-        let mut text = original.clone();
-        for (i, edit) in args.edits.iter().enumerate() {
-            let n = i + 1;
-            let old = line_breaks(&edit.old_text, crlf);
-            let new = line_breaks(&edit.new_text, crlf);
-            if old.is_empty() {
-                return Err(ToolError::InvalidArguments(format!(
-                    "edit {n}: old_text is empty"
-                )));
+        let max = at.mount.max_read_bytes;
+        let mut original = read_text(&at.full, shown, max)?;
+        let mut attempt = 1;
+        let (text, previous) = loop {
+            let text = apply(&args.edits, &original).map_err(|e| e.refusal(shown, attempt))?;
+            if args.dry_run || text == original {
+                break (text, None);
             }
-            match occurrences(&text, &old) {
-                1 => text = text.replacen(&old, &new, 1),
-                0 => {
+            // Read again just before publishing: a change since the first
+            // read is seen here, and one after this read by the host.
+            let current = read_text(&at.full, shown, max)?;
+            let published = if current == original {
+                replace_checked(&at, Publish::Replace, attempt, |f| {
+                    f.write_all(text.as_bytes())?;
+                    Ok(text.len() as u64)
+                })?
+            } else {
+                Published::Changed
+            };
+            match published {
+                Published::Done(done) => break (text, done.previous),
+                Published::Changed if attempt < MAX_ATTEMPTS => {
+                    attempt += 1;
+                    original = read_text(&at.full, shown, max)?;
+                }
+                Published::Changed => {
                     return Err(ToolError::Refused(format!(
-                        "edit {n}: old_text was not found in '{shown}'; nothing was changed"
+                        "'{shown}' kept changing while it was being edited ({MAX_ATTEMPTS} \
+                         tries); nothing was written; read it again"
                     )));
                 }
-                count => {
-                    return Err(ToolError::Refused(format!(
-                        "edit {n}: old_text matches {count} times in '{shown}'; include more \
-                         context so it matches once; nothing was changed"
-                    )));
-                }
             }
-        }
+        };
         let diff = TextDiff::from_lines(&original, &text)
             .unified_diff()
             .context_radius(3)
             .header(&format!("a/{shown}"), &format!("b/{shown}"))
             .to_string();
         let unchanged = text == original;
-        let previous = if args.dry_run || unchanged {
-            None
-        } else {
-            replace(&at, Publish::Replace, |f| {
-                f.write_all(text.as_bytes())?;
-                Ok(text.len() as u64)
-            })?
-            .previous
-        };
         let result = Edited {
             path: shown.to_string(),
             applied: !args.dry_run && !unchanged,
@@ -168,6 +181,12 @@ impl Guest for EditFile {
         } else {
             format!("applied {} edit(s) to '{shown}'", result.edits)
         };
+        if attempt > 1 && result.applied {
+            summary.push_str(
+                " (the file changed while it was being edited: the edits were applied again to \
+                 its new content, which the diff shows)",
+            );
+        }
         if let Some(p) = &result.previous {
             summary.push_str(&format!("; the previous content is kept at {p}"));
         }
@@ -181,6 +200,56 @@ impl Guest for EditFile {
             images: vec![],
         })
     }
+}
+
+/// How many times an edit is tried against a file that keeps changing.
+const MAX_ATTEMPTS: u32 = 4;
+
+/// Why the edits do not apply to a text.
+enum Mismatch {
+    /// Edit `n` (1-based) matched `count` times, not once.
+    Count { n: usize, count: usize },
+}
+
+impl Mismatch {
+    /// The refusal: on the first try, what the model sent does not fit the
+    /// file; on a later one, the file changed under the edit.
+    fn refusal(self, shown: &str, attempt: u32) -> ToolError {
+        let Mismatch::Count { n, count } = self;
+        let found = match count {
+            0 => "was not found".to_string(),
+            count => format!("matches {count} times"),
+        };
+        ToolError::Refused(if attempt > 1 {
+            format!(
+                "'{shown}' changed while it was being edited, and edit {n}'s old_text now \
+                 {found} in it; nothing was written; read it again"
+            )
+        } else if count == 0 {
+            format!("edit {n}: old_text was not found in '{shown}'; nothing was changed")
+        } else {
+            format!(
+                "edit {n}: old_text matches {count} times in '{shown}'; include more context so \
+                 it matches once; nothing was changed"
+            )
+        })
+    }
+}
+
+/// `original` with every edit applied in order, each matching exactly once
+/// in the text as it stands then. Line breaks are written the file's way.
+fn apply(edits: &[Edit], original: &str) -> Result<String, Mismatch> {
+    let crlf = original.contains("\r\n");
+    let mut text = original.to_string();
+    for (i, edit) in edits.iter().enumerate() {
+        let old = line_breaks(&edit.old_text, crlf);
+        let new = line_breaks(&edit.new_text, crlf);
+        match occurrences(&text, &old) {
+            1 => text = text.replacen(&old, &new, 1),
+            count => return Err(Mismatch::Count { n: i + 1, count }),
+        }
+    }
+    Ok(text)
 }
 
 /// The file as UTF-8 text, refusing what cannot be edited as text.

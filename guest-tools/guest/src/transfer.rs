@@ -6,9 +6,13 @@
 //! previous content is kept in the trash first. A directory is never moved or
 //! copied into itself. A tree copy skips symlinks (their targets would mean
 //! something else at the new place) and special files, and says so; denied
-//! entries are not even seen. Each file of a tree is copied to a temporary
-//! file beside its place and published whole, so a copy cut short (a full
-//! disk, the byte quota) leaves only complete files.
+//! entries are not even seen. A tree is copied whole into the call's
+//! staging directory and published by one rename, so a copy cut short (a
+//! full disk, the byte quota, a killed server) leaves nothing at the
+//! destination. Without a staging directory (a standalone run, or one on
+//! another filesystem than the destination), each file of the tree is
+//! copied to a temporary file beside its place and published whole, so a
+//! copy cut short leaves only complete files.
 
 use std::fs::{self, File};
 use std::io;
@@ -17,7 +21,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::walk::{self, Flow};
-use crate::write::{create_parents, publish_new_file, temp_path};
+use crate::write::{create_parents, publish_new_file, temp_beside};
 use crate::{Context, Kind, Located, PathArgument, Permission, ToolError, io_error, locate};
 
 #[derive(Deserialize)]
@@ -155,7 +159,8 @@ pub fn check_destination(
     }
 }
 
-/// Copies the directory `source` to the new path `destination`.
+/// Copies the directory `source` to the new path `destination`: built in
+/// the staging directory and published by one rename where there is one.
 pub fn copy_tree(
     source: &Located,
     destination: &Located,
@@ -168,7 +173,62 @@ pub fn copy_tree(
         Flow::Continue
     })?;
     create_parents(&destination.full, &destination.shown)?;
-    fs::create_dir(&destination.full).map_err(|e| io_error(&destination.shown, &e))?;
+    if let Some(staging) = &destination.mount.staging {
+        let built = Path::new(staging).join("tree");
+        let mut staged = Transferred::default();
+        copy_entries(
+            source,
+            &built,
+            &destination.shown,
+            &entries,
+            false,
+            &mut staged,
+        )?;
+        match fs::rename(&built, &destination.full) {
+            Ok(()) => {
+                out.files += staged.files;
+                out.directories += staged.directories;
+                out.bytes += staged.bytes;
+                out.skipped.extend(staged.skipped);
+                return Ok(());
+            }
+            // The staging directory is on another filesystem: in place.
+            Err(e) if e.kind() == io::ErrorKind::CrossesDevices => {
+                let _ = fs::remove_dir_all(&built);
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                return Err(ToolError::Refused(format!(
+                    "destination '{}' appeared while the copy was made; nothing was copied \
+                     there",
+                    destination.shown
+                )));
+            }
+            Err(e) => return Err(io_error(&destination.shown, &e)),
+        }
+    }
+    copy_entries(
+        source,
+        &destination.full,
+        &destination.shown,
+        &entries,
+        true,
+        out,
+    )
+}
+
+/// Copies the listed `entries` of `source` to the new directory `to`:
+/// each file through a temporary file beside its place when `each_whole`
+/// (a tree built in place), straight otherwise (a tree built out of sight).
+fn copy_entries(
+    source: &Located,
+    to: &Path,
+    shown: &str,
+    entries: &[(String, Kind, std::path::PathBuf)],
+    each_whole: bool,
+    out: &mut Transferred,
+) -> Result<(), ToolError> {
+    let destination = to;
+    fs::create_dir(destination).map_err(|e| io_error(shown, &e))?;
     out.directories += 1;
     let prefix = if source.shown == "." {
         String::new()
@@ -176,15 +236,20 @@ pub fn copy_tree(
         format!("{}/", source.shown)
     };
     for (rel, kind, from) in entries {
-        let inside = rel.strip_prefix(&prefix).unwrap_or(&rel);
-        let to = destination.full.join(inside);
+        let inside = rel.strip_prefix(&prefix).unwrap_or(rel);
+        let to = destination.join(inside);
         match kind {
             Kind::Directory => {
-                fs::create_dir(&to).map_err(|e| io_error(&rel, &e))?;
+                fs::create_dir(&to).map_err(|e| io_error(rel, &e))?;
                 out.directories += 1;
             }
             Kind::File => {
-                out.bytes += copy_new(&from, &to).map_err(|e| io_error(&rel, &e))?;
+                let copied = if each_whole {
+                    copy_new(from, &to)
+                } else {
+                    copy_straight(from, &to)
+                };
+                out.bytes += copied.map_err(|e| io_error(rel, &e))?;
                 out.files += 1;
             }
             other => out.skipped.push(format!("{rel} ({})", other.name())),
@@ -193,10 +258,19 @@ pub fn copy_tree(
     Ok(())
 }
 
+/// Copies a file to a new path of a tree no one sees yet.
+fn copy_straight(from: &Path, to: &Path) -> io::Result<u64> {
+    let mut source = File::open(from)?;
+    let mut target = File::create_new(to)?;
+    let bytes = io::copy(&mut source, &mut target)?;
+    target.sync_all()?;
+    Ok(bytes)
+}
+
 /// Copies a file to a path that does not exist yet: to a temporary file
 /// beside it, flushed to disk, then published (never replacing anything).
 fn copy_new(from: &Path, to: &Path) -> io::Result<u64> {
-    let temp = temp_path(to);
+    let temp = temp_beside(to);
     let copied = (|| {
         let mut source = File::open(from)?;
         let mut target = File::create_new(&temp)?;

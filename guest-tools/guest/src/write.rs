@@ -1,11 +1,21 @@
 //! Changing files without losing anything.
 //!
-//! A file is replaced atomically: the new content goes to a temporary file
-//! in the same directory (so never outside the root), is flushed to disk,
-//! then renamed over the target; a crash or a full disk leaves the old file
-//! whole. Before that, the old file is kept in the root's trash
+//! A file is replaced atomically: the new content goes to a temporary file,
+//! is flushed to disk, then renamed over the target; a crash or a full disk
+//! leaves the old file whole. The temporary file is written in the call's
+//! staging directory (`mount.staging`), out of every listing, so no partial
+//! file is ever seen under the root; without one (a standalone run) it is
+//! written beside the target, and so it is where the staging directory is
+//! on another filesystem than the target (a mount point inside the root).
+//! Before the rename, the old file is kept in the root's trash
 //! (`<trash>/<stamp>/<path>`) by a hard link — no copy, and the link is the
-//! old inode, untouched by the rename. Deletion is a move into the same place.
+//! old inode, untouched by the rename. Deletion is a move into the same
+//! place.
+//!
+//! Under the host, a rename from the staging directory over a file is an
+//! exchange: what it replaces is exactly the version kept, and over a file
+//! the call read it fails with `busy` when that file changed since it was
+//! read ([`Published::Changed`]): the caller reads it again.
 
 use std::fs::{self, File};
 use std::hash::{BuildHasher, RandomState};
@@ -24,16 +34,28 @@ pub struct Replaced {
     pub previous: Option<String>,
 }
 
+/// How a publish ended.
+pub enum Published {
+    Done(Replaced),
+    /// The file changed since the call read it: nothing was written.
+    Changed,
+}
+
 /// Where the previous content of `at` goes: its guest path in the trash, and
-/// the root-relative path shown to the model.
-fn trash_slot(at: &Located) -> Result<(PathBuf, String), ToolError> {
+/// the root-relative path shown to the model. A call that keeps the same
+/// path again (a publish tried again after the file changed) keeps it under
+/// `<path>.~N~`, N its attempt.
+fn trash_slot(at: &Located, attempt: u32) -> Result<(PathBuf, String), ToolError> {
     let trash = at.mount.trash.as_ref().ok_or_else(|| {
         ToolError::Refused(format!(
             "root '{}' has no trash for this call, so nothing here can be replaced or deleted",
             at.mount.name
         ))
     })?;
-    let rel = format!("{}/{}", trash.stamp, at.shown);
+    let mut rel = format!("{}/{}", trash.stamp, at.shown);
+    if attempt > 1 {
+        rel.push_str(&format!(".~{attempt}~"));
+    }
     Ok((
         Path::new(&trash.dir).join(&rel),
         format!(".mcp-trash/{rel}"),
@@ -50,8 +72,9 @@ pub fn create_parents(path: &Path, shown: &str) -> Result<(), ToolError> {
 
 /// Keeps the file (or symlink) at `at` in the trash with a hard link,
 /// copying only where the filesystem has no hard links. `at` stays as it is.
-pub fn keep_by_link(at: &Located) -> Result<String, ToolError> {
-    let (slot, shown) = trash_slot(at)?;
+/// `attempt` numbers the calls's tries at one publish (see [`trash_slot`]).
+pub fn keep_by_link(at: &Located, attempt: u32) -> Result<String, ToolError> {
+    let (slot, shown) = trash_slot(at, attempt)?;
     create_parents(&slot, &at.shown)?;
     if fs::hard_link(&at.full, &slot).is_ok() {
         return Ok(shown);
@@ -65,7 +88,7 @@ pub fn keep_by_link(at: &Located) -> Result<String, ToolError> {
 
 /// Moves what is at `at` (file, symlink or directory) into the trash.
 pub fn keep_by_move(at: &Located) -> Result<String, ToolError> {
-    let (slot, shown) = trash_slot(at)?;
+    let (slot, shown) = trash_slot(at, 1)?;
     create_parents(&slot, &at.shown)?;
     fs::rename(&at.full, &slot).map_err(|e| io_error(&at.shown, &e))?;
     Ok(shown)
@@ -81,74 +104,108 @@ pub enum Publish {
     New,
 }
 
-/// Writes the file at `at` with what `write` produces, atomically: a
-/// temporary file beside it, flushed to disk, then published. Missing
-/// parent directories are created.
+/// Writes the file at `at` with what `write` produces, atomically (see the
+/// module). Missing parent directories are created. A file that changed
+/// since the call read it is not replaced: see [`replace_checked`].
 pub fn replace(
     at: &Located,
     publish: Publish,
     write: impl FnOnce(&mut File) -> io::Result<u64>,
 ) -> Result<Replaced, ToolError> {
+    match replace_checked(at, publish, 1, write)? {
+        Published::Done(done) => Ok(done),
+        Published::Changed => Err(ToolError::Refused(format!(
+            "'{}' changed while it was being written; nothing was written; read it again",
+            at.shown
+        ))),
+    }
+}
+
+/// [`replace`], telling a file that changed since the call last read it
+/// ([`Published::Changed`]; nothing written) from other failures. `attempt`
+/// counts the caller's tries (1 first).
+pub fn replace_checked(
+    at: &Located,
+    publish: Publish,
+    attempt: u32,
+    write: impl FnOnce(&mut File) -> io::Result<u64>,
+) -> Result<Published, ToolError> {
     let shown = at.shown.as_str();
     create_parents(&at.full, shown)?;
-    let temp = temp_path(&at.full);
-    let written = (|| {
-        let mut file = File::create_new(&temp)?;
+    let staged = temp_path(at);
+    let mut temp = Temporary(staged.clone());
+    let bytes = (|| {
+        let mut file = File::create_new(&temp.0)?;
         let bytes = write(&mut file)?;
         file.flush()?;
         file.sync_all()?;
         Ok::<u64, io::Error>(bytes)
-    })();
-    // This call created the temporary file: it may remove it without delete
-    // permission.
-    let discard = || {
-        let _ = fs::remove_file(&temp);
-    };
-    let bytes = written.map_err(|e| {
-        discard();
-        io_error(shown, &e)
-    })?;
+    })()
+    .map_err(|e| io_error(shown, &e))?;
     let published = match publish {
-        Publish::New => publish_new(&temp, at).map(|()| (true, None)),
+        Publish::New => publish_new(&mut temp, at).map(|()| (true, None)),
         // Checked now, not before the (possibly long) write: whatever stands
         // there at this moment is kept.
         Publish::Replace => match fs::symlink_metadata(&at.full) {
-            Ok(_) => keep_by_link(at).and_then(|kept| {
-                fs::rename(&temp, &at.full)
-                    .map(|()| (false, Some(kept)))
-                    .map_err(|e| io_error(shown, &e))
-            }),
-            Err(_) => fs::rename(&temp, &at.full)
-                .map(|()| (true, None))
-                .map_err(|e| io_error(shown, &e)),
+            Ok(_) => {
+                let kept = keep_by_link(at, attempt)?;
+                rename_into_place(&mut temp, at).map(|()| (false, Some(kept)))
+            }
+            Err(_) => rename_into_place(&mut temp, at).map(|()| (true, None)),
         },
     };
-    let (created, previous) = published.inspect_err(|_| discard())?;
-    sync_parent(&at.full);
-    Ok(Replaced {
-        bytes,
-        created,
-        previous,
-    })
+    match published {
+        Ok((created, previous)) => {
+            sync_parent(&at.full);
+            Ok(Published::Done(Replaced {
+                bytes,
+                created,
+                previous,
+            }))
+        }
+        Err(e) if e.kind() == io::ErrorKind::ResourceBusy => Ok(Published::Changed),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && publish == Publish::New => Err(
+            ToolError::Refused(format!("'{shown}' already exists; nothing was written")),
+        ),
+        Err(e) => Err(io_error(shown, &e)),
+    }
+}
+
+/// A temporary file this call made: removed when dropped, unless it was
+/// published (this call made it, so it may remove it without delete
+/// permission; the host also removes a staging directory when the call
+/// ends).
+struct Temporary(PathBuf);
+
+impl Drop for Temporary {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.0);
+    }
+}
+
+/// Renames `temp` over `at`. Where the rename would cross filesystems (a
+/// staging directory on another one than the target), the file is first
+/// copied beside the target.
+fn rename_into_place(temp: &mut Temporary, at: &Located) -> io::Result<()> {
+    match fs::rename(&temp.0, &at.full) {
+        Err(e) if e.kind() == io::ErrorKind::CrossesDevices => {
+            let near = beside(&temp.0, &at.full)?;
+            fs::rename(&near.0, &at.full)
+        }
+        done => done,
+    }
 }
 
 /// Publishes `temp` at `at` only if nothing stands there: a hard link fails
 /// rather than replace. Where hard links are impossible, a check then a
 /// rename (a narrow race, the best the filesystem allows).
-fn publish_new(temp: &Path, at: &Located) -> Result<(), ToolError> {
-    let taken = || {
-        ToolError::Refused(format!(
-            "'{}' already exists; nothing was written",
-            at.shown
-        ))
-    };
-    match publish_new_file(temp, &at.full) {
-        Ok(()) => {
-            let _ = fs::remove_file(temp);
-            Ok(())
+fn publish_new(temp: &mut Temporary, at: &Located) -> io::Result<()> {
+    match publish_new_file(&temp.0, &at.full) {
+        Err(e) if e.kind() == io::ErrorKind::CrossesDevices => {
+            let near = beside(&temp.0, &at.full)?;
+            publish_new_file(&near.0, &at.full)
         }
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(taken()),
-        Err(e) => Err(io_error(&at.shown, &e)),
+        done => done,
     }
 }
 
@@ -158,17 +215,47 @@ fn publish_new(temp: &Path, at: &Located) -> Result<(), ToolError> {
 pub fn publish_new_file(temp: &Path, to: &Path) -> io::Result<()> {
     match fs::hard_link(temp, to) {
         Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(e),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::AlreadyExists | io::ErrorKind::CrossesDevices
+            ) =>
+        {
+            Err(e)
+        }
         Err(_) if fs::symlink_metadata(to).is_ok() => Err(io::ErrorKind::AlreadyExists.into()),
         Err(_) => fs::rename(temp, to),
     }
 }
 
+/// A copy of `temp` in a temporary file beside `target`, flushed to disk.
+fn beside(temp: &Path, target: &Path) -> io::Result<Temporary> {
+    let near = Temporary(temp_beside(target));
+    let mut from = File::open(temp)?;
+    let mut to = File::create_new(&near.0)?;
+    io::copy(&mut from, &mut to)?;
+    to.sync_all()?;
+    Ok(near)
+}
+
+/// Where the new content of `at` is written before it is published: the
+/// call's staging directory, or beside the target without one.
+pub fn temp_path(at: &Located) -> PathBuf {
+    match &at.mount.staging {
+        Some(staging) => Path::new(staging).join(temp_name(&at.full)),
+        None => temp_beside(&at.full),
+    }
+}
+
 /// A temporary name beside `path`, unlikely to exist and matching no
 /// ordinary deny pattern.
-pub fn temp_path(path: &Path) -> PathBuf {
+pub fn temp_beside(path: &Path) -> PathBuf {
+    path.with_file_name(temp_name(path))
+}
+
+fn temp_name(path: &Path) -> String {
     let random = RandomState::new().hash_one(path);
-    path.with_file_name(format!(".loom-fs-write-{random:016x}"))
+    format!(".loom-fs-write-{random:016x}")
 }
 
 /// Flushes a directory entry change (a rename) to disk, where the

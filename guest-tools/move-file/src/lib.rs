@@ -53,7 +53,7 @@ impl Guest for MoveFile {
         }
         let exists = check_destination(&destination, is_dir, args.overwrite)?;
         let previous = if exists {
-            Some(keep_by_link(&destination)?)
+            Some(keep_by_link(&destination, 1)?)
         } else {
             create_parents(&destination.full, &destination.shown)?;
             None

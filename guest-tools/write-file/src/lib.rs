@@ -1,19 +1,21 @@
 //! `write_file`: create, replace or append to a text file.
 //!
-//! `overwrite` (default) and `create` write atomically (temporary file in the
-//! same directory, fsync, rename); `overwrite` first keeps the previous
-//! content in the root's trash. `append` adds to the end in place (nothing is
-//! lost), and refuses a file with other hard links, whose other names would
-//! change too. Missing parent directories are created. The root itself and
-//! directories are never written.
+//! Every mode writes atomically (a temporary file out of sight, fsync,
+//! rename; see `loomfs_guest::write`): a crash leaves the old file or the
+//! new one, never part of either. `overwrite` (default) first keeps the
+//! previous content in the root's trash; `create` never replaces anything;
+//! `append` writes the file's content and the new text to the temporary
+//! file, so an append is whole or not at all, and keeps the previous
+//! version like an overwrite. It refuses a file with other hard links,
+//! which would keep the old content. Missing parent directories are
+//! created. The root itself and directories are never written.
 
-use std::fs::OpenOptions;
 use std::io::Write;
 
-use loomfs_guest::write::{Publish, create_parents, replace};
+use loomfs_guest::write::{Publish, Published, replace, replace_checked};
 use loomfs_guest::{
-    Context, DESTRUCTIVE, Descriptor, Guest, Kind, Output, Permission, ToolError, human_bytes,
-    io_error, locate, parse_args, root_and_path, sys, to_json,
+    Context, DESTRUCTIVE, Descriptor, Guest, Kind, Located, Output, Permission, ToolError,
+    human_bytes, io_error, locate, parse_args, root_and_path, sys, to_json,
 };
 use serde::{Deserialize, Serialize};
 
@@ -123,10 +125,10 @@ impl Guest for WriteFile {
             }
         }
         let content = args.content.as_bytes();
-        let appends_in_place =
+        let appends =
             mode == Mode::Append && entry.as_ref().is_some_and(|m| m.file_type().is_file());
-        let written = if appends_in_place {
-            append(&at.full, shown, content)?
+        let written = if appends {
+            append(&at, content)?
         } else {
             // Appending to nothing (or to a symlink, which is kept) writes a
             // new file, like create.
@@ -162,27 +164,40 @@ impl Guest for WriteFile {
     }
 }
 
-fn append(full: &std::path::Path, shown: &str, content: &[u8]) -> Result<Written, ToolError> {
-    if sys::link_count(full).is_some_and(|n| n > 1) {
+/// How many times an append is tried against a file that keeps changing.
+const MAX_ATTEMPTS: u32 = 4;
+
+/// Appends `content` to the file at `at`: its content and then `content`
+/// to a temporary file, published over it (see the module).
+fn append(at: &Located, content: &[u8]) -> Result<Written, ToolError> {
+    let shown = at.shown.as_str();
+    if sys::link_count(&at.full).is_some_and(|n| n > 1) {
         return Err(ToolError::Refused(format!(
-            "'{shown}' has other hard links, which appending would change too; write it \
-             with mode overwrite instead"
+            "'{shown}' has other hard links, which would keep the content without the \
+             appended text; write it with mode overwrite instead"
         )));
     }
-    create_parents(full, shown)?;
-    let mut file = OpenOptions::new()
-        .append(true)
-        .open(full)
-        .map_err(|e| io_error(shown, &e))?;
-    file.write_all(content).map_err(|e| io_error(shown, &e))?;
-    file.sync_all().map_err(|e| io_error(shown, &e))?;
-    Ok(Written {
-        path: shown.to_string(),
-        mode: Mode::Append,
-        bytes: content.len() as u64,
-        created: false,
-        previous: None,
-    })
+    for attempt in 1..=MAX_ATTEMPTS {
+        let mut from = std::fs::File::open(&at.full).map_err(|e| io_error(shown, &e))?;
+        let published = replace_checked(at, Publish::Replace, attempt, |f| {
+            std::io::copy(&mut from, f)?;
+            f.write_all(content)?;
+            Ok(content.len() as u64)
+        })?;
+        if let Published::Done(done) = published {
+            return Ok(Written {
+                path: shown.to_string(),
+                mode: Mode::Append,
+                bytes: done.bytes,
+                created: false,
+                previous: done.previous,
+            });
+        }
+    }
+    Err(ToolError::Refused(format!(
+        "'{shown}' kept changing while the text was appended ({MAX_ATTEMPTS} tries); nothing \
+         was written; try again"
+    )))
 }
 
 loomfs_guest::tool!(WriteFile);

@@ -58,6 +58,11 @@ pub struct Mount {
     /// reachable, where entries may be moved or linked in and directories
     /// created; nothing is read, listed or removed there.
     pub trash: bool,
+    /// Whether this is the call's staging directory (see
+    /// [`crate::staging`]): the guest may make, read and remove files and
+    /// directories there; what it made leaves only by a rename or link into
+    /// its own root, and nothing enters it from elsewhere.
+    pub staging: bool,
     /// What the guest may do here: the root's permissions, up to what the
     /// call declared (a tool declared `write` never deletes, whatever the
     /// root's role would allow).
@@ -73,6 +78,7 @@ impl Mount {
             guest_dir,
             host,
             trash: false,
+            staging: false,
             perms,
         }
     }
@@ -83,6 +89,19 @@ impl Mount {
         Mount {
             trash: true,
             ..Mount::root(root, guest_dir, up_to)
+        }
+    }
+
+    /// A call's staging directory `host` in `root`: everything in it is
+    /// the call's own.
+    pub fn staging(root: Arc<Root>, guest_dir: String, host: PathBuf) -> Mount {
+        Mount {
+            root,
+            guest_dir,
+            host,
+            trash: false,
+            staging: true,
+            perms: Perms::up_to(Permission::Delete),
         }
     }
 }
@@ -172,6 +191,29 @@ struct Handle {
     rel: PathBuf,
 }
 
+/// What a file was when a call opened it for reading: a publish over it
+/// checks it is still that file (see [`PolicedFs::publish`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Identity {
+    dev: u64,
+    ino: u64,
+    size: i64,
+    modified: (i128, i128),
+    changed: (i128, i128),
+}
+
+impl Identity {
+    fn of(st: &rustix::fs::Stat) -> Identity {
+        Identity {
+            dev: st.st_dev,
+            ino: st.st_ino,
+            size: st.st_size,
+            modified: (i128::from(st.st_mtime), i128::from(st.st_mtime_nsec)),
+            changed: (i128::from(st.st_ctime), i128::from(st.st_ctime_nsec)),
+        }
+    }
+}
+
 /// Per-call policy state of the filesystem.
 pub struct FsGuard {
     mounts: Vec<Mount>,
@@ -183,6 +225,12 @@ pub struct FsGuard {
     created: HashSet<(usize, PathBuf)>,
     refusals: Vec<Refusal>,
     kept: Vec<Kept>,
+    /// The inodes (device, inode) this call put into a trash: a version
+    /// displaced by a publish that is one of them is kept already.
+    kept_inodes: HashSet<(u64, u64)>,
+    /// What each file this call opened for reading was when it was last
+    /// opened, by mount and real root-relative path.
+    read: HashMap<(usize, PathBuf), Identity>,
     /// This call's trash entry: through a trash mount only `.mcp-trash` and
     /// `.mcp-trash/<stamp>/…` are reachable, so a call can never touch what
     /// another call kept.
@@ -208,6 +256,8 @@ impl FsGuard {
             created: HashSet::new(),
             refusals: Vec::new(),
             kept: Vec::new(),
+            kept_inodes: HashSet::new(),
+            read: HashMap::new(),
             stamp: stamp.map(|s| Path::new(TRASH_DIR).join(s)),
         }
     }
@@ -300,6 +350,23 @@ impl FsGuard {
                 to: to.rel.to_string_lossy().into_owned(),
             });
         }
+    }
+
+    /// Refuses a rename or link that would bring something into a staging
+    /// directory from elsewhere, or take something out of one anywhere but
+    /// into its own root (not a trash, not another root).
+    fn staging_bounds(&mut self, old: &Handle, new: &Handle, op: Permission) -> FsResult<()> {
+        let (from, to) = (&self.mounts[old.mount], &self.mounts[new.mount]);
+        if to.staging && old.mount != new.mount {
+            return Err(self.refuse(Some(new.mount), &new.rel, op, "staging"));
+        }
+        if from.staging
+            && old.mount != new.mount
+            && (to.trash || !self.same_root(old.mount, new.mount))
+        {
+            return Err(self.refuse(Some(old.mount), &old.rel, op, "staging"));
+        }
+        Ok(())
     }
 
     /// Refuses renaming, linking or removing the top of a mount (the root
@@ -486,6 +553,27 @@ fn probe(dir: BorrowedFd<'_>, path: &str, follow: bool) -> Probe {
         }
     }
     Probe::Failed
+}
+
+/// A pause before every publish, for the tests that change a file between
+/// a call's read and its publish: with `LOOMFS_TEST_HOOK_DIR` set, a
+/// publish that finds `<dir>/armed` renames it to `<dir>/paused` and waits
+/// (at most 30 s) for `<dir>/go`, which it removes with `paused`. Only the
+/// tests set it; it is not a setting.
+fn pause_before_publish() {
+    static DIR: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    let Some(dir) = DIR.get_or_init(|| std::env::var_os("LOOMFS_TEST_HOOK_DIR").map(PathBuf::from))
+    else {
+        return;
+    };
+    if std::fs::rename(dir.join("armed"), dir.join("paused")).is_err() {
+        return;
+    }
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::time::Instant::now() < until && std::fs::remove_file(dir.join("go")).is_err() {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let _ = std::fs::remove_file(dir.join("paused"));
 }
 
 /// Checks at start that the kernel gives what the policing filesystem
@@ -695,10 +783,8 @@ impl PolicedFs<'_> {
         let Some(probe) = self.probe_checked(fd, path, follow, &h, &rel, op)? else {
             return general(rel);
         };
-        let file_type = rustix::fs::fstat(&probe)
-            .map(|st| FileType::from_raw_mode(st.st_mode))
-            .map_err(io_error)?;
-        match file_type {
+        let st = rustix::fs::fstat(&probe).map_err(io_error)?;
+        match FileType::from_raw_mode(st.st_mode) {
             FileType::RegularFile if reopen => {}
             FileType::RegularFile | FileType::Directory | FileType::Symlink | FileType::Unknown => {
                 return general(rel);
@@ -711,6 +797,10 @@ impl PolicedFs<'_> {
             }
         }
         let real = self.guard.real(&h, probe.as_fd(), &rel, op)?;
+        // The file as this call read it, for a publish over it to compare.
+        self.guard
+            .read
+            .insert((h.mount, real.clone()), Identity::of(&st));
         let Descriptor::Dir(dir) = self.fs.table.get(fd)? else {
             return Err(ErrorCode::NotDirectory.into());
         };
@@ -783,7 +873,9 @@ impl PolicedFs<'_> {
             }),
             _ => None,
         };
-        let own = real.is_some_and(|rel| self.guard.created.contains(&(h.mount, rel)));
+        // Everything in a staging directory is the call's own.
+        let own = self.guard.mounts[h.mount].staging
+            || real.is_some_and(|rel| self.guard.created.contains(&(h.mount, rel)));
         let op = if own {
             Permission::Write
         } else {
@@ -864,6 +956,244 @@ impl PolicedFs<'_> {
         let is_link = rustix::fs::fstat(&link)
             .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Symlink);
         Ok(is_link && !matches!(probe(dir, path, true), Probe::Found(_)))
+    }
+
+    /// What is at `path`, following a final symlink when `follow`; `None`
+    /// when nothing is there.
+    fn stat_of(
+        &self,
+        fd: &Resource<Descriptor>,
+        path: &str,
+        follow: bool,
+    ) -> FsResult<Option<rustix::fs::Stat>> {
+        let Probe::Found(found) = probe(self.dir_fd(fd)?, path, follow) else {
+            return Ok(None);
+        };
+        Ok(rustix::fs::fstat(&found).ok())
+    }
+
+    /// The directory holding `path` under `fd` (opened `O_PATH` beneath its
+    /// mount, and checked by its real name: the rename acts on exactly the
+    /// directory checked) and the last name of `path`.
+    fn parent(
+        &mut self,
+        fd: &Resource<Descriptor>,
+        path: &str,
+        target: &Handle,
+    ) -> FsResult<(OwnedFd, String)> {
+        let trimmed = path.trim_end_matches('/');
+        let (dir, name) = trimmed.rsplit_once('/').unwrap_or(("", trimmed));
+        if !is_plain_name(name) {
+            return Err(ErrorCode::Invalid.into());
+        }
+        let base = self.guard.handle(fd.rep(), Permission::Write)?;
+        let op = Permission::Write;
+        match probe(self.dir_fd(fd)?, dir, true) {
+            Probe::Found(parent) => {
+                self.guard.real(&base, parent.as_fd(), &target.rel, op)?;
+                Ok((parent, name.to_string()))
+            }
+            Probe::Absent => Err(ErrorCode::NoEntry.into()),
+            Probe::Escapes => {
+                Err(self
+                    .guard
+                    .refuse(Some(base.mount), &target.rel, op, "confinement"))
+            }
+            Probe::Failed => {
+                Err(self
+                    .guard
+                    .refuse(Some(base.mount), &target.rel, op, "probe_failed"))
+            }
+        }
+    }
+
+    /// Publishes what the call made in its staging directory (`old`) at a
+    /// name of its root (`new`): the rename the guest asked for, done so
+    /// that nothing is lost and nothing is replaced unseen.
+    ///
+    /// - Where nothing stands, it is `RENAME_NOREPLACE`: something that
+    ///   appeared meanwhile is looked at again, never overwritten blindly.
+    /// - A directory (a copied tree) is only ever published where nothing
+    ///   stands.
+    /// - Over a file this call opened for reading, the file must still be
+    ///   the one it read (device, inode, size, modification and change
+    ///   times); otherwise the publish fails with `busy` and nothing
+    ///   changes, so an edit never overwrites a change it did not see.
+    /// - Over anything else it is `RENAME_EXCHANGE` (WASI has no exchange):
+    ///   the new file takes the place in one step and what stood there
+    ///   comes out under the temporary name, exactly the version replaced.
+    ///   Unless the call kept that very inode in its trash already (the
+    ///   built-in tools link what they replace first, and report where),
+    ///   it goes to the call's trash entry now; if that cannot be done,
+    ///   the exchange is undone.
+    fn publish(
+        &mut self,
+        fd: &Resource<Descriptor>,
+        old_path: &str,
+        new_fd: &Resource<Descriptor>,
+        new_path: &str,
+        old: &Handle,
+        new: &Handle,
+    ) -> FsResult<()> {
+        pause_before_publish();
+        let (from_dir, from_name) = self.parent(fd, old_path, old)?;
+        let (to_dir, to_name) = self.parent(new_fd, new_path, new)?;
+        let lstat = |dir: &OwnedFd, name: &str| {
+            rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+        };
+        let incoming = lstat(&from_dir, &from_name).map_err(io_error)?;
+        let is_dir =
+            |st: &rustix::fs::Stat| FileType::from_raw_mode(st.st_mode) == FileType::Directory;
+        // Twice at most: a name that appears between the look and the
+        // rename is looked at again.
+        for _ in 0..2 {
+            let standing = match lstat(&to_dir, &to_name) {
+                Ok(st) => st,
+                Err(rustix::io::Errno::NOENT) => {
+                    match rustix::fs::renameat_with(
+                        &from_dir,
+                        &from_name,
+                        &to_dir,
+                        &to_name,
+                        rustix::fs::RenameFlags::NOREPLACE,
+                    ) {
+                        Ok(()) => {
+                            self.published(old, new);
+                            return Ok(());
+                        }
+                        Err(rustix::io::Errno::EXIST) => continue,
+                        Err(e) => return Err(io_error(e)),
+                    }
+                }
+                Err(e) => return Err(io_error(e)),
+            };
+            if is_dir(&incoming) {
+                return Err(ErrorCode::Exist.into());
+            }
+            if is_dir(&standing) {
+                return Err(ErrorCode::IsDirectory.into());
+            }
+            if let Some(read) = self.guard.read.get(&(new.mount, new.rel.clone()))
+                && *read != Identity::of(&standing)
+            {
+                return Err(ErrorCode::Busy.into());
+            }
+            let Some(stamp) = self.guard.stamp.clone() else {
+                // No trash to keep the replaced file in: never replace.
+                return Err(self.guard.refuse(
+                    Some(new.mount),
+                    &new.rel,
+                    Permission::Write,
+                    "trash",
+                ));
+            };
+            // The new file takes the old one's permission bits: WASI
+            // cannot, and an edit must not make a private file readable
+            // or a script not executable.
+            if FileType::from_raw_mode(incoming.st_mode) == FileType::RegularFile
+                && FileType::from_raw_mode(standing.st_mode) == FileType::RegularFile
+            {
+                let mode = Mode::from_raw_mode(standing.st_mode & 0o7777);
+                let _ = rustix::fs::chmodat(
+                    &from_dir,
+                    from_name.as_str(),
+                    mode,
+                    rustix::fs::AtFlags::empty(),
+                );
+            }
+            rustix::fs::renameat_with(
+                &from_dir,
+                &from_name,
+                &to_dir,
+                &to_name,
+                rustix::fs::RenameFlags::EXCHANGE,
+            )
+            .map_err(io_error)?;
+            let displaced = lstat(&from_dir, &from_name).map_err(io_error)?;
+            if self
+                .guard
+                .kept_inodes
+                .contains(&(displaced.st_dev, displaced.st_ino))
+            {
+                // Kept already: this name is one more link to it.
+                let _ = rustix::fs::unlinkat(
+                    &from_dir,
+                    from_name.as_str(),
+                    rustix::fs::AtFlags::empty(),
+                );
+            } else if let Err(e) = self.keep_displaced(&from_dir, &from_name, new, &stamp) {
+                let undone = rustix::fs::renameat_with(
+                    &from_dir,
+                    &from_name,
+                    &to_dir,
+                    &to_name,
+                    rustix::fs::RenameFlags::EXCHANGE,
+                );
+                if let Err(undo) = undone {
+                    tracing::error!(
+                        root = %self.guard.mounts[new.mount].root.name,
+                        "a replaced file could not be kept ({e}) nor put back ({undo})"
+                    );
+                }
+                return Err(FsError::from(e));
+            }
+            self.published(old, new);
+            return Ok(());
+        }
+        Err(ErrorCode::Busy.into())
+    }
+
+    /// Moves a version a publish displaced (now at `name` in `dir`, the
+    /// staging directory) into the call's trash entry, at the place of the
+    /// path it stood at (`.mcp-trash/<stamp>/<path>`, or `<path>.~N~` if
+    /// that is taken), and records it as kept.
+    fn keep_displaced(
+        &mut self,
+        dir: &OwnedFd,
+        name: &str,
+        at: &Handle,
+        stamp: &Path,
+    ) -> std::io::Result<()> {
+        let root = Arc::clone(&self.guard.mounts[at.mount].root);
+        let slot = stamp.join(&at.rel);
+        let (Some(parent), Some(base)) = (slot.parent(), slot.file_name()) else {
+            return Err(std::io::ErrorKind::InvalidInput.into());
+        };
+        let root_fd = crate::beneath::open_root(&root)?;
+        let into = crate::beneath::parents(&root_fd, parent)?;
+        for n in 1..100u32 {
+            let mut candidate = base.to_os_string();
+            if n > 1 {
+                candidate.push(format!(".~{n}~"));
+            }
+            match rustix::fs::renameat_with(
+                dir,
+                name,
+                &into,
+                candidate.as_os_str(),
+                rustix::fs::RenameFlags::NOREPLACE,
+            ) {
+                Ok(()) => {
+                    self.guard.kept.push(Kept {
+                        root: root.name.clone(),
+                        from: at.rel.to_string_lossy().into_owned(),
+                        to: parent.join(&candidate).to_string_lossy().into_owned(),
+                    });
+                    return Ok(());
+                }
+                Err(rustix::io::Errno::EXIST) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(std::io::ErrorKind::AlreadyExists.into())
+    }
+
+    /// After a publish: descriptors of either name are stale, and the file
+    /// this call read at the target is replaced by its own.
+    fn published(&mut self, old: &Handle, new: &Handle) {
+        self.guard.forget_under(old.mount, &old.rel);
+        self.guard.forget_under(new.mount, &new.rel);
+        self.guard.read.remove(&(new.mount, new.rel.clone()));
     }
 
     /// A tracked descriptor, for an operation on the descriptor itself.
@@ -1114,7 +1444,17 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         self.guard.not_trash(&old, &old.rel, Permission::Write)?;
         let new = self.check_new(&new_descriptor, &new_path, Permission::Write)?;
         self.guard.not_mount_top(&old, Permission::Write)?;
-        if self.guard.mounts[new.mount].trash {
+        self.guard.staging_bounds(&old, &new, Permission::Write)?;
+        let before = self.stat_of(&fd, &old_path, follow)?;
+        let inode = before.as_ref().map(|st| (st.st_dev, st.st_ino));
+        let into_trash = self.guard.mounts[new.mount].trash;
+        if into_trash {
+            // Keeping the very same file at the same place again (a call
+            // that tries its publish again) is done already.
+            let there = self.stat_of(&new_descriptor, &new_path, false)?;
+            if inode.is_some() && there.map(|st| (st.st_dev, st.st_ino)) == inode {
+                return Ok(());
+            }
             self.never_replace_in_trash(&new_descriptor, &new_path, &new)?;
         }
         if !self.guard.same_root(old.mount, new.mount) {
@@ -1127,12 +1467,23 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         }
         fs::HostDescriptor::link_at(
             &mut self.fs,
-            fd,
+            again(&fd),
             old_path_flags,
-            old_path,
+            old_path.clone(),
             new_descriptor,
             new_path,
         )?;
+        if into_trash && let Some(inode) = inode {
+            self.guard.kept_inodes.insert(inode);
+            // The new link changed the file's change time: a file this call
+            // read, unchanged until this link, is still the file it read.
+            let key = (old.mount, old.rel.clone());
+            if before.as_ref().map(Identity::of) == self.guard.read.get(&key).copied()
+                && let Some(after) = self.stat_of(&fd, &old_path, follow)?
+            {
+                self.guard.read.insert(key, Identity::of(&after));
+            }
+        }
         self.guard.keep(&old, &new);
         Ok(())
     }
@@ -1145,6 +1496,16 @@ impl fs::HostDescriptor for PolicedFs<'_> {
     ) -> FsResult<()> {
         let link = self.check_new(&fd, &dest_path, Permission::Write)?;
         self.guard.not_trash(&link, &link.rel, Permission::Write)?;
+        // Nothing a tool publishes needs one, and a link would point
+        // elsewhere once moved.
+        if self.guard.mounts[link.mount].staging {
+            return Err(self.guard.refuse(
+                Some(link.mount),
+                &link.rel,
+                Permission::Write,
+                "staging",
+            ));
+        }
         // A new link may only point down from where it sits: no absolute
         // target and no `..`, so no chain of links can climb out of the root.
         let target = Path::new(&src_path);
@@ -1208,6 +1569,10 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         self.guard.not_trash(&old, &old.rel, op)?;
         self.guard.not_mount_top(&old, op)?;
         self.guard.not_mount_top(&new, Permission::Write)?;
+        self.guard.staging_bounds(&old, &new, op)?;
+        if self.guard.mounts[old.mount].staging && !self.guard.mounts[new.mount].staging {
+            return self.publish(&fd, &old_path, &new_fd, &new_path, &old, &new);
+        }
         if into_trash {
             if across {
                 // Into another root's trash: never.

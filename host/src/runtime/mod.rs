@@ -52,7 +52,7 @@ pub const MAX_INSTANCES: u32 = crate::config::MAX_CONCURRENT_CALLS as u32 + 1;
 const NETWORK_IMPORTS: &[&str] = &["wasi:sockets/", "wasi:http/"];
 
 /// The interface every tool component exports.
-pub const TOOL_INTERFACE: &str = "loom-fs:tool/tool@0.1.0";
+pub const TOOL_INTERFACE: &str = "loom-fs:tool/tool@0.2.0";
 
 /// What a file must start with to be a component (magic, then the
 /// component-model layer; a core module has version 1 there).
@@ -119,6 +119,17 @@ pub struct CallOutcome {
     pub kept: Vec<Kept>,
 }
 
+impl CallOutcome {
+    /// A call that could not be set up: nothing ran.
+    pub fn setup(message: String) -> CallOutcome {
+        CallOutcome {
+            result: Err(CallError::Setup(message)),
+            refusals: vec![],
+            kept: vec![],
+        }
+    }
+}
+
 /// One root as a call sees it.
 pub struct CallMount {
     pub root: Arc<Root>,
@@ -126,6 +137,9 @@ pub struct CallMount {
     /// operation): the guest gets the root's permissions up to this, and a
     /// read-write preopen only beyond read.
     pub op: policy::Permission,
+    /// The call's staging directory in this root (see [`crate::staging`]),
+    /// for a tool that keeps history where the call writes.
+    pub staging: Option<PathBuf>,
 }
 
 impl CallMount {
@@ -372,11 +386,7 @@ impl Runtime {
 
     /// Runs tool `index` on a fresh instance that sees only `req.mounts`.
     pub fn call(&self, index: usize, req: CallRequest) -> CallOutcome {
-        let setup = |e: String| CallOutcome {
-            result: Err(CallError::Setup(e)),
-            refusals: vec![],
-            kept: vec![],
-        };
+        let setup = CallOutcome::setup;
         let mut wasi = WasiCtxBuilder::new();
         // Before any preopen: each preopen captures it (2-5x cheaper calls).
         wasi.allow_blocking_current_thread(true);
@@ -410,12 +420,34 @@ impl Runtime {
                 }
                 _ => None,
             };
+            let staging = match (&m.staging, m.writable()) {
+                (Some(host), true) => {
+                    let mount_dir = format!("/.staging/{}", m.root.name);
+                    if wasi
+                        .preopened_dir(host, &mount_dir, FsPerms::ReadWrite)
+                        .is_err()
+                    {
+                        return setup(format!(
+                            "root '{}': its staging directory cannot be opened",
+                            m.root.name
+                        ));
+                    }
+                    mounts.push(Mount::staging(
+                        Arc::clone(&m.root),
+                        mount_dir.clone(),
+                        host.clone(),
+                    ));
+                    Some(mount_dir)
+                }
+                _ => None,
+            };
             context_mounts.push(bindings::Mount {
                 name: m.root.name.clone(),
                 dir: guest_dir.clone(),
                 writable: m.writable(),
                 max_read_bytes: m.root.max_read_bytes,
                 trash,
+                staging,
             });
             mounts.push(Mount::root(Arc::clone(&m.root), guest_dir, m.op));
         }

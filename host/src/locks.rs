@@ -1,0 +1,529 @@
+//! Path locks: calls that change overlapping places run one after the other.
+//!
+//! Agents send calls in parallel. Two edits of one file that both read it,
+//! change it and write it back would each lose the other's change; a
+//! directory deleted while a file is written below it would take the file
+//! half-way. So every call that changes something first locks what it
+//! changes, keyed by the resolved location: the root and the real
+//! root-relative path (symlinks resolved, so `link/a.txt` and `dir/a.txt`
+//! are one key). Two keys overlap when they are the same path or one lies
+//! below the other. Calls on disjoint paths still run side by side, and
+//! reads never lock: a file is only ever replaced whole, by a rename.
+//!
+//! Two layers, taken in this order and given back together:
+//! - **in the process**: a table of the keys held, checked and filled under
+//!   one mutex, all of a call's keys at once (so no call holds some while
+//!   it waits for others); a waiter is woken whenever a call gives its keys
+//!   back;
+//! - **across processes** (two clients that each start their own server on
+//!   one folder): open-file-description byte-range locks (`F_OFD_SETLK`) in
+//!   `<root>/.mcp-trash/.locks`. A path is one byte of that file (the first
+//!   62 bits of its SHA-256); a call takes a shared lock on the byte of
+//!   every directory above each of its paths and an exclusive one on the
+//!   path's own byte, so a directory's exclusive lock meets the shared
+//!   locks of every call below it. The bytes are taken in one global order
+//!   (file, then offset), which rules out a deadlock between processes;
+//!   the wait is polled, so it stays bounded and cancellable. A hash
+//!   collision only makes two calls wait for each other. The kernel drops
+//!   a killed process's locks.
+//!
+//! The wait counts against the call's deadline and ends when it is
+//! cancelled. A root whose lock file cannot be used (a read-only
+//! filesystem, a filesystem without OFD locks) keeps the lock within this
+//! process and says so once in the log. The lock file is made only in a
+//! root that grants write (a root that may only delete gets no file from
+//! the server); in one that does not, it is used if a server that may
+//! write there made it.
+
+use std::collections::HashSet;
+use std::ffi::OsStr;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rustix::fs::{FileType, Mode, OFlags};
+use sha2::{Digest as _, Sha256};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::beneath;
+use crate::policy::{Permission, Root, shown};
+use crate::runtime::fs::TRASH_DIR;
+
+/// The lock file of a root, in its trash directory (denied to every tool).
+pub const LOCK_FILE: &str = ".locks";
+
+/// Longest pause between two tries of a lock another process holds.
+const MAX_POLL: Duration = Duration::from_millis(16);
+
+/// A place a call changes: a root and a real root-relative path (empty for
+/// the root itself, which overlaps everything in it).
+#[derive(Clone, Debug)]
+pub struct Key {
+    pub root: Arc<Root>,
+    pub rel: PathBuf,
+}
+
+impl Key {
+    fn overlaps(&self, other: &Key) -> bool {
+        Arc::ptr_eq(&self.root, &other.root)
+            && (self.rel.starts_with(&other.rel) || other.rel.starts_with(&self.rel))
+    }
+}
+
+/// Why a call got no lock.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LockError {
+    #[error(
+        "'{path}' in root '{root}' is being changed by another call (on it, or on a path above \
+         or below it), which held it for {} ms (tool_timeout_ms); try again",
+        waited.as_millis()
+    )]
+    Busy {
+        root: String,
+        path: String,
+        waited: Duration,
+    },
+    #[error("the call was cancelled")]
+    Cancelled,
+}
+
+struct Held {
+    call: u64,
+    key: Key,
+}
+
+/// The path locks of one server.
+#[derive(Default)]
+pub struct PathLocks {
+    held: Mutex<Vec<Held>>,
+    released: Notify,
+    next_call: AtomicU64,
+    /// Roots already reported as locked within this process only.
+    unshared: Mutex<HashSet<String>>,
+}
+
+/// A call's locks; dropping it gives them back.
+pub struct Locked {
+    locks: Arc<PathLocks>,
+    call: u64,
+    /// One open file description per root: closing it drops its byte locks.
+    files: Vec<OwnedFd>,
+}
+
+impl Drop for Locked {
+    fn drop(&mut self) {
+        // The other processes first, then this one's waiters.
+        self.files.clear();
+        let mut held = self.locks.held.lock().unwrap_or_else(|p| p.into_inner());
+        held.retain(|h| h.call != self.call);
+        drop(held);
+        self.locks.released.notify_waiters();
+    }
+}
+
+impl PathLocks {
+    pub fn new() -> Arc<PathLocks> {
+        Arc::default()
+    }
+
+    /// Locks `keys` for one call, waiting until `deadline` at most (then
+    /// [`LockError::Busy`]) and no longer than `cancel` allows.
+    pub async fn lock(
+        self: &Arc<Self>,
+        keys: Vec<Key>,
+        deadline: Instant,
+        cancel: &CancellationToken,
+    ) -> Result<Locked, LockError> {
+        let started = Instant::now();
+        let call = self.next_call.fetch_add(1, Ordering::Relaxed);
+        let mut locked = Locked {
+            locks: Arc::clone(self),
+            call,
+            files: Vec::new(),
+        };
+        if keys.is_empty() {
+            return Ok(locked);
+        }
+        let busy = |key: &Key| LockError::Busy {
+            root: key.root.name.clone(),
+            path: shown(&display(&key.rel)),
+            waited: started.elapsed(),
+        };
+        loop {
+            let released = self.released.notified();
+            tokio::pin!(released);
+            released.as_mut().enable();
+            let blocker = {
+                let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+                let blocker = keys
+                    .iter()
+                    .find(|k| held.iter().any(|h| h.key.overlaps(k)))
+                    .cloned();
+                if blocker.is_none() {
+                    held.extend(keys.iter().map(|key| Held {
+                        call,
+                        key: key.clone(),
+                    }));
+                }
+                blocker
+            };
+            let Some(blocker) = blocker else { break };
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Err(LockError::Cancelled),
+                () = tokio::time::sleep_until(deadline) => return Err(busy(&blocker)),
+                () = &mut released => {}
+            }
+        }
+        // Held in this process (dropping `locked` gives the keys back);
+        // now the other processes' locks.
+        let mut wanted = Vec::new();
+        let mut roots: Vec<&Arc<Root>> = Vec::new();
+        for key in &keys {
+            if !roots.iter().any(|r| Arc::ptr_eq(r, &key.root)) {
+                roots.push(&key.root);
+            }
+        }
+        for root in roots {
+            let Some((file, identity)) = self.lock_file(root) else {
+                continue;
+            };
+            let index = locked.files.len();
+            locked.files.push(file);
+            let paths = keys.iter().filter(|k| Arc::ptr_eq(&k.root, root));
+            for (offset, exclusive) in bytes_of(paths.map(|k| (&k.root, k.rel.as_path()))) {
+                wanted.push((identity, offset, exclusive, index, root));
+            }
+        }
+        wanted.sort_by_key(|&(identity, offset, ..)| (identity, offset));
+        for (_, offset, exclusive, index, root) in wanted {
+            let mut pause = Duration::from_millis(1);
+            loop {
+                match try_lock(locked.files[index].as_fd(), offset, exclusive) {
+                    Ok(true) => break,
+                    Ok(false) => {}
+                    Err(e) => {
+                        self.unshared(root, &e);
+                        break;
+                    }
+                }
+                let now = Instant::now();
+                if now >= deadline {
+                    let key = keys.iter().find(|k| Arc::ptr_eq(&k.root, root));
+                    return Err(key.map_or(LockError::Cancelled, busy));
+                }
+                tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => return Err(LockError::Cancelled),
+                    () = tokio::time::sleep(pause.min(deadline - now)) => {}
+                }
+                pause = (pause * 2).min(MAX_POLL);
+            }
+        }
+        Ok(locked)
+    }
+
+    /// A new open file description of `root`'s lock file (made if missing)
+    /// and the file's identity, or `None` (said once) if it cannot be used.
+    fn lock_file(&self, root: &Root) -> Option<(OwnedFd, (u64, u64))> {
+        match open_lock_file(root) {
+            Ok(found) => Some(found),
+            // Not made here by design (see the module).
+            Err(e) if e.kind() == io::ErrorKind::NotFound && !may_make(root) => None,
+            Err(e) => {
+                self.unshared(root, &e);
+                None
+            }
+        }
+    }
+
+    fn unshared(&self, root: &Root, e: &io::Error) {
+        let mut told = self.unshared.lock().unwrap_or_else(|p| p.into_inner());
+        if told.insert(root.name.clone()) {
+            tracing::warn!(
+                root = %root.name,
+                "cannot use {TRASH_DIR}/{LOCK_FILE} ({e}): calls that change this root are kept \
+                 apart within this server only, not from another server on the same folder"
+            );
+        }
+    }
+}
+
+/// Holds an exclusive lock on `label`'s byte of `root`'s lock file until
+/// the descriptor is dropped, waiting for it (other processes hold such a
+/// lock for a few file operations only). `None` if the lock file cannot be
+/// used: the caller goes on unlocked.
+pub fn hold(root: &Root, label: &str) -> Option<OwnedFd> {
+    let (file, _) = open_lock_file(root).ok()?;
+    let offset = byte_of(OsStr::new(label).as_bytes());
+    set_lock(file.as_fd(), offset, true, true).ok()?;
+    Some(file)
+}
+
+/// Whether the server makes files of its own in `root`.
+fn may_make(root: &Root) -> bool {
+    root.perms.contains(Permission::Write)
+}
+
+fn open_lock_file(root: &Root) -> io::Result<(OwnedFd, (u64, u64))> {
+    let root_fd = beneath::open_root(root)?;
+    let mut flags = OFlags::RDWR | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let trash = if may_make(root) {
+        flags |= OFlags::CREATE;
+        beneath::make_dir(root_fd.as_fd(), OsStr::new(TRASH_DIR))?
+    } else {
+        beneath::beneath(&root_fd, Path::new(TRASH_DIR))?
+    };
+    let file = rustix::fs::openat(&trash, LOCK_FILE, flags, Mode::from_raw_mode(0o600))?;
+    let st = rustix::fs::fstat(&file)?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "not a regular file",
+        ));
+    }
+    Ok((file, (st.st_dev, st.st_ino)))
+}
+
+/// The bytes a call locks for `paths`: each path's own, exclusive, and
+/// each directory above it, shared (exclusive wins where they meet).
+fn bytes_of<'a>(paths: impl Iterator<Item = (&'a Arc<Root>, &'a Path)>) -> Vec<(i64, bool)> {
+    let mut bytes: Vec<(i64, bool)> = Vec::new();
+    let mut add = |offset: i64, exclusive: bool| match bytes.iter_mut().find(|b| b.0 == offset) {
+        Some(b) => b.1 |= exclusive,
+        None => bytes.push((offset, exclusive)),
+    };
+    for (_, rel) in paths {
+        add(byte_of(rel.as_os_str().as_bytes()), true);
+        for above in rel.ancestors().skip(1) {
+            add(byte_of(above.as_os_str().as_bytes()), false);
+        }
+    }
+    bytes
+}
+
+/// The byte of the lock file that stands for `name`.
+fn byte_of(name: &[u8]) -> i64 {
+    let digest = Sha256::digest(name);
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    // 62 bits: a non-negative offset with room for its one byte.
+    (u64::from_be_bytes(first) >> 2) as i64
+}
+
+/// Tries to lock one byte; `Ok(false)` when another open file description
+/// holds a conflicting lock.
+fn try_lock(file: BorrowedFd<'_>, offset: i64, exclusive: bool) -> io::Result<bool> {
+    match set_lock(file, offset, exclusive, false) {
+        Ok(()) => Ok(true),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EACCES)) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// `fcntl(F_OFD_SETLK[W])` on one byte. OFD locks belong to the open file
+/// description, not the process: two calls of one process that each opened
+/// the file exclude each other, and closing the descriptor releases them.
+fn set_lock(file: BorrowedFd<'_>, offset: i64, exclusive: bool, wait: bool) -> io::Result<()> {
+    // SAFETY: `flock` is a plain C struct for which all zeroes is valid.
+    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+    lock.l_type = if exclusive {
+        libc::F_WRLCK as libc::c_short
+    } else {
+        libc::F_RDLCK as libc::c_short
+    };
+    lock.l_whence = libc::SEEK_SET as libc::c_short;
+    lock.l_start = offset;
+    lock.l_len = 1;
+    let command = if wait {
+        libc::F_OFD_SETLKW
+    } else {
+        libc::F_OFD_SETLK
+    };
+    // SAFETY: a valid descriptor and a pointer to an initialised `flock`
+    // that outlives the call.
+    let done = unsafe { libc::fcntl(file.as_raw_fd(), command, &lock as *const libc::flock) };
+    if done == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+fn display(rel: &Path) -> String {
+    if rel.as_os_str().is_empty() {
+        ".".into()
+    } else {
+        rel.to_string_lossy().into_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{DenyList, Role};
+
+    fn root(dir: &Path, name: &str) -> Arc<Root> {
+        Arc::new(Root {
+            name: name.into(),
+            path: dir.to_path_buf(),
+            role: Role::Workspace,
+            perms: Role::Workspace.ceiling(),
+            deny: DenyList::new([]).unwrap(),
+            extra_deny: vec![],
+            max_read_bytes: 1 << 20,
+        })
+    }
+
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap()
+    }
+
+    fn key(root: &Arc<Root>, rel: &str) -> Key {
+        Key {
+            root: Arc::clone(root),
+            rel: PathBuf::from(rel),
+        }
+    }
+
+    #[test]
+    fn overlap_is_same_path_or_one_below_the_other() {
+        let tmp = tempfile::TempDir::new().unwrap();
+        let (a, b) = (root(tmp.path(), "a"), root(tmp.path(), "b"));
+        assert!(key(&a, "x/y").overlaps(&key(&a, "x/y")));
+        assert!(key(&a, "x").overlaps(&key(&a, "x/y/z")));
+        assert!(key(&a, "x/y/z").overlaps(&key(&a, "x")));
+        assert!(key(&a, "").overlaps(&key(&a, "x")));
+        assert!(!key(&a, "x/y").overlaps(&key(&a, "x/yz")));
+        assert!(!key(&a, "x").overlaps(&key(&a, "y")));
+        assert!(!key(&a, "x").overlaps(&key(&b, "x")));
+    }
+
+    #[test]
+    fn shared_above_exclusive_at_the_path() {
+        let tmp = tempfile::TempDir::new().unwrap();
+        let r = root(tmp.path(), "r");
+        let bytes = bytes_of([(&r, Path::new("a/b"))].into_iter());
+        assert_eq!(
+            bytes,
+            vec![
+                (byte_of(b"a/b"), true),
+                (byte_of(b"a"), false),
+                (byte_of(b""), false)
+            ]
+        );
+        // A path and a directory above it, in one call: exclusive wins.
+        let bytes = bytes_of([(&r, Path::new("a/b")), (&r, Path::new("a"))].into_iter());
+        assert!(bytes.contains(&(byte_of(b"a"), true)));
+        assert!(bytes.iter().all(|b| b.0 >= 0));
+    }
+
+    /// Within the process: an overlapping call waits until the first gives
+    /// its keys back; a disjoint one does not wait at all; the wait ends at
+    /// the deadline (busy) or on cancellation.
+    #[test]
+    fn overlapping_calls_wait_disjoint_ones_do_not() {
+        let tmp = tempfile::TempDir::new().unwrap();
+        let r = root(tmp.path(), "r");
+        let locks = PathLocks::new();
+        let never = CancellationToken::new();
+        rt().block_on(async {
+            let far = Instant::now() + Duration::from_secs(3600);
+            let first = locks
+                .lock(vec![key(&r, "a/b.txt")], far, &never)
+                .await
+                .unwrap();
+            // Disjoint: granted at once, though `first` is held.
+            let other = locks
+                .lock(vec![key(&r, "a/c.txt")], far, &never)
+                .await
+                .unwrap();
+            drop(other);
+            // The directory above: busy until the deadline.
+            let soon = Instant::now() + Duration::from_millis(30);
+            let err = locks
+                .lock(vec![key(&r, "a")], soon, &never)
+                .await
+                .err()
+                .unwrap();
+            assert!(
+                matches!(&err, LockError::Busy { path, .. } if path == "a"),
+                "{err:?}"
+            );
+            assert!(err.to_string().contains("tool_timeout_ms"));
+            // Cancelled while waiting.
+            let cancel = CancellationToken::new();
+            cancel.cancel();
+            let err = locks
+                .lock(vec![key(&r, "a/b.txt")], far, &cancel)
+                .await
+                .err();
+            assert_eq!(err, Some(LockError::Cancelled));
+            // Given back: the waiter gets it.
+            let waiter = {
+                let locks = Arc::clone(&locks);
+                let k = key(&r, "a/b.txt");
+                tokio::spawn(async move {
+                    let never = CancellationToken::new();
+                    locks.lock(vec![k], far, &never).await.map(|_| ())
+                })
+            };
+            tokio::task::yield_now().await;
+            assert!(!waiter.is_finished());
+            drop(first);
+            waiter.await.unwrap().unwrap();
+        });
+    }
+
+    /// Two open file descriptions stand for two processes: an exclusive
+    /// byte excludes the other, shared bytes share, and closing gives back.
+    #[test]
+    fn byte_locks_exclude_across_open_file_descriptions() {
+        let tmp = tempfile::TempDir::new().unwrap();
+        let r = root(tmp.path(), "r");
+        let (a, _) = open_lock_file(&r).unwrap();
+        let (b, _) = open_lock_file(&r).unwrap();
+        assert!(try_lock(a.as_fd(), 7, true).unwrap());
+        assert!(!try_lock(b.as_fd(), 7, false).unwrap());
+        assert!(try_lock(b.as_fd(), 8, true).unwrap());
+        assert!(try_lock(a.as_fd(), 9, false).unwrap());
+        assert!(try_lock(b.as_fd(), 9, false).unwrap());
+        assert!(!try_lock(b.as_fd(), 9, true).unwrap());
+        drop(a);
+        assert!(try_lock(b.as_fd(), 7, true).unwrap());
+        assert!(try_lock(b.as_fd(), 9, true).unwrap());
+    }
+
+    /// A call in this process waits for a lock held from "another process"
+    /// (another open file description), and gets it once that is closed.
+    #[test]
+    fn a_lock_held_elsewhere_is_waited_for() {
+        let tmp = tempfile::TempDir::new().unwrap();
+        let r = root(tmp.path(), "r");
+        let (elsewhere, _) = open_lock_file(&r).unwrap();
+        assert!(try_lock(elsewhere.as_fd(), byte_of(b"a"), false).unwrap());
+        let locks = PathLocks::new();
+        let never = CancellationToken::new();
+        rt().block_on(async {
+            // Below `a`: shares `a`'s byte, so not blocked.
+            let far = Instant::now() + Duration::from_secs(3600);
+            drop(locks.lock(vec![key(&r, "a/x")], far, &never).await.unwrap());
+            // `a` itself: blocked while the other holds its shared byte.
+            let soon = Instant::now() + Duration::from_millis(40);
+            let err = locks.lock(vec![key(&r, "a")], soon, &never).await.err();
+            assert!(matches!(err, Some(LockError::Busy { .. })), "{err:?}");
+            drop(elsewhere);
+            drop(locks.lock(vec![key(&r, "a")], far, &never).await.unwrap());
+        });
+        assert!(tmp.path().join(".mcp-trash/.locks").is_file());
+    }
+}
