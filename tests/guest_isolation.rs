@@ -43,6 +43,7 @@ fn runtime() -> &'static Runtime {
         runtime_with(Budget {
             memory_bytes: 64 << 20,
             timeout: Duration::from_secs(10),
+            output_bytes: 16 << 20,
         })
     })
 }
@@ -342,6 +343,7 @@ fn runaway_guests_are_stopped_by_the_limits() {
     let rt = runtime_with(Budget {
         memory_bytes: 32 << 20,
         timeout: Duration::from_millis(300),
+        output_bytes: 16 << 20,
     });
     let run = |attack: &str, cancel: CancellationToken| -> (CallOutcome, Duration) {
         let started = std::time::Instant::now();
@@ -532,6 +534,7 @@ fn a_stopped_call_leaves_no_temporary_file() {
     let rt = runtime_with(Budget {
         memory_bytes: 32 << 20,
         timeout: Duration::from_millis(200),
+        output_bytes: 16 << 20,
     });
     let outcome = rt.call(
         0,
@@ -562,6 +565,7 @@ fn toolbox(env: &Env, slots: u32, timeout_ms: u64) -> Arc<Toolbox> {
     let rt = runtime_with(Budget {
         memory_bytes: 32 << 20,
         timeout: config.limits.tool_timeout,
+        output_bytes: 16 << 20,
     });
     Arc::new(Toolbox::new(config, rt, audit).unwrap())
 }

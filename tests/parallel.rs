@@ -521,7 +521,10 @@ async fn a_dead_servers_staging_files_go_at_the_next_start() {
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("removed what 1 stopped server"), "{stdout}");
+    assert!(
+        stdout.contains("removed the unfinished files of 1 stopped server"),
+        "{stdout}"
+    );
     assert!(!live.exists());
     assert_eq!(
         std::fs::read_to_string(env.path("ws/f.txt")).unwrap(),
@@ -635,4 +638,63 @@ fn a_wait_for_a_lock_ends_at_the_deadline_or_when_cancelled() {
         !everything.iter().any(|c| c.contains("two")),
         "a refused call ran"
     );
+}
+
+/// Another process's lock is waited for. The test holds, as another server
+/// would, the byte that stands for `e.txt` in the root's `.mcp-trash/.locks`
+/// (an OFD lock on the first 62 bits of the path's SHA-256, see
+/// `host/src/locks.rs`): an edit of `e.txt` waits for it and is refused at
+/// the tool timeout, a write of another file goes ahead; once the lock is
+/// released, the edit runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_held_by_another_process_is_waited_for() {
+    use sha2::{Digest, Sha256};
+    use std::os::fd::AsRawFd;
+    let env = Env::new();
+    env.write("ws/e.txt", "one\n").mkdir("ws/.mcp-trash");
+    let config = env.config(
+        "audit_log = \"audit.log\"\ntool_timeout_ms = 1000\n\
+         [[roots]]\nname = \"ws\"\npath = \"ws\"\nrole = \"workspace\"\n",
+    );
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(env.path("ws/.mcp-trash/.locks"))
+        .unwrap();
+    let digest = Sha256::digest(b"e.txt");
+    let byte = (u64::from_be_bytes(digest[..8].try_into().unwrap()) >> 2) as i64;
+    // SAFETY: a zeroed flock is valid; the descriptor is open.
+    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+    lock.l_type = libc::F_WRLCK as libc::c_short;
+    lock.l_whence = libc::SEEK_SET as libc::c_short;
+    lock.l_start = byte;
+    lock.l_len = 1;
+    let held = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &lock) };
+    assert_eq!(held, 0, "{}", std::io::Error::last_os_error());
+    let client = start(&config).await;
+    let edit = json!({"root": "ws", "path": "e.txt",
+        "edits": [{"old_text": "one", "new_text": "two"}]});
+    let r = call(&client, "edit_file", edit.clone()).await;
+    assert_refused(&r, "'e.txt' in root 'ws' is being changed by another call");
+    assert_eq!(
+        std::fs::read_to_string(env.path("ws/e.txt")).unwrap(),
+        "one\n"
+    );
+    let other = call(
+        &client,
+        "write_file",
+        json!({"root": "ws", "path": "f.txt", "content": "f\n"}),
+    )
+    .await;
+    assert!(!is_error(&other), "{}", text(&other));
+    drop(file);
+    let r = call(&client, "edit_file", edit).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert_eq!(
+        std::fs::read_to_string(env.path("ws/e.txt")).unwrap(),
+        "two\n"
+    );
+    client.cancel().await.unwrap();
 }

@@ -619,6 +619,7 @@ fn denied_directories_are_never_walked() {
     let mut rt = Runtime::new(Budget {
         memory_bytes: 64 << 20,
         timeout: Duration::from_secs(30),
+        output_bytes: 16 << 20,
     })
     .unwrap();
     let cache = Cache::at(cache_dir());

@@ -28,6 +28,7 @@ fn bench(c: &mut Criterion) {
     let mut rt = Runtime::new(Budget {
         memory_bytes: 256 << 20,
         timeout: Duration::from_secs(30),
+        output_bytes: 16 << 20,
     })
     .unwrap();
     let cache = Cache::at(concat!(env!("CARGO_TARGET_TMPDIR"), "/bench-cache"));

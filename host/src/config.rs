@@ -33,6 +33,9 @@ pub struct Limits {
     pub tool_memory_bytes: u64,
     /// Guests running at once; more calls wait for a slot.
     pub max_concurrent_calls: u32,
+    /// Most bytes of text, structured content and images one call may
+    /// return; more is refused while it is read out of the guest.
+    pub max_output_bytes: u64,
 }
 
 /// A validated config.
@@ -93,6 +96,7 @@ struct RawConfig {
     tool_timeout_ms: Option<u64>,
     tool_memory_bytes: Option<u64>,
     max_concurrent_calls: Option<u64>,
+    max_output_bytes: Option<u64>,
     quota_bytes_per_minute: Option<u64>,
     quota_burst_bytes: Option<u64>,
     #[serde(default)]
@@ -180,6 +184,17 @@ const MEMORY_BYTES: Bound = Bound {
     min: 16 * MIB,
     max: 4 * GIB,
 };
+// The default is worked out from the roots (see `output_bytes`).
+const OUTPUT_BYTES: Bound = Bound {
+    key: "max_output_bytes",
+    default: 16 * MIB,
+    min: 64 * KIB,
+    max: 4 * GIB,
+};
+/// A whole read of a root's largest file comes back as text and again in the
+/// structured result, with JSON's escapes: the output limit must hold this
+/// many times `max_read_bytes`.
+pub const OUTPUT_PER_READ: u64 = 4;
 /// The runtime reserves one instance slot per call slot, plus one.
 pub const MAX_CONCURRENT_CALLS: u64 = 64;
 const CONCURRENT_CALLS: Bound = Bound {
@@ -280,6 +295,8 @@ fn validate(raw: RawConfig, base: &Path, read_only_flag: bool) -> Result<Config,
         tool_memory_bytes: MEMORY_BYTES.take(raw.tool_memory_bytes, &mut problems, ""),
         max_concurrent_calls: CONCURRENT_CALLS.take(raw.max_concurrent_calls, &mut problems, "")
             as u32,
+        // Set below, once the roots are known.
+        max_output_bytes: 0,
     };
     let quota = quota(&raw, &mut problems);
     let audit = match raw.audit_log.as_deref() {
@@ -366,6 +383,8 @@ fn validate(raw: RawConfig, base: &Path, read_only_flag: bool) -> Result<Config,
         }
     }
     check_nesting(&roots, &mut problems);
+    let mut limits = limits;
+    limits.max_output_bytes = output_bytes(raw.max_output_bytes, &roots, &mut problems);
 
     let mut components: Vec<PathBuf> = Vec::new();
     for c in &raw.components {
@@ -396,6 +415,27 @@ fn validate(raw: RawConfig, base: &Path, read_only_flag: bool) -> Result<Config,
         components,
         quota,
     })
+}
+
+/// `max_output_bytes`: as set, or by default 16 MiB or enough for a whole read
+/// of every root's largest file, whichever is more. Set below what a root's
+/// `max_read_bytes` needs, it is refused: `read_file` would fail there.
+fn output_bytes(set: Option<u64>, roots: &[Root], problems: &mut Vec<String>) -> u64 {
+    let needed = |r: &Root| r.max_read_bytes.saturating_mul(OUTPUT_PER_READ);
+    let Some(value) = set else {
+        let most = roots.iter().map(needed).max().unwrap_or(0);
+        return OUTPUT_BYTES.default.max(most).min(OUTPUT_BYTES.max);
+    };
+    let value = OUTPUT_BYTES.take(Some(value), problems, "");
+    for r in roots.iter().filter(|r| needed(r) > value) {
+        problems.push(format!(
+            "max_output_bytes = {value} is below {OUTPUT_PER_READ} times root '{}''s max_read_bytes \
+             ({}): a whole read of its largest file (text plus structured copy) would be refused",
+            r.name.escape_debug(),
+            r.max_read_bytes
+        ));
+    }
+    value
 }
 
 /// The byte quota: off unless `quota_bytes_per_minute` is set; the burst is
@@ -585,10 +625,29 @@ mod tests {
         assert_eq!(c.limits.max_search_bytes, 64 * MIB);
         assert_eq!(c.limits.tool_timeout, Duration::from_secs(30));
         assert_eq!(c.limits.max_concurrent_calls, 8);
+        assert_eq!(c.limits.max_output_bytes, 16 * MIB);
         assert!(!c.read_only);
         assert!(!c.landlock);
         assert!(c.grants(Permission::Write));
         assert!(!c.grants(Permission::Delete));
+    }
+
+    /// The output limit follows the roots' read limits by default, and is
+    /// refused below what a whole read of a root's largest file returns.
+    #[test]
+    fn the_output_limit_holds_a_whole_read() {
+        let d = Dirs::new();
+        let big = root("x", "a", "reference") + "max_read_bytes = 8388608\n";
+        let c = d.parse(&big).unwrap();
+        assert_eq!(c.limits.max_output_bytes, 4 * 8 * MIB);
+        let small = format!("max_output_bytes = 1048576\n{big}");
+        assert_eq!(
+            d.problems(&small),
+            [
+                "max_output_bytes = 1048576 is below 4 times root 'x''s max_read_bytes (8388608): \
+              a whole read of its largest file (text plus structured copy) would be refused"
+            ]
+        );
     }
 
     #[test]
@@ -604,6 +663,7 @@ mod tests {
             tool_timeout_ms = 5000
             tool_memory_bytes = 67108864
             max_concurrent_calls = 3
+            max_output_bytes = 1048576
             landlock = true
             deny = ["*.sqlite3", "*.dump"]
             [[roots]]
@@ -624,6 +684,7 @@ mod tests {
         assert_eq!(c.limits.tool_timeout, Duration::from_millis(5000));
         assert_eq!(c.limits.tool_memory_bytes, 64 * MIB);
         assert_eq!(c.limits.max_concurrent_calls, 3);
+        assert_eq!(c.limits.max_output_bytes, MIB);
         assert!(c.landlock);
         assert_eq!(c.deny, ["*.sqlite3", "*.dump"]);
         let r = &c.roots[0];
@@ -908,6 +969,10 @@ mod tests {
             (
                 "audit_log_backups = 5000",
                 "audit_log_backups = 5000 is out of range (0 to 1000)",
+            ),
+            (
+                "max_output_bytes = 1024",
+                "max_output_bytes = 1024 is out of range (65536 to 4294967296)",
             ),
         ] {
             let text = format!("{line}\n{}", root("x", "a", "reference"));

@@ -190,12 +190,21 @@ impl PathLocks {
                 roots.push(&key.root);
             }
         }
+        let mut opened: Vec<(u64, u64)> = Vec::new();
         for root in roots {
             let Some((file, identity)) = self.lock_file(root) else {
                 continue;
             };
-            let index = locked.files.len();
-            locked.files.push(file);
+            // Two roots on one folder (a bind mount): one description, or
+            // the call would wait for itself.
+            let index = match opened.iter().position(|o| *o == identity) {
+                Some(index) => index,
+                None => {
+                    opened.push(identity);
+                    locked.files.push(file);
+                    locked.files.len() - 1
+                }
+            };
             let paths = keys.iter().filter(|k| Arc::ptr_eq(&k.root, root));
             for (offset, exclusive) in bytes_of(paths.map(|k| (&k.root, k.rel.as_path()))) {
                 wanted.push((identity, offset, exclusive, index, root));
@@ -255,16 +264,40 @@ impl PathLocks {
     }
 }
 
+/// Longest wait for a [`hold`]: other processes hold such a lock for a
+/// few file operations only; one that stays (a stopped process) must not
+/// stop this one.
+const HOLD_WAIT: Duration = Duration::from_secs(2);
+
 /// Holds an exclusive lock on `label`'s byte of `root`'s lock file until
-/// the descriptor is dropped, waiting for it (other processes hold such a
-/// lock for a few file operations only). `None` if the lock file cannot be
-/// used: the caller goes on unlocked.
+/// the descriptor is dropped, waiting for it at most [`HOLD_WAIT`]. Labels
+/// have their own half of the file's offsets, so no path shares their
+/// byte. `None` if the lock file cannot be used or the wait ran out: the
+/// caller goes on unlocked (and says so).
 pub fn hold(root: &Root, label: &str) -> Option<OwnedFd> {
     let (file, _) = open_lock_file(root).ok()?;
-    let offset = byte_of(OsStr::new(label).as_bytes());
-    set_lock(file.as_fd(), offset, true, true).ok()?;
-    Some(file)
+    let offset = LABELS | byte_of(OsStr::new(label).as_bytes());
+    let until = std::time::Instant::now() + HOLD_WAIT;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match try_lock(file.as_fd(), offset, true) {
+            Ok(true) => return Some(file),
+            Ok(false) if std::time::Instant::now() < until => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(MAX_POLL);
+            }
+            Ok(false) => {
+                tracing::warn!(root = %root.name, label, "gave up waiting for a lock another server holds");
+                return None;
+            }
+            Err(_) => return None,
+        }
+    }
 }
+
+/// The top bit of the 63 an offset has: set for labels ([`hold`]), clear
+/// for paths ([`byte_of`] gives 62 bits).
+const LABELS: i64 = 1 << 62;
 
 /// Whether the server makes files of its own in `root`.
 fn may_make(root: &Root) -> bool {

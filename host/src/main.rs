@@ -226,6 +226,7 @@ fn runtime(config: &Config) -> anyhow::Result<Runtime> {
     Runtime::new(Budget {
         memory_bytes: config.limits.tool_memory_bytes,
         timeout: config.limits.tool_timeout,
+        output_bytes: config.limits.max_output_bytes,
     })
     .map_err(|e| anyhow::anyhow!("cannot start the WebAssembly runtime: {e}"))
 }
@@ -603,21 +604,17 @@ fn serve(cli: &Cli) -> anyhow::Result<()> {
 /// Removes what servers that are gone (killed mid-call) left in the
 /// staging area of each root this server may write, and says so.
 fn sweep_staging(config: &Config) {
-    let in_flight = trash::in_flight(config.limits.tool_timeout);
     for root in config
         .roots
         .iter()
         .filter(|r| r.perms.contains(Permission::Write))
     {
-        match staging::sweep(root, std::time::SystemTime::now(), in_flight, false) {
+        match staging::sweep(root, false) {
             Ok(swept) if !swept.is_empty() => eprintln!(
-                "{}: removed the unfinished files of {} stopped {} and {} old {} from its staging \
-                 area",
+                "{}: removed the unfinished files of {} stopped {} from its staging area",
                 root.name,
                 swept.servers,
                 plural(swept.servers, "server", "servers"),
-                swept.calls,
-                plural(swept.calls, "call", "calls"),
             ),
             Ok(_) => {}
             Err(e) => eprintln!(
@@ -854,13 +851,12 @@ fn trash_purge(
         )?;
     }
     if !purged.staged.is_empty() {
-        let (servers, calls) = (purged.staged.servers, purged.staged.calls);
+        let servers = purged.staged.servers;
         writeln!(
             out,
-            "{} what {servers} stopped {} and {calls} old {} left in the staging area",
+            "{} the unfinished files of {servers} stopped {} from the staging area",
             if dry_run { "would remove" } else { "removed" },
             plural(servers, "server", "servers"),
-            plural(calls, "call", "calls"),
         )?;
     }
     if purged.in_flight > 0 {

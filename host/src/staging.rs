@@ -11,15 +11,16 @@
 //! separate preopen (`mount.staging`), and the policing filesystem lets
 //! what it made there leave only by a rename (or link) into its own root.
 //!
-//! `<server>` is one per running server process, made at its first call
-//! that writes in the root, and `flock`ed for as long as the process
-//! lives: the kernel drops that lock when the process dies, however it
-//! dies, so anyone can tell a live server's directory from one a killed
-//! server left. A call's directory is removed when the call ends,
-//! whatever it left. What a killed server left is removed at the next
-//! start and by `trash purge` ([`sweep`]): directories whose server is
-//! gone, and call directories older than the in-flight window (another
-//! server on the same root may be writing in its own).
+//! `<server>` is one per running server process (and root), made at its
+//! first call that writes in the root, and `flock`ed for as long as the
+//! process lives: the kernel drops that lock when the process dies, however
+//! it dies, so anyone can tell a live server's directory from one a killed
+//! server left. A call's directory is removed when the call ends, whatever
+//! it left, and a server's when it ends. What a killed server left is
+//! removed at the next start and by `trash purge` ([`sweep`]): every
+//! directory whose lock is free. A live server's directory is never
+//! touched by another process (its calls may run as long as its own
+//! timeout allows, which another process does not know).
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -28,9 +29,9 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
-use rustix::fs::{AtFlags, FileType, FlockOperation, Mode};
+use rustix::fs::{FileType, FlockOperation, Mode};
 use rustix::io::Errno;
 
 use crate::beneath::{self, make_dir, names_in, open_dir, remove_below};
@@ -47,6 +48,10 @@ pub struct Staging {
     server: String,
     areas: Mutex<HashMap<String, Arc<Area>>>,
     next_call: AtomicU64,
+    /// Numbers the areas this server makes: a name is never made twice, so
+    /// an area dropped (after it was removed under us) never removes its
+    /// successor.
+    next_area: AtomicU64,
 }
 
 /// `<root>/.mcp-trash/.staging/<server>`, open and locked; removed when
@@ -54,11 +59,15 @@ pub struct Staging {
 /// purge` removes it).
 struct Area {
     dir: OwnedFd,
-    /// `.staging`, and this server's name in it.
+    /// `.staging`, and this area's name in it (never used for another).
     parent: OwnedFd,
     name: String,
     path: PathBuf,
 }
+
+/// Tries at making a locked area before giving up: each try that fails
+/// (another server's sweep took the fresh directory first) uses a new name.
+const AREA_TRIES: u64 = 8;
 
 impl Drop for Area {
     fn drop(&mut self) {
@@ -104,6 +113,7 @@ impl Staging {
             server: format!("{}-{started:x}", std::process::id()),
             areas: Mutex::default(),
             next_call: AtomicU64::new(1),
+            next_area: AtomicU64::new(1),
         }
     }
 
@@ -137,20 +147,34 @@ impl Staging {
         let root_fd = beneath::open_root(root)?;
         let trash = make_dir(root_fd.as_fd(), OsStr::new(TRASH_DIR))?;
         let staging = make_dir(trash.as_fd(), OsStr::new(STAGING_DIR))?;
-        let dir = make_dir(staging.as_fd(), OsStr::new(&self.server))?;
-        rustix::fs::flock(&dir, FlockOperation::NonBlockingLockExclusive)?;
-        let area = Arc::new(Area {
-            dir,
-            parent: staging,
-            name: self.server.clone(),
-            path: root
-                .path
-                .join(TRASH_DIR)
-                .join(STAGING_DIR)
-                .join(&self.server),
-        });
-        areas.insert(root.name.clone(), Arc::clone(&area));
-        Ok(area)
+        for _ in 0..AREA_TRIES {
+            let n = self.next_area.fetch_add(1, Ordering::Relaxed);
+            let name = format!("{}-{n}", self.server);
+            // Made, then locked: between the two it is a free directory that
+            // another server's sweep may take (then this name is dropped).
+            let dir = match make_dir(staging.as_fd(), OsStr::new(&name)) {
+                Ok(dir) => dir,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e),
+            };
+            match rustix::fs::flock(&dir, FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => {}
+                Err(Errno::WOULDBLOCK) => continue,
+                Err(e) => return Err(e.into()),
+            }
+            let area = Arc::new(Area {
+                dir,
+                path: root.path.join(TRASH_DIR).join(STAGING_DIR).join(&name),
+                parent: staging,
+                name,
+            });
+            areas.insert(root.name.clone(), Arc::clone(&area));
+            return Ok(area);
+        }
+        Err(io::Error::new(
+            io::ErrorKind::WouldBlock,
+            "another server kept taking the staging directory",
+        ))
     }
 }
 
@@ -160,8 +184,6 @@ pub struct Swept {
     /// Servers that are gone and left unfinished calls (all that they
     /// left is removed, empty directories silently).
     pub servers: usize,
-    /// Call directories of live servers, older than the in-flight window.
-    pub calls: usize,
 }
 
 impl Swept {
@@ -170,17 +192,12 @@ impl Swept {
     }
 }
 
-/// Removes from `root`'s staging area what no running call can still be
-/// using: the directory of every server that is gone (its lock is free),
-/// and the call directories of live servers last changed more than
-/// `in_flight` before `now`. A server's own directory is locked by itself,
-/// so it is never taken for a dead one. Nothing is removed with `dry_run`.
-pub fn sweep(
-    root: &Root,
-    now: SystemTime,
-    in_flight: Duration,
-    dry_run: bool,
-) -> io::Result<Swept> {
+/// Removes from `root`'s staging area what servers that are gone left:
+/// every directory whose lock is free (its server died, however). A live
+/// server's directory is locked by it and left alone, so another server's
+/// work in progress is never taken. One directory that cannot be removed
+/// stops no other (it is logged). Nothing is removed with `dry_run`.
+pub fn sweep(root: &Root, dry_run: bool) -> io::Result<Swept> {
     let mut swept = Swept::default();
     let root_fd = beneath::open_root(root)?;
     let staging = match beneath::beneath(&root_fd, &Path::new(TRASH_DIR).join(STAGING_DIR)) {
@@ -192,40 +209,32 @@ pub fn sweep(
         if ty != FileType::Directory {
             continue;
         }
-        let server = match open_dir(staging.as_fd(), &name) {
-            Ok(fd) => fd,
-            Err(Errno::NOENT) => continue,
-            Err(e) => return Err(e.into()),
-        };
-        match rustix::fs::flock(&server, FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => {
-                // Gone: its lock was free. Held while removing, so that no
-                // one else counts it twice. Counted only if it left calls.
-                let left = !names_in(&server)?.is_empty();
-                if !dry_run {
-                    remove_below(staging.as_fd(), &name)?;
-                }
-                swept.servers += usize::from(left);
-            }
-            Err(Errno::WOULDBLOCK) => {
-                for (call, _) in names_in(&server)? {
-                    let Ok(st) = rustix::fs::statat(&server, &call, AtFlags::SYMLINK_NOFOLLOW)
-                    else {
-                        continue;
-                    };
-                    let changed = st.st_mtime.max(st.st_ctime);
-                    let changed = SystemTime::UNIX_EPOCH
-                        + Duration::from_secs(u64::try_from(changed).unwrap_or(0));
-                    let age = now.duration_since(changed).unwrap_or_default();
-                    if age > in_flight {
+        let gone = open_dir(staging.as_fd(), &name)
+            .map_err(io::Error::from)
+            .and_then(|server| {
+                match rustix::fs::flock(&server, FlockOperation::NonBlockingLockExclusive) {
+                    // Gone: its lock was free. Held while removing, so that
+                    // no one else counts it twice. Counted only if it left
+                    // calls.
+                    Ok(()) => {
+                        let left = !names_in(&server)?.is_empty();
                         if !dry_run {
-                            remove_below(server.as_fd(), &call)?;
+                            remove_below(staging.as_fd(), &name)?;
                         }
-                        swept.calls += 1;
+                        Ok(left)
                     }
+                    Err(Errno::WOULDBLOCK) => Ok(false),
+                    Err(e) => Err(e.into()),
                 }
-            }
-            Err(e) => return Err(e.into()),
+            });
+        match gone {
+            Ok(left) => swept.servers += usize::from(left),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!(
+                root = %root.name,
+                "cannot clear {TRASH_DIR}/{STAGING_DIR}/{}: {e}",
+                name.to_string_lossy().escape_debug()
+            ),
         }
     }
     Ok(swept)
@@ -247,8 +256,6 @@ mod tests {
             max_read_bytes: 1 << 20,
         }
     }
-
-    const WINDOW: Duration = Duration::from_secs(61);
 
     #[test]
     fn a_call_dir_is_made_and_removed_with_its_contents() {
@@ -274,10 +281,30 @@ mod tests {
         assert!(staging.call_dir(&root).unwrap().path().exists());
     }
 
-    /// A live server's area is left alone (but for call directories older
-    /// than the window); a gone server's is removed whole.
+    /// A server's directory removed under it (by hand, or a sweep that
+    /// took it): the next call makes a new one, under a new name, and the
+    /// old one going leaves the new one alone.
     #[test]
-    fn the_sweep_takes_what_gone_servers_left() {
+    fn an_area_removed_under_the_server_is_made_again() {
+        let tmp = tempfile::TempDir::new().unwrap();
+        let root = root(tmp.path());
+        let staging = Staging::new();
+        let first = staging.call_dir(&root).unwrap();
+        let area = first.path().parent().unwrap().to_path_buf();
+        drop(first);
+        std::fs::remove_dir_all(&area).unwrap();
+        for _ in 0..3 {
+            let dir = staging.call_dir(&root).unwrap();
+            assert!(dir.path().is_dir(), "{:?}", dir.path());
+            assert_ne!(dir.path().parent().unwrap(), area);
+            std::fs::write(dir.path().join("f"), "x").unwrap();
+        }
+    }
+
+    /// A live server's area is left alone, even its call directories; a
+    /// gone server's is removed whole.
+    #[test]
+    fn the_sweep_takes_only_what_gone_servers_left() {
         let tmp = tempfile::TempDir::new().unwrap();
         let root = root(tmp.path());
         let live = Staging::new();
@@ -287,35 +314,19 @@ mod tests {
         let dead = tmp.path().join(".mcp-trash/.staging/1-dead");
         std::fs::create_dir_all(dead.join("7")).unwrap();
         std::fs::write(dead.join("7/partial"), "half").unwrap();
-        let dry = sweep(&root, SystemTime::now(), WINDOW, true).unwrap();
-        assert_eq!(
-            dry,
-            Swept {
-                servers: 1,
-                calls: 0
-            }
-        );
+        // One killed before it had a call: removed, not counted.
+        std::fs::create_dir_all(tmp.path().join(".mcp-trash/.staging/2-idle")).unwrap();
+        let dry = sweep(&root, true).unwrap();
+        assert_eq!(dry, Swept { servers: 1 });
         assert!(dead.exists());
-        assert_eq!(sweep(&root, SystemTime::now(), WINDOW, false).unwrap(), dry);
+        assert_eq!(sweep(&root, false).unwrap(), dry);
         assert!(!dead.exists());
+        assert!(!tmp.path().join(".mcp-trash/.staging/2-idle").exists());
         assert!(running.path().join("temp").exists());
-        // With a zero window the live server's call directory is old.
-        std::thread::sleep(Duration::from_millis(1100));
-        let swept = sweep(&root, SystemTime::now(), Duration::ZERO, false).unwrap();
-        assert_eq!(
-            swept,
-            Swept {
-                servers: 0,
-                calls: 1
-            }
-        );
-        assert!(!running.path().exists());
+        assert!(sweep(&root, false).unwrap().is_empty());
+        assert!(running.path().join("temp").exists());
         // No staging area at all: nothing to do.
         let empty = tempfile::TempDir::new().unwrap();
-        assert!(
-            sweep(&self::root(empty.path()), SystemTime::now(), WINDOW, false)
-                .unwrap()
-                .is_empty()
-        );
+        assert!(sweep(&self::root(empty.path()), false).unwrap().is_empty());
     }
 }

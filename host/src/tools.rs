@@ -368,7 +368,11 @@ impl Toolbox {
         let mut resolved = self
             .resolve_all(tool, paths, arguments, client)
             .map_err(error_result)?;
-        loop {
+        for _ in 0..RESOLVE_ROUNDS {
+            if control.cancel.is_cancelled() {
+                self.audit_refused(tool, &resolved, "cancelled", client);
+                return Err(error_result(LockError::Cancelled.to_string()));
+            }
             let keys = lock_keys(&resolved);
             let locked = match self
                 .locks
@@ -396,6 +400,12 @@ impl Toolbox {
             }
             resolved = again;
         }
+        self.audit_refused(tool, &resolved, "locked", client);
+        Err(error_result(
+            "the places this call changes kept moving while it waited for them (other calls \
+             moved or deleted what its paths lead to); try again"
+                .into(),
+        ))
     }
 
     fn audit_refused(&self, tool: &str, resolved: &[Resolved], rule: &str, client: Option<&str>) {
@@ -427,7 +437,8 @@ impl Toolbox {
                 Err(e) => {
                     tracing::warn!(root = %m.root.name, "cannot make a staging directory: {e}");
                     return Err(format!(
-                        "root '{}': its staging directory (.mcp-trash/.staging) cannot be made:                          {}; nothing was changed",
+                        "root '{}': its staging directory (.mcp-trash/.staging) cannot be made: \
+                         {}; nothing was changed",
                         m.root.name,
                         e.kind()
                     ));
@@ -504,9 +515,19 @@ impl Toolbox {
         // The slot, the locks and the staging directories travel with the
         // guest's thread: a guest that outlives its caller still holds them,
         // and its staging directories go only once it is done.
+        // Under the kernel sandbox no file is written in a root without
+        // write (a grant to write its trash index would make every move into
+        // that trash gain rights, which Landlock refuses): its trash lists
+        // file by file.
+        let indexed: Vec<Resolved> = resolved
+            .iter()
+            .filter(|r| !self.config.landlock || r.root().perms.contains(Permission::Write))
+            .cloned()
+            .collect();
         let outcome = tokio::task::spawn_blocking(move || {
             let _slot = slot;
-            let staged = match request.stamp {
+            let stamp = request.stamp.clone();
+            let staged = match stamp {
                 Some(_) => this.stage(&mut request.mounts),
                 None => Ok(Vec::new()),
             };
@@ -514,6 +535,11 @@ impl Toolbox {
                 Ok(_staged) => this.runtime.call(index, request),
                 Err(message) => runtime::CallOutcome::setup(message),
             };
+            // Its index is written before its locks go: the next call on
+            // these places finds it. File I/O, so on this thread.
+            if let Some(stamp) = &stamp {
+                trash::record_call(&indexed, stamp, &outcome.kept);
+            }
             (outcome, locked)
         })
         .await;
@@ -534,6 +560,7 @@ impl Toolbox {
             Err(CallError::Timeout(_)) => Some("timeout"),
             Err(CallError::Memory(_)) => Some("memory"),
             Err(CallError::Crashed(_)) => Some("crashed"),
+            Err(CallError::OutputTooLarge(_)) => Some("output"),
             _ => None,
         };
         let (result, bytes) = match (outcome.result, &self.quota) {
@@ -541,16 +568,6 @@ impl Toolbox {
             (Ok(output), _) => to_result(tool, output),
             (Err(e), _) => (error_result(call_error_text(tool, e)), 0),
         };
-        if let Some(stamp) = &stamp {
-            // Under the kernel sandbox no file is written in a root without
-            // write (a grant to write its trash index would make every move
-            // into that trash gain rights, which Landlock refuses): its trash
-            // lists file by file.
-            let indexed = resolved
-                .iter()
-                .filter(|r| !self.config.landlock || r.root().perms.contains(Permission::Write));
-            trash::record_call(indexed, stamp, &outcome.kept);
-        }
         for r in &resolved {
             let path = clip(r.requested());
             // Where the previous content of this path went, if anywhere: the
@@ -612,16 +629,53 @@ struct Run<'a> {
     waits_until: tokio::time::Instant,
 }
 
-/// The places a call changes: every path it resolved for more than reading.
+/// How many times a call resolves its paths again because what they lead
+/// to moved while it waited for their locks, before it gives up.
+const RESOLVE_ROUNDS: usize = 8;
+
+/// The places a call changes: every path it resolved for more than
+/// reading, where it leads (symlinks followed), and, where that differs,
+/// the entry it names (a tool replaces or moves a symlink itself, so a
+/// change of the directory holding the link must wait too).
 fn lock_keys(resolved: &[Resolved]) -> Vec<Key> {
-    resolved
-        .iter()
-        .filter(|r| r.op() != Permission::Read)
-        .map(|r| Key {
-            root: Arc::clone(r.root()),
-            rel: r.real_rel().to_path_buf(),
-        })
-        .collect()
+    let mut keys: Vec<Key> = Vec::new();
+    for r in resolved.iter().filter(|r| r.op() != Permission::Read) {
+        let entry = lexical(r.requested());
+        for rel in [Some(r.real_rel().to_path_buf()), entry]
+            .into_iter()
+            .flatten()
+        {
+            if !keys
+                .iter()
+                .any(|k| Arc::ptr_eq(&k.root, r.root()) && k.rel == rel)
+            {
+                keys.push(Key {
+                    root: Arc::clone(r.root()),
+                    rel,
+                });
+            }
+        }
+    }
+    keys
+}
+
+/// `path` (root-relative, as the model wrote it) with `.` dropped and `..`
+/// taken back lexically; `None` if it climbs above the root (then only the
+/// resolved place is locked).
+fn lexical(path: &str) -> Option<PathBuf> {
+    let mut out = PathBuf::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                if !out.pop() {
+                    return None;
+                }
+            }
+            name => out.push(name),
+        }
+    }
+    Some(out)
 }
 
 fn same_places(a: &[Key], b: &[Key]) -> bool {
@@ -793,6 +847,10 @@ fn call_error_text(tool: &str, e: CallError) -> String {
             "the tool failed unexpectedly; the server log has details".into()
         }
         CallError::Setup(m) => m,
+        CallError::OutputTooLarge(limit) => format!(
+            "the tool's result was larger than {limit} bytes and was refused as it was read \
+             (max_output_bytes); ask for less: a range of lines, a narrower search, a smaller depth"
+        ),
     }
 }
 
@@ -822,6 +880,11 @@ mod tests {
         assert_eq!(
             memory,
             "the call needed more than 64 MiB of memory and was stopped (tool_memory_bytes)"
+        );
+        assert_eq!(
+            call_error_text("t", CallError::OutputTooLarge(1 << 20)),
+            "the tool's result was larger than 1048576 bytes and was refused as it was read \
+             (max_output_bytes); ask for less: a range of lines, a narrower search, a smaller depth"
         );
         let crash = call_error_text("t", CallError::Crashed("wasm trap at /home/me/x".into()));
         assert_eq!(

@@ -214,18 +214,23 @@ impl Env {
     }
 
     /// Every file under `rel` with its content. The host's own state in a
-    /// root (the lock file and the staging area in `.mcp-trash`, and a
-    /// `.mcp-trash` that holds nothing else) is no change a tool made and
-    /// is left out.
+    /// root is no change a tool made and is left out: the lock file, the
+    /// staging area with its (empty) server directories, and a `.mcp-trash`
+    /// that holds nothing else. Anything in a server's staging directory
+    /// (a call's leftovers) is kept in.
     pub fn snapshot_of(&self, rel: &str) -> Vec<(PathBuf, Option<Vec<u8>>)> {
         let all = snapshot_dir(&self.path(rel));
         let names = |p: &Path| -> Vec<String> {
             p.iter().map(|c| c.to_string_lossy().into_owned()).collect()
         };
         let host_state = |p: &Path| {
-            names(p)
-                .windows(2)
-                .any(|w| w[0] == ".mcp-trash" && (w[1] == ".locks" || w[1] == ".staging"))
+            let n = names(p);
+            n.iter().position(|c| c == ".mcp-trash").is_some_and(|t| {
+                let below = &n[t + 1..];
+                matches!(below.first().map(String::as_str), Some(".locks")) && below.len() == 1
+                    || matches!(below.first().map(String::as_str), Some(".staging"))
+                        && below.len() <= 2
+            })
         };
         let kept: Vec<_> = all.into_iter().filter(|(p, _)| !host_state(p)).collect();
         let holds_more = |dir: &Path| kept.iter().any(|(q, _)| q != dir && q.starts_with(dir));

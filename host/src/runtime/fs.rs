@@ -418,8 +418,27 @@ impl FsGuard {
         }
     }
 
+    /// Refuses a denied name. Looked up as something that exists, it looks
+    /// exactly like a missing one (`no-entry`), however it was reached
+    /// (asked for, or through a symlink) and whether it exists or not: the
+    /// guest cannot tell that `.env` is there. As a name to create, it is
+    /// refused outright (`access`), which says nothing about what exists.
+    fn denied(&mut self, mount: usize, path: &Path, op: Permission, lookup: Lookup) -> FsError {
+        let refused = self.refuse(Some(mount), path, op, "deny");
+        match lookup {
+            Lookup::Existing => ErrorCode::NoEntry.into(),
+            Lookup::New => refused,
+        }
+    }
+
     /// Step 1: joins `path` to the handle's path lexically and checks it.
-    fn lexical(&mut self, h: &Handle, path: &str, op: Permission) -> FsResult<PathBuf> {
+    fn lexical(
+        &mut self,
+        h: &Handle,
+        path: &str,
+        op: Permission,
+        lookup: Lookup,
+    ) -> FsResult<PathBuf> {
         let shown = h.rel.join(path);
         // A trash has no role of its own: each operation is gated by `not_trash`.
         if !self.mounts[h.mount].trash && !self.perms(h.mount).contains(op) {
@@ -435,7 +454,7 @@ impl FsGuard {
                 return Err(self.refuse(Some(h.mount), &rel, op, "trash"));
             }
             if self.denies(h.mount, &rel) {
-                return Err(self.refuse(Some(h.mount), &rel, op, "deny"));
+                return Err(self.denied(h.mount, &rel, op, lookup));
             }
             return Ok(rel);
         }
@@ -444,12 +463,13 @@ impl FsGuard {
         // checking all that is new.
         let deny = &self.mounts[h.mount].root.deny;
         if deny.match_path(Path::new(path)).is_some() {
-            return Err(self.refuse(Some(h.mount), &rel, op, "deny"));
+            return Err(self.denied(h.mount, &rel, op, lookup));
         }
         Ok(rel)
     }
 
-    /// Steps 2 and 3: checks a real path read from an open descriptor.
+    /// Steps 2 and 3: checks a real path read from an open descriptor (of
+    /// something that exists: a denied one looks missing).
     fn real(
         &mut self,
         h: &Handle,
@@ -472,11 +492,19 @@ impl FsGuard {
             (None, _) => Err(self.refuse(Some(h.mount), shown, op, "confinement")),
             (Some(_), None) => Err(self.refuse(Some(h.mount), shown, op, "trash")),
             (Some(_), Some(inside)) if root.deny.match_path(inside).is_some() => {
-                Err(self.refuse(Some(h.mount), shown, op, "deny"))
+                Err(self.denied(h.mount, shown, op, Lookup::Existing))
             }
             (Some(rel), Some(_)) => Ok(rel.clone()),
         }
     }
+}
+
+/// How a checked path is used: looked up as something that exists, or as a
+/// name about to be created (see [`FsGuard::denied`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Lookup {
+    Existing,
+    New,
 }
 
 /// `base` joined with the relative `path`, `..` resolved lexically; `None`
@@ -733,7 +761,7 @@ impl PolicedFs<'_> {
         refuse_special: bool,
     ) -> FsResult<Handle> {
         let h = self.guard.handle(fd.rep(), op)?;
-        let rel = self.guard.lexical(&h, path, op)?;
+        let rel = self.guard.lexical(&h, path, op, Lookup::Existing)?;
         if is_plain_name(path) && !follow && !refuse_special {
             return Ok(Handle {
                 mount: h.mount,
@@ -773,7 +801,7 @@ impl PolicedFs<'_> {
     ) -> FsResult<ReadOpen> {
         let op = Permission::Read;
         let h = self.guard.handle(fd.rep(), op)?;
-        let rel = self.guard.lexical(&h, path, op)?;
+        let rel = self.guard.lexical(&h, path, op, Lookup::Existing)?;
         let general = |rel| {
             Ok(ReadOpen::General(Handle {
                 mount: h.mount,
@@ -833,7 +861,7 @@ impl PolicedFs<'_> {
         op: Permission,
     ) -> FsResult<Handle> {
         let h = self.guard.handle(fd.rep(), op)?;
-        let rel = self.guard.lexical(&h, path, op)?;
+        let rel = self.guard.lexical(&h, path, op, Lookup::New)?;
         let (parent, name) = match path.trim_end_matches('/').rsplit_once('/') {
             Some((parent, name)) => (parent, name),
             None => {
@@ -927,7 +955,8 @@ impl PolicedFs<'_> {
             return Ok(());
         };
         if let (Some(_), Some(old)) = (regular(&from), regular(&to)) {
-            let mode = Mode::from_raw_mode(old.st_mode & 0o7777);
+            // Never set-id bits: the guest wrote the content.
+            let mode = Mode::from_raw_mode(old.st_mode & 0o777);
             let _ = rustix::fs::chmodat(
                 self.dir_fd(old_fd)?,
                 old_path,
@@ -1013,19 +1042,24 @@ impl PolicedFs<'_> {
     ///
     /// - Where nothing stands, it is `RENAME_NOREPLACE`: something that
     ///   appeared meanwhile is looked at again, never overwritten blindly.
+    ///   A file this call read that is gone since fails with `busy`: the
+    ///   publish would bring back a file someone deleted.
     /// - A directory (a copied tree) is only ever published where nothing
     ///   stands.
     /// - Over a file this call opened for reading, the file must still be
     ///   the one it read (device, inode, size, modification and change
     ///   times); otherwise the publish fails with `busy` and nothing
     ///   changes, so an edit never overwrites a change it did not see.
-    /// - Over anything else it is `RENAME_EXCHANGE` (WASI has no exchange):
-    ///   the new file takes the place in one step and what stood there
-    ///   comes out under the temporary name, exactly the version replaced.
-    ///   Unless the call kept that very inode in its trash already (the
-    ///   built-in tools link what they replace first, and report where),
-    ///   it goes to the call's trash entry now; if that cannot be done,
-    ///   the exchange is undone.
+    /// - What stands there is in the call's trash entry before anything
+    ///   moves: kept by the tool itself (the built-in tools link what they
+    ///   replace first, and report where), or linked there now. Then the
+    ///   new file takes the place with `RENAME_EXCHANGE` (WASI has no
+    ///   exchange), in one step, and what stood there comes out under the
+    ///   temporary name. If that is not the version kept (an outside
+    ///   program replaced the file in the instant between), it is the one
+    ///   this call replaced: over a file the call read, the exchange is
+    ///   undone (`busy`); otherwise it goes to the trash too, and if it
+    ///   cannot, the exchange is undone.
     fn publish(
         &mut self,
         fd: &Resource<Descriptor>,
@@ -1035,33 +1069,37 @@ impl PolicedFs<'_> {
         old: &Handle,
         new: &Handle,
     ) -> FsResult<()> {
+        use rustix::fs::{AtFlags, RenameFlags, renameat_with};
+        use rustix::io::Errno;
         pause_before_publish();
         let (from_dir, from_name) = self.parent(fd, old_path, old)?;
         let (to_dir, to_name) = self.parent(new_fd, new_path, new)?;
-        let lstat = |dir: &OwnedFd, name: &str| {
-            rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
-        };
+        let lstat =
+            |dir: &OwnedFd, name: &str| rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW);
         let incoming = lstat(&from_dir, &from_name).map_err(io_error)?;
         let is_dir =
             |st: &rustix::fs::Stat| FileType::from_raw_mode(st.st_mode) == FileType::Directory;
+        let inode = |st: &rustix::fs::Stat| (st.st_dev, st.st_ino);
+        let read = self.guard.read.get(&(new.mount, new.rel.clone())).copied();
         // Twice at most: a name that appears between the look and the
         // rename is looked at again.
         for _ in 0..2 {
             let standing = match lstat(&to_dir, &to_name) {
                 Ok(st) => st,
-                Err(rustix::io::Errno::NOENT) => {
-                    match rustix::fs::renameat_with(
+                Err(Errno::NOENT) if read.is_some() => return Err(ErrorCode::Busy.into()),
+                Err(Errno::NOENT) => {
+                    match renameat_with(
                         &from_dir,
                         &from_name,
                         &to_dir,
                         &to_name,
-                        rustix::fs::RenameFlags::NOREPLACE,
+                        RenameFlags::NOREPLACE,
                     ) {
                         Ok(()) => {
                             self.published(old, new);
                             return Ok(());
                         }
-                        Err(rustix::io::Errno::EXIST) => continue,
+                        Err(Errno::EXIST) => continue,
                         Err(e) => return Err(io_error(e)),
                     }
                 }
@@ -1073,9 +1111,7 @@ impl PolicedFs<'_> {
             if is_dir(&standing) {
                 return Err(ErrorCode::IsDirectory.into());
             }
-            if let Some(read) = self.guard.read.get(&(new.mount, new.rel.clone()))
-                && *read != Identity::of(&standing)
-            {
+            if read.is_some_and(|read| read != Identity::of(&standing)) {
                 return Err(ErrorCode::Busy.into());
             }
             let Some(stamp) = self.guard.stamp.clone() else {
@@ -1087,55 +1123,54 @@ impl PolicedFs<'_> {
                     "trash",
                 ));
             };
+            if !self.guard.kept_inodes.contains(&inode(&standing)) {
+                // Where hard links are impossible, it is moved there after
+                // the exchange instead.
+                let _ = self.keep_standing(&to_dir, &to_name, new, &stamp);
+            }
             // The new file takes the old one's permission bits: WASI
-            // cannot, and an edit must not make a private file readable
-            // or a script not executable.
+            // cannot, and an edit must not make a private file readable or
+            // a script not executable. Never set-id bits: the guest wrote
+            // the content.
             if FileType::from_raw_mode(incoming.st_mode) == FileType::RegularFile
                 && FileType::from_raw_mode(standing.st_mode) == FileType::RegularFile
             {
-                let mode = Mode::from_raw_mode(standing.st_mode & 0o7777);
-                let _ = rustix::fs::chmodat(
-                    &from_dir,
-                    from_name.as_str(),
-                    mode,
-                    rustix::fs::AtFlags::empty(),
-                );
+                let mode = Mode::from_raw_mode(standing.st_mode & 0o777);
+                let _ = rustix::fs::chmodat(&from_dir, from_name.as_str(), mode, AtFlags::empty());
             }
-            rustix::fs::renameat_with(
-                &from_dir,
-                &from_name,
-                &to_dir,
-                &to_name,
-                rustix::fs::RenameFlags::EXCHANGE,
-            )
-            .map_err(io_error)?;
-            let displaced = lstat(&from_dir, &from_name).map_err(io_error)?;
-            if self
-                .guard
-                .kept_inodes
-                .contains(&(displaced.st_dev, displaced.st_ino))
-            {
-                // Kept already: this name is one more link to it.
-                let _ = rustix::fs::unlinkat(
-                    &from_dir,
-                    from_name.as_str(),
-                    rustix::fs::AtFlags::empty(),
-                );
-            } else if let Err(e) = self.keep_displaced(&from_dir, &from_name, new, &stamp) {
-                let undone = rustix::fs::renameat_with(
+            let exchange = || {
+                renameat_with(
                     &from_dir,
                     &from_name,
                     &to_dir,
                     &to_name,
-                    rustix::fs::RenameFlags::EXCHANGE,
-                );
-                if let Err(undo) = undone {
-                    tracing::error!(
-                        root = %self.guard.mounts[new.mount].root.name,
-                        "a replaced file could not be kept ({e}) nor put back ({undo})"
-                    );
+                    RenameFlags::EXCHANGE,
+                )
+            };
+            exchange().map_err(io_error)?;
+            let displaced = lstat(&from_dir, &from_name).map_err(io_error)?;
+            if self.guard.kept_inodes.contains(&inode(&displaced)) {
+                // Kept already: this name is one more link to it.
+                let _ = rustix::fs::unlinkat(&from_dir, from_name.as_str(), AtFlags::empty());
+            } else {
+                let kept = if read.is_some() {
+                    // Not the file the call read: changed in the instant
+                    // between the check and the exchange.
+                    Err(ErrorCode::Busy.into())
+                } else {
+                    self.keep_displaced(&from_dir, &from_name, new, &stamp)
+                        .map_err(FsError::from)
+                };
+                if let Err(e) = kept {
+                    if let Err(undo) = exchange() {
+                        tracing::error!(
+                            root = %self.guard.mounts[new.mount].root.name,
+                            "a replaced file could not be kept nor put back ({undo}); it is in the \
+                             staging directory of the call"
+                        );
+                    }
+                    return Err(e);
                 }
-                return Err(FsError::from(e));
             }
             self.published(old, new);
             return Ok(());
@@ -1143,16 +1178,15 @@ impl PolicedFs<'_> {
         Err(ErrorCode::Busy.into())
     }
 
-    /// Moves a version a publish displaced (now at `name` in `dir`, the
-    /// staging directory) into the call's trash entry, at the place of the
-    /// path it stood at (`.mcp-trash/<stamp>/<path>`, or `<path>.~N~` if
-    /// that is taken), and records it as kept.
-    fn keep_displaced(
+    /// The call's trash slot for what stands at `at`:
+    /// `.mcp-trash/<stamp>/<path>`, or `<path>.~N~` where that is taken,
+    /// made ready (its parent directories), and `put` tried at each free
+    /// name until it does not find the name taken. Records what was kept.
+    fn keep_at_slot(
         &mut self,
-        dir: &OwnedFd,
-        name: &str,
         at: &Handle,
         stamp: &Path,
+        mut put: impl FnMut(&OwnedFd, &std::ffi::OsStr) -> rustix::io::Result<()>,
     ) -> std::io::Result<()> {
         let root = Arc::clone(&self.guard.mounts[at.mount].root);
         let slot = stamp.join(&at.rel);
@@ -1166,13 +1200,7 @@ impl PolicedFs<'_> {
             if n > 1 {
                 candidate.push(format!(".~{n}~"));
             }
-            match rustix::fs::renameat_with(
-                dir,
-                name,
-                &into,
-                candidate.as_os_str(),
-                rustix::fs::RenameFlags::NOREPLACE,
-            ) {
+            match put(&into, &candidate) {
                 Ok(()) => {
                     self.guard.kept.push(Kept {
                         root: root.name.clone(),
@@ -1186,6 +1214,38 @@ impl PolicedFs<'_> {
             }
         }
         Err(std::io::ErrorKind::AlreadyExists.into())
+    }
+
+    /// Links what stands at `name` in `dir` (the place a publish replaces)
+    /// into the call's trash entry, before the exchange: from then on it is
+    /// kept whatever happens, a kill included.
+    fn keep_standing(
+        &mut self,
+        dir: &OwnedFd,
+        name: &str,
+        at: &Handle,
+        stamp: &Path,
+    ) -> std::io::Result<()> {
+        let st = rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)?;
+        self.keep_at_slot(at, stamp, |into, slot| {
+            rustix::fs::linkat(dir, name, into, slot, rustix::fs::AtFlags::empty())
+        })?;
+        self.guard.kept_inodes.insert((st.st_dev, st.st_ino));
+        Ok(())
+    }
+
+    /// Moves a version a publish displaced (now at `name` in `dir`, the
+    /// staging directory) into the call's trash entry.
+    fn keep_displaced(
+        &mut self,
+        dir: &OwnedFd,
+        name: &str,
+        at: &Handle,
+        stamp: &Path,
+    ) -> std::io::Result<()> {
+        self.keep_at_slot(at, stamp, |into, slot| {
+            rustix::fs::renameat_with(dir, name, into, slot, rustix::fs::RenameFlags::NOREPLACE)
+        })
     }
 
     /// After a publish: descriptors of either name are stale, and the file
@@ -1300,14 +1360,13 @@ impl fs::HostDescriptor for PolicedFs<'_> {
             // An existing target is checked like any other (it may be an alias).
             let checked = self.check_existing(&fd, &path, op, follow, true)?;
             // Creating through a symlink whose target is missing would create
-            // a file the checks never saw (`notes.txt -> .env`): refused.
+            // a file the checks never saw (`notes.txt -> .env`): refused, as
+            // if the target's place were missing, the answer a denied
+            // existing target gets too.
             if follow && self.is_dangling_symlink(&fd, &path)? {
-                return Err(self.guard.refuse(
-                    Some(checked.mount),
-                    &checked.rel,
-                    op,
-                    "confinement",
-                ));
+                self.guard
+                    .refuse(Some(checked.mount), &checked.rel, op, "confinement");
+                return Err(ErrorCode::NoEntry.into());
             }
             checked
         } else if op == Permission::Read {

@@ -15,6 +15,7 @@ mod cache;
 mod clock;
 pub mod fs;
 mod meter;
+mod output;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -23,7 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
-use wasmtime::component::{Component, Linker, ResourceTable};
+use wasmtime::component::{Component, ComponentExportIndex, Linker, ResourceTable};
 use wasmtime::{
     Config as EngineConfig, Engine, InstanceAllocationStrategy, PoolingAllocationConfig,
     ResourceLimiter, Store, Trap, UpdateDeadline,
@@ -76,6 +77,8 @@ pub fn check_component_bytes(wasm: &[u8]) -> Result<(), String> {
 pub struct Budget {
     pub memory_bytes: u64,
     pub timeout: Duration,
+    /// Most bytes of result a call may return (`max_output_bytes`).
+    pub output_bytes: u64,
 }
 
 /// Listing and search limits passed to the guest.
@@ -92,6 +95,9 @@ pub struct Tool {
     /// Where it came from (`built-in` or a file path), for messages.
     pub source: String,
     pre: bindings::ToolComponentPre<CallState>,
+    /// Its `call` export, called with a result type that is lifted under
+    /// the output limit (see [`output`]).
+    call: ComponentExportIndex,
 }
 
 /// Why a call produced no output.
@@ -109,6 +115,9 @@ pub enum CallError {
     Crashed(String),
     /// The call could not be set up (e.g. a root vanished).
     Setup(String),
+    /// The result was larger than the output limit (bytes): it was refused
+    /// while it was read out of the guest.
+    OutputTooLarge(u64),
 }
 
 /// What a call produced, and what the policing filesystem refused on the way.
@@ -355,6 +364,10 @@ impl Runtime {
                 "does not export the tool interface ({TOOL_INTERFACE}); build it against wit/"
             ))
         })?;
+        let call = component
+            .get_export_index(None, TOOL_INTERFACE)
+            .and_then(|tool| component.get_export_index(Some(&tool), "call"))
+            .ok_or_else(|| wasmtime::Error::msg("does not export the tool interface's call"))?;
         let mut store = self.store(CallState::empty(self.budget.timeout), &self.budget.clone());
         let descriptor = pre
             .instantiate(&mut store)?
@@ -364,6 +377,7 @@ impl Runtime {
             descriptor,
             source,
             pre,
+            call,
         });
         Ok(self.tools.len() - 1)
     }
@@ -485,13 +499,26 @@ impl Runtime {
             },
         };
         let tool = &self.tools[index];
-        let ran = tool.pre.instantiate(&mut store).and_then(|i| {
-            i.loom_fs_tool_tool()
-                .call_call(&mut store, &ctx, &req.arguments)
-        });
+        let limit = self.budget.output_bytes;
+        let ran = tool
+            .pre
+            .instance_pre()
+            .instantiate(&mut store)
+            .and_then(|instance| {
+                let call = instance
+                    .get_typed_func::<(bindings::Context, String), (output::GuestResult,)>(
+                        &mut store, &tool.call,
+                    )?;
+                let arguments = req.arguments.clone();
+                let (ran, over) =
+                    output::with_budget(limit, || call.call(&mut store, (ctx, arguments)));
+                let (lifted,) = ran?;
+                Ok(output::owned(lifted).filter(|_| !over))
+            });
         let result = match ran {
-            Ok(Ok(output)) => Ok(output),
-            Ok(Err(e)) => Err(CallError::Tool(e)),
+            Ok(None) => Err(CallError::OutputTooLarge(limit)),
+            Ok(Some(Ok(output))) => Ok(output),
+            Ok(Some(Err(e))) => Err(CallError::Tool(e)),
             Err(_) if req.cancel.is_cancelled() => Err(CallError::Cancelled),
             Err(e) if e.downcast_ref::<Trap>() == Some(&Trap::Interrupt) => {
                 Err(CallError::Timeout(self.budget.timeout))
