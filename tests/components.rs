@@ -327,3 +327,61 @@ fn network_component() -> Vec<u8> {
     component.section(&types).section(&imports);
     component.finish()
 }
+
+/// Results too large for the host are refused as they are read out of the
+/// guest, never taken in first: a 64 MiB and a 1 GiB structured result, a
+/// 200 MiB text and ten million empty text blocks each get an error naming
+/// `max_output_bytes` (16 MiB here), audited as stopped by `output`. The
+/// server's peak resident memory grows by no more than what the guest
+/// itself held (its linear memory lives in the server's address space) and
+/// 48 MiB. JSON nested too deep is refused by its depth, not a crash.
+#[tokio::test]
+async fn oversized_results_are_refused_as_they_are_read() {
+    const MIB: u64 = 1 << 20;
+    let env = Env::new();
+    env.mkdir("ws").write("tools/hostile.wasm", hostile_wasm());
+    let config = env.config(
+        "audit_log = \"audit.log\"\ntool_memory_bytes = 2147483648\n\
+         [[roots]]\nname = \"ws\"\npath = \"ws\"\nrole = \"workspace\"\n\
+         [[components]]\npath = \"tools/hostile.wasm\"\n",
+    );
+    let (client, pid) =
+        start_with_pid(&config, &[], rmcp::service::ClientLifecycleMode::Initialize).await;
+    let big = |kind: &str, bytes: u64| {
+        json!({"attack": "big_output", "kind": kind, "bytes": bytes,
+            "root": "ws", "write_path": "x.txt"})
+    };
+    let small = call(&client, "hostile", big("", 0)).await;
+    assert!(!is_error(&small), "{small:?}");
+    let baseline = peak_rss(pid);
+    // In the order of what the guest itself must hold, so that each peak
+    // is bounded by its own case.
+    for (kind, bytes, guest) in [
+        ("structured", 64 * MIB, 64 * MIB),
+        ("text", 200 * MIB, 200 * MIB),
+        // 12 bytes per empty string in the guest, 8 more to return it.
+        ("many", 10_000_000, 200_000_000),
+        ("structured", 1024 * MIB, 1024 * MIB),
+    ] {
+        let r = call(&client, "hostile", big(kind, bytes)).await;
+        assert_refused(&r, "larger than 16777216 bytes");
+        assert!(text(&r).contains("(max_output_bytes)"), "{}", text(&r));
+        let peak = peak_rss(pid);
+        assert!(
+            peak <= baseline + guest + 48 * MIB,
+            "{kind} {bytes}: peak {} MiB, from {} MiB",
+            peak / MIB,
+            baseline / MIB
+        );
+    }
+    let deep = call(&client, "hostile", big("deep", 100_000)).await;
+    assert_refused(&deep, "tool 'hostile' returned malformed structured output");
+    // Still serving.
+    let again = call(&client, "hostile", big("", 0)).await;
+    assert!(!is_error(&again), "{again:?}");
+    let stopped: Vec<Value> = audit_of(&env, "hostile")
+        .into_iter()
+        .filter(|l| l["stopped"] == "output" && l["path"] == "x.txt")
+        .collect();
+    assert_eq!(stopped.len(), 4, "{stopped:?}");
+}

@@ -818,3 +818,109 @@ fn the_staging_directory_lets_out_only_into_its_own_root() {
     // Nothing of this reached the other root.
     assert_eq!(env.snapshot_of("other").len(), 1);
 }
+
+/// A denied name looks exactly like a missing one, whichever way it is
+/// reached: asked for, or through a symlink; a file or a directory;
+/// existing or not. Every lookup that follows a final symlink answers the
+/// same for each.
+#[test]
+fn a_denied_name_looks_missing_whichever_way_it_is_reached() {
+    let env = Env::new();
+    env.write("r/secret.pem", "CANARY-PEM\n")
+        .write("r/.git/config", "CANARY-GIT\n")
+        .write("r/plain.txt", "plain\n")
+        .symlink("secret.pem", "r/to_pem")
+        .symlink("gone.pem", "r/to_gone_pem")
+        .symlink(".git", "r/to_git")
+        .symlink(".svn", "r/to_gone_git")
+        .symlink("nothing.txt", "r/to_nothing")
+        .symlink("sub/../secret.pem", "r/winding")
+        .fifo("r/pipe.key")
+        .symlink("pipe.key", "r/to_pipe");
+    let r = root(&env, "r", Role::Reference, Role::Reference.ceiling());
+    let probe = |path: &str| attack(&r, false, json!({"attack": "probe", "path": path}));
+    let (missing, _) = probe("nothing.txt");
+    assert!(
+        missing.lines().all(|l| l.contains(r#"name: "no-entry""#)),
+        "{missing}"
+    );
+    for path in [
+        "to_pem",
+        "to_gone_pem",
+        "to_git",
+        "to_gone_git",
+        "secret.pem",
+        "gone.pem",
+        ".git",
+        ".svn",
+        ".git/config",
+        "to_nothing",
+        "winding",
+        "pipe.key",
+        "to_pipe",
+    ] {
+        let (report, _) = probe(path);
+        assert_eq!(report, missing, "{path} does not look missing");
+    }
+    // The existing ones were refused, and recorded as such for the audit.
+    let (_, refusals) = probe("to_pem");
+    assert!(
+        refusals.iter().all(|r| r.rule == "deny") && refusals.len() == 4,
+        "{refusals:?}"
+    );
+    let (plain, _) = probe("plain.txt");
+    assert!(plain.starts_with("stat: ok\nhash: ok\nopen: ok"), "{plain}");
+}
+
+/// The trash takes things in and gives nothing back, not even to the call
+/// that put them there: no stat, metadata hash, read, stream, open,
+/// readlink or listing, by path or by descriptor.
+#[test]
+fn the_trash_gives_nothing_back_even_metadata() {
+    let env = fixture();
+    let ws = root(&env, "ws", Role::Workspace, Role::Workspace.ceiling());
+    let stamp = "20261129T000000.000007Z";
+    let call = |args: serde_json::Value| {
+        let mut req = request(&ws, true, &args, CancellationToken::new());
+        req.stamp = Some(stamp.into());
+        let outcome = runtime().call(0, req);
+        (outcome.result.unwrap().text.join("\n"), outcome.refusals)
+    };
+    for dir in [".mcp-trash".to_string(), format!(".mcp-trash/{stamp}")] {
+        let (r, _) = call(json!({"attack": "trash_mkdir", "path": dir}));
+        assert!(r == "ok: created" || r.contains("Exist"), "{r}");
+    }
+    let (report, refusals) =
+        call(json!({"attack": "trash_peek", "path": format!(".mcp-trash/{stamp}/mine.txt")}));
+    for line in report.lines() {
+        let (op, said) = line.split_once(": ").unwrap();
+        if op == "same" {
+            assert_eq!(said, "false", "{report}");
+        } else {
+            assert!(said.contains(r#"name: "access""#), "{op}: {report}");
+        }
+    }
+    assert!(refusals.iter().all(|r| r.rule == "trash"), "{refusals:?}");
+    assert_eq!(
+        std::fs::read(env.path(&format!("ws/.mcp-trash/{stamp}/mine.txt"))).unwrap(),
+        b"mine"
+    );
+}
+
+/// A directory's link count and size say nothing about the entries the
+/// deny list hides in it (on most filesystems each subdirectory adds a
+/// link).
+#[test]
+fn a_directorys_metadata_hides_its_hidden_entries() {
+    let env = Env::new();
+    env.mkdir("r/d/.git/objects")
+        .mkdir("r/d/node_modules/x")
+        .mkdir("r/d/.venv")
+        .mkdir("r/d/sub")
+        .mkdir("r/e/sub");
+    let r = root(&env, "r", Role::Reference, Role::Reference.ceiling());
+    let (hidden, _) = attack(&r, false, json!({"attack": "dir_stat", "path": "d"}));
+    let (plain, _) = attack(&r, false, json!({"attack": "dir_stat", "path": "e"}));
+    assert_eq!(hidden, "ok: links 1 size 0");
+    assert_eq!(hidden, plain);
+}

@@ -268,22 +268,6 @@ async fn special_files_are_refused_by_every_tool_that_opens_files() {
 // b. huge and growing files
 
 /// Peak resident memory of process `pid`, in bytes.
-fn peak_rss(pid: u32) -> u64 {
-    let status = fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc/<pid>/status");
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .expect("VmHWM");
-    let kib: u64 = line
-        .trim_start_matches("VmHWM:")
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .unwrap();
-    kib * 1024
-}
-
 /// Line `n` (1-based) of the generated text files: 100 bytes.
 fn big_line(n: u64) -> String {
     format!("line {n:010} {}\n", "t".repeat(83))

@@ -578,3 +578,21 @@ pub fn build_wasm(crate_dir: &str, artifact: &str) -> Vec<u8> {
     assert!(status.success(), "building {crate_dir} failed");
     fs::read(target.join("wasm32-wasip2/release").join(artifact)).unwrap()
 }
+
+/// The peak resident memory of process `pid` so far (`VmHWM`), in bytes.
+pub fn peak_rss(pid: u32) -> u64 {
+    let status =
+        std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc/<pid>/status");
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .expect("VmHWM");
+    let kib: u64 = line
+        .trim_start_matches("VmHWM:")
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .unwrap();
+    kib * 1024
+}

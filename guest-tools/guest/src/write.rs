@@ -41,10 +41,10 @@ pub enum Published {
     Changed,
 }
 
-/// Where the previous content of `at` goes: its guest path in the trash, and
-/// the root-relative path shown to the model. A call that keeps the same
-/// path again (a publish tried again after the file changed) keeps it under
-/// `<path>.~N~`, N its attempt.
+/// Where the previous content of `at` goes: its guest path in the trash
+/// (its parent directories made), and the root-relative path shown to the
+/// model. A call that keeps the same path again (a publish tried again
+/// after the file changed) keeps it under `<path>.~N~`, N its attempt.
 fn trash_slot(at: &Located, attempt: u32) -> Result<(PathBuf, String), ToolError> {
     let trash = at.mount.trash.as_ref().ok_or_else(|| {
         ToolError::Refused(format!(
@@ -56,10 +56,31 @@ fn trash_slot(at: &Located, attempt: u32) -> Result<(PathBuf, String), ToolError
     if attempt > 1 {
         rel.push_str(&format!(".~{attempt}~"));
     }
-    Ok((
-        Path::new(&trash.dir).join(&rel),
-        format!(".mcp-trash/{rel}"),
-    ))
+    let slot = Path::new(&trash.dir).join(&rel);
+    trash_dirs(Path::new(&trash.dir), &slot).map_err(|e| io_error(&at.shown, &e))?;
+    Ok((slot, format!(".mcp-trash/{rel}")))
+}
+
+/// Makes the directories above `slot` from the trash down, one name at a
+/// time, a name already there taken as made. The trash tells nothing back,
+/// not even whether a directory is there, so `create_dir_all` (which looks
+/// when a name exists) cannot be used.
+fn trash_dirs(trash: &Path, slot: &Path) -> io::Result<()> {
+    let below = slot
+        .parent()
+        .and_then(|p| p.strip_prefix(trash).ok())
+        .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let mut dir = trash.to_path_buf();
+    let made = |dir: &Path| match fs::create_dir(dir) {
+        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => Err(e),
+        _ => Ok(()),
+    };
+    made(&dir)?;
+    for name in below.components() {
+        dir.push(name);
+        made(&dir)?;
+    }
+    Ok(())
 }
 
 /// Creates the missing parent directories of `path`.
@@ -75,7 +96,6 @@ pub fn create_parents(path: &Path, shown: &str) -> Result<(), ToolError> {
 /// `attempt` numbers the calls's tries at one publish (see [`trash_slot`]).
 pub fn keep_by_link(at: &Located, attempt: u32) -> Result<String, ToolError> {
     let (slot, shown) = trash_slot(at, attempt)?;
-    create_parents(&slot, &at.shown)?;
     if fs::hard_link(&at.full, &slot).is_ok() {
         return Ok(shown);
     }
@@ -89,7 +109,6 @@ pub fn keep_by_link(at: &Located, attempt: u32) -> Result<String, ToolError> {
 /// Moves what is at `at` (file, symlink or directory) into the trash.
 pub fn keep_by_move(at: &Located) -> Result<String, ToolError> {
     let (slot, shown) = trash_slot(at, 1)?;
-    create_parents(&slot, &at.shown)?;
     fs::rename(&at.full, &slot).map_err(|e| io_error(&at.shown, &e))?;
     Ok(shown)
 }

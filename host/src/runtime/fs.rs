@@ -774,10 +774,11 @@ impl PolicedFs<'_> {
                 rel,
             });
         };
+        // The real name first: a denied one looks missing, whatever it is.
+        let real = self.guard.real(&h, probe.as_fd(), &rel, op)?;
         if refuse_special && is_special(probe.as_fd()) {
             return Err(self.guard.refuse(Some(h.mount), &rel, op, "special_file"));
         }
-        let real = self.guard.real(&h, probe.as_fd(), &rel, op)?;
         Ok(Handle {
             mount: h.mount,
             rel: real,
@@ -811,6 +812,9 @@ impl PolicedFs<'_> {
         let Some(probe) = self.probe_checked(fd, path, follow, &h, &rel, op)? else {
             return general(rel);
         };
+        // The real name first: a denied one looks missing, whatever kind of
+        // entry it is and whatever the open asks of it.
+        let real = self.guard.real(&h, probe.as_fd(), &rel, op)?;
         let st = rustix::fs::fstat(&probe).map_err(io_error)?;
         match FileType::from_raw_mode(st.st_mode) {
             FileType::RegularFile if reopen => {}
@@ -824,7 +828,6 @@ impl PolicedFs<'_> {
                 return Err(self.guard.refuse(Some(h.mount), &rel, op, "special_file"));
             }
         }
-        let real = self.guard.real(&h, probe.as_fd(), &rel, op)?;
         // The file as this call read it, for a publish over it to compare.
         self.guard
             .read
@@ -1264,6 +1267,28 @@ impl PolicedFs<'_> {
         }
         Ok(h)
     }
+
+    /// A tracked descriptor, for an operation that tells what is in the
+    /// file or about it (its bytes, its metadata): never in a trash, which
+    /// takes things in and gives nothing back, whoever put them there.
+    fn readable(&mut self, fd: &Resource<Descriptor>) -> FsResult<Handle> {
+        let h = self.tracked(fd, Permission::Read)?;
+        self.guard.not_trash(&h, &h.rel, Permission::Read)?;
+        Ok(h)
+    }
+}
+
+/// What a guest is told about a directory: its type and times, but a link
+/// count of 1 and a size of 0 whatever the filesystem says. Both count the
+/// entries in it (a subdirectory adds a link; on tmpfs each entry adds to
+/// the size), hidden ones included: the guest must not learn that a `.git`
+/// or a `.venv` is there from the numbers of its parent.
+fn as_seen(mut stat: fs::DescriptorStat) -> fs::DescriptorStat {
+    if stat.type_ == fs::DescriptorType::Directory {
+        stat.link_count = 1;
+        stat.size = 0;
+    }
+    stat
 }
 
 impl preopens::Host for PolicedFs<'_> {
@@ -1415,7 +1440,8 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         path: String,
     ) -> FsResult<fs::DescriptorStat> {
         let follow = path_flags.contains(fs::PathFlags::SYMLINK_FOLLOW);
-        self.check_existing(&fd, &path, Permission::Read, follow, false)?;
+        let h = self.check_existing(&fd, &path, Permission::Read, follow, false)?;
+        self.guard.not_trash(&h, &h.rel, Permission::Read)?;
         let mut stat =
             fs::HostDescriptor::stat_at(&mut self.fs, again(&fd), path_flags, path.clone())?;
         if stat.type_ == fs::DescriptorType::Unknown
@@ -1424,7 +1450,7 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         {
             stat.type_ = wasi_type(st.st_mode);
         }
-        Ok(stat)
+        Ok(as_seen(stat))
     }
 
     fn metadata_hash_at(
@@ -1434,7 +1460,8 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         path: String,
     ) -> FsResult<fs::MetadataHashValue> {
         let follow = path_flags.contains(fs::PathFlags::SYMLINK_FOLLOW);
-        self.check_existing(&fd, &path, Permission::Read, follow, false)?;
+        let h = self.check_existing(&fd, &path, Permission::Read, follow, false)?;
+        self.guard.not_trash(&h, &h.rel, Permission::Read)?;
         fs::HostDescriptor::metadata_hash_at(&mut self.fs, fd, path_flags, path)
     }
 
@@ -1710,7 +1737,7 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         fd: Resource<Descriptor>,
         offset: fs::Filesize,
     ) -> FsResult<Resource<streams::InputStream>> {
-        self.tracked(&fd, Permission::Read)?;
+        self.readable(&fd)?;
         let stream = fs::HostDescriptor::read_via_stream(&mut self.fs, fd, offset)?;
         let inner = self.fs.table.delete(stream)?;
         let metered = self.guard.meter.input(inner);
@@ -1789,7 +1816,7 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         len: fs::Filesize,
         offset: fs::Filesize,
     ) -> FsResult<(Vec<u8>, bool)> {
-        self.tracked(&fd, Permission::Read)?;
+        self.readable(&fd)?;
         let meter = Arc::clone(&self.guard.meter);
         let grant = meter.read_grant(len);
         let read = fs::HostDescriptor::read(&mut self.fs, fd, grant.size, offset);
@@ -1822,14 +1849,14 @@ impl fs::HostDescriptor for PolicedFs<'_> {
     }
 
     fn stat(&mut self, fd: Resource<Descriptor>) -> FsResult<fs::DescriptorStat> {
-        self.tracked(&fd, Permission::Read)?;
+        self.readable(&fd)?;
         let mut stat = fs::HostDescriptor::stat(&mut self.fs, again(&fd))?;
         if stat.type_ == fs::DescriptorType::Unknown
             && let Ok(st) = rustix::fs::fstat(self.dir_fd(&fd)?)
         {
             stat.type_ = wasi_type(st.st_mode);
         }
-        Ok(stat)
+        Ok(as_seen(stat))
     }
 
     fn is_same_object(
@@ -1837,15 +1864,16 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         a: Resource<Descriptor>,
         b: Resource<Descriptor>,
     ) -> wasmtime::Result<bool> {
-        if !self.guard.handles.contains_key(&a.rep()) || !self.guard.handles.contains_key(&b.rep())
-        {
+        // Untracked, or in a trash (which tells nothing back): never the same.
+        let told = |h: Option<&Handle>| h.is_some_and(|h| !self.guard.mounts[h.mount].trash);
+        if !told(self.guard.handles.get(&a.rep())) || !told(self.guard.handles.get(&b.rep())) {
             return Ok(false);
         }
         fs::HostDescriptor::is_same_object(&mut self.fs, a, b)
     }
 
     fn metadata_hash(&mut self, fd: Resource<Descriptor>) -> FsResult<fs::MetadataHashValue> {
-        self.tracked(&fd, Permission::Read)?;
+        self.readable(&fd)?;
         fs::HostDescriptor::metadata_hash(&mut self.fs, fd)
     }
 }
