@@ -334,7 +334,9 @@ fn network_component() -> Vec<u8> {
 /// `max_output_bytes` (16 MiB here), audited as stopped by `output`. The
 /// server's peak resident memory grows by no more than what the guest
 /// itself held (its linear memory lives in the server's address space) and
-/// 48 MiB. JSON nested too deep is refused by its depth, not a crash.
+/// 48 MiB. Structured JSON of a million tiny values, small as text, is
+/// refused by what it would take once parsed; JSON nested too deep is
+/// refused by its depth, not a crash.
 #[tokio::test]
 async fn oversized_results_are_refused_as_they_are_read() {
     const MIB: u64 = 1 << 20;
@@ -364,7 +366,7 @@ async fn oversized_results_are_refused_as_they_are_read() {
         ("structured", 1024 * MIB, 1024 * MIB),
     ] {
         let r = call(&client, "hostile", big(kind, bytes)).await;
-        assert_refused(&r, "larger than 16777216 bytes");
+        assert_refused(&r, "would take more than 16777216 bytes");
         assert!(text(&r).contains("(max_output_bytes)"), "{}", text(&r));
         let peak = peak_rss(pid);
         assert!(
@@ -374,6 +376,13 @@ async fn oversized_results_are_refused_as_they_are_read() {
             baseline / MIB
         );
     }
+    // Under the limit as text, but a million values once parsed.
+    let zeros = call(&client, "hostile", big("zeros", 2 * MIB)).await;
+    assert_refused(
+        &zeros,
+        "JSON values, more than max_output_bytes (16777216) allows",
+    );
+    assert!(peak_rss(pid) <= baseline + 1024 * MIB + 48 * MIB);
     let deep = call(&client, "hostile", big("deep", 100_000)).await;
     assert_refused(&deep, "tool 'hostile' returned malformed structured output");
     // Still serving.

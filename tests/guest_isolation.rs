@@ -858,6 +858,17 @@ fn a_denied_name_looks_missing_whichever_way_it_is_reached() {
         "winding",
         "pipe.key",
         "to_pipe",
+        // Through a symlink to a denied name, and on past it.
+        "to_git/..",
+        "to_git/config",
+        "to_git/",
+        "to_gone_git/..",
+        "to_pem/..",
+        "to_pem/x",
+        "to_pem/",
+        "to_gone_pem/x",
+        "to_git/../plain.txt",
+        "to_gone_git/../plain.txt",
     ] {
         let (report, _) = probe(path);
         assert_eq!(report, missing, "{path} does not look missing");
@@ -870,6 +881,15 @@ fn a_denied_name_looks_missing_whichever_way_it_is_reached() {
     );
     let (plain, _) = probe("plain.txt");
     assert!(plain.starts_with("stat: ok\nhash: ok\nopen: ok"), "{plain}");
+    // Nor does making something through one tell.
+    let w = root(&env, "r", Role::Workspace, Role::Workspace.ceiling());
+    let create = |path: &str| attack(&w, true, json!({"attack": "raw_create", "path": path})).0;
+    assert_eq!(
+        create("to_git/../made.txt"),
+        create("to_gone_git/../made.txt")
+    );
+    assert!(create("to_git/../made.txt").starts_with("refused"));
+    assert!(!env.path("r/made.txt").exists());
 }
 
 /// The trash takes things in and gives nothing back, not even to the call
@@ -886,10 +906,13 @@ fn the_trash_gives_nothing_back_even_metadata() {
         let outcome = runtime().call(0, req);
         (outcome.result.unwrap().text.join("\n"), outcome.refusals)
     };
-    for dir in [".mcp-trash".to_string(), format!(".mcp-trash/{stamp}")] {
-        let (r, _) = call(json!({"attack": "trash_mkdir", "path": dir}));
-        assert!(r == "ok: created" || r.contains("Exist"), "{r}");
+    // Making the trash itself says nothing of whether it was there.
+    for _ in 0..2 {
+        let (r, _) = call(json!({"attack": "trash_mkdir", "path": ".mcp-trash"}));
+        assert_eq!(r, "ok: created");
     }
+    let (r, _) = call(json!({"attack": "trash_mkdir", "path": format!(".mcp-trash/{stamp}")}));
+    assert_eq!(r, "ok: created");
     let (report, refusals) =
         call(json!({"attack": "trash_peek", "path": format!(".mcp-trash/{stamp}/mine.txt")}));
     for line in report.lines() {

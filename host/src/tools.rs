@@ -565,7 +565,7 @@ impl Toolbox {
         };
         let (result, bytes) = match (outcome.result, &self.quota) {
             (_, Some(q)) if out_of_quota => (error_result(ran_out_of_quota(q, &activity)), 0),
-            (Ok(output), _) => to_result(tool, output),
+            (Ok(output), _) => to_result(tool, output, self.config.limits.max_output_bytes),
             (Err(e), _) => (error_result(call_error_text(tool, e)), 0),
         };
         for r in &resolved {
@@ -795,8 +795,16 @@ fn error_result(message: String) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message)])
 }
 
+/// Host bytes one JSON value of a structured result takes once parsed
+/// (`serde_json::Value` is 32 bytes; a map entry holds its key and node):
+/// what [`to_result`] charges against `max_output_bytes` before parsing.
+const JSON_VALUE_COST: u64 = 48;
+
 /// Maps a component's output to an MCP result, with its size in bytes.
-fn to_result(tool: &str, output: runtime::Output) -> (CallToolResult, u64) {
+/// Structured JSON is counted before it is parsed: a result of tiny values
+/// (`[0,0,0,…]`) would take sixteen times its size once parsed, so each
+/// value is charged [`JSON_VALUE_COST`] against `max_output`.
+fn to_result(tool: &str, output: runtime::Output, max_output: u64) -> (CallToolResult, u64) {
     let mut bytes = 0u64;
     let mut content = Vec::new();
     for text in output.text {
@@ -811,6 +819,20 @@ fn to_result(tool: &str, output: runtime::Output) -> (CallToolResult, u64) {
     let Some(text) = output.structured else {
         return (CallToolResult::success(content), bytes);
     };
+    match json_values(&text) {
+        Ok(values) if values.saturating_mul(JSON_VALUE_COST) > max_output => {
+            return (
+                error_result(format!(
+                    "the tool's structured result holds {values} JSON values, more than \
+                     max_output_bytes ({max_output}) allows at {JSON_VALUE_COST} bytes each; ask \
+                     for less: a range of lines, a narrower search, a smaller depth"
+                )),
+                0,
+            );
+        }
+        // Malformed or too deep: said below, by the parse itself.
+        _ => {}
+    }
     match serde_json::from_str::<Value>(&text) {
         Ok(value) => (structured(content, value), bytes),
         Err(e) => {
@@ -823,6 +845,65 @@ fn to_result(tool: &str, output: runtime::Output) -> (CallToolResult, u64) {
             )
         }
     }
+}
+
+/// How many values (scalars, arrays, objects) a JSON text holds, counted
+/// without building them; serde_json's depth limit (128) applies.
+fn json_values(text: &str) -> serde_json::Result<u64> {
+    use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+    struct Count(u64);
+
+    impl<'de> Deserialize<'de> for Count {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Count, D::Error> {
+            d.deserialize_any(Counter)
+        }
+    }
+
+    struct Counter;
+
+    impl<'de> Visitor<'de> for Counter {
+        type Value = Count;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("JSON")
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<Count, E> {
+            Ok(Count(1))
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Count, E> {
+            Ok(Count(1))
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Count, E> {
+            Ok(Count(1))
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Count, E> {
+            Ok(Count(1))
+        }
+        fn visit_str<E>(self, _: &str) -> Result<Count, E> {
+            Ok(Count(1))
+        }
+        fn visit_unit<E>(self) -> Result<Count, E> {
+            Ok(Count(1))
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Count, A::Error> {
+            let mut n = 1u64;
+            while let Some(Count(c)) = seq.next_element::<Count>()? {
+                n = n.saturating_add(c);
+            }
+            Ok(Count(n))
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Count, A::Error> {
+            let mut n = 1u64;
+            while map.next_key::<IgnoredAny>()?.is_some() {
+                let Count(c) = map.next_value::<Count>()?;
+                n = n.saturating_add(c);
+            }
+            Ok(Count(n))
+        }
+    }
+
+    serde_json::from_str::<Count>(text).map(|Count(n)| n)
 }
 
 fn call_error_text(tool: &str, e: CallError) -> String {
@@ -848,8 +929,9 @@ fn call_error_text(tool: &str, e: CallError) -> String {
         }
         CallError::Setup(m) => m,
         CallError::OutputTooLarge(limit) => format!(
-            "the tool's result was larger than {limit} bytes and was refused as it was read \
-             (max_output_bytes); ask for less: a range of lines, a narrower search, a smaller depth"
+            "the tool's result would take more than {limit} bytes of the server's memory and was \
+             refused as it was read (max_output_bytes); ask for less: a range of lines, a \
+             narrower search, a smaller depth"
         ),
     }
 }
@@ -858,6 +940,30 @@ fn call_error_text(tool: &str, e: CallError) -> String {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    /// Structured JSON is counted before it is parsed, and a result of many
+    /// tiny values is refused by what it would take once parsed.
+    #[test]
+    fn structured_results_are_charged_per_value() {
+        assert_eq!(
+            json_values(r#"{"a": [1, 2, {"b": null}], "c": "x"}"#).unwrap(),
+            7
+        );
+        assert_eq!(json_values("0").unwrap(), 1);
+        assert!(json_values(&("[".repeat(200) + &"]".repeat(200))).is_err());
+        let output = |structured: String| runtime::Output {
+            text: vec!["t".into()],
+            structured: Some(structured),
+            images: vec![],
+        };
+        let zeros = format!("[{}0]", "0,".repeat(9_999));
+        let (r, _) = to_result("t", output(zeros.clone()), 10_000 * JSON_VALUE_COST);
+        assert_eq!(r.is_error, Some(true));
+        let t = r.content[0].as_text().unwrap().text.clone();
+        assert!(t.contains("holds 10001 JSON values"), "{t}");
+        let (r, _) = to_result("t", output(zeros), 10_001 * JSON_VALUE_COST);
+        assert_ne!(r.is_error, Some(true));
+    }
 
     #[test]
     fn tool_names_are_snake_case() {
@@ -883,8 +989,9 @@ mod tests {
         );
         assert_eq!(
             call_error_text("t", CallError::OutputTooLarge(1 << 20)),
-            "the tool's result was larger than 1048576 bytes and was refused as it was read \
-             (max_output_bytes); ask for less: a range of lines, a narrower search, a smaller depth"
+            "the tool's result would take more than 1048576 bytes of the server's memory and was \
+             refused as it was read (max_output_bytes); ask for less: a range of lines, a \
+             narrower search, a smaller depth"
         );
         let crash = call_error_text("t", CallError::Crashed("wasm trap at /home/me/x".into()));
         assert_eq!(

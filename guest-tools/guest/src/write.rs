@@ -100,7 +100,13 @@ pub fn keep_by_link(at: &Located, attempt: u32) -> Result<String, ToolError> {
         return Ok(shown);
     }
     let mut from = File::open(&at.full).map_err(|e| io_error(&at.shown, &e))?;
-    let mut to = File::create_new(&slot).map_err(|e| io_error(&at.shown, &e))?;
+    // Write-only: the trash gives nothing back, so it refuses a read-write
+    // open (which `File::create_new` is).
+    let mut to = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&slot)
+        .map_err(|e| io_error(&at.shown, &e))?;
     io::copy(&mut from, &mut to).map_err(|e| io_error(&at.shown, &e))?;
     to.sync_all().map_err(|e| io_error(&at.shown, &e))?;
     Ok(shown)

@@ -604,6 +604,21 @@ fn pause_before_publish() {
     let _ = std::fs::remove_file(dir.join("paused"));
 }
 
+/// Whether resolving `path` under `dir` passes a symlink (a final one
+/// counted only when `follow`): `openat2(RESOLVE_NO_SYMLINKS)` says so.
+fn symlink_on_the_way(dir: BorrowedFd<'_>, path: &str, follow: bool) -> bool {
+    let mut flags = OFlags::PATH | OFlags::CLOEXEC;
+    if !follow {
+        flags |= OFlags::NOFOLLOW;
+    }
+    let path = if path.is_empty() { "." } else { path };
+    let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS;
+    matches!(
+        rustix::fs::openat2(dir, path, flags, Mode::empty(), resolve),
+        Err(rustix::io::Errno::LOOP)
+    )
+}
+
 /// Checks at start that the kernel gives what the policing filesystem
 /// relies on: `openat2` with `RESOLVE_BENEATH` (Linux 5.6+) and
 /// `/proc/self/fd` to read a descriptor's real path.
@@ -741,12 +756,51 @@ impl PolicedFs<'_> {
         rel: &Path,
         op: Permission,
     ) -> FsResult<Option<OwnedFd>> {
+        // A symlink on the way may lead through a denied name (`to_git/..`,
+        // `to_pem/x`, `to_pem/`): then every step is checked by its real
+        // name, and a denied one answers as a missing one, whatever comes
+        // after it. Without a symlink, the lexical check saw every step.
+        if symlink_on_the_way(self.dir_fd(fd)?, path, follow) {
+            self.steps_checked(fd, path, h, rel, op)?;
+        }
         match probe(self.dir_fd(fd)?, path, follow) {
             Probe::Found(fd) => Ok(Some(fd)),
             Probe::Absent => Ok(None),
             Probe::Escapes => Err(self.guard.refuse(Some(h.mount), rel, op, "confinement")),
             Probe::Failed => Err(self.guard.refuse(Some(h.mount), rel, op, "probe_failed")),
         }
+    }
+
+    /// Checks the real name of every step of `path` that is resolved as a
+    /// directory (all but the last name, and that one too when `path` ends
+    /// in `/`). A step that is missing ends the check: the operation meets
+    /// the same end.
+    fn steps_checked(
+        &mut self,
+        fd: &Resource<Descriptor>,
+        path: &str,
+        h: &Handle,
+        rel: &Path,
+        op: Permission,
+    ) -> FsResult<()> {
+        let names: Vec<&str> = path.split('/').filter(|n| !n.is_empty()).collect();
+        let steps = if path.ends_with('/') {
+            names.len()
+        } else {
+            names.len().saturating_sub(1)
+        };
+        let mut prefix = String::new();
+        for name in &names[..steps] {
+            if !prefix.is_empty() {
+                prefix.push('/');
+            }
+            prefix.push_str(name);
+            let Probe::Found(step) = probe(self.dir_fd(fd)?, &prefix, true) else {
+                return Ok(());
+            };
+            self.guard.real(h, step.as_fd(), rel, op)?;
+        }
+        Ok(())
     }
 
     /// Checks an existing path for `op`: lexically, then by the real name of
@@ -1279,14 +1333,21 @@ impl PolicedFs<'_> {
 }
 
 /// What a guest is told about a directory: its type and times, but a link
-/// count of 1 and a size of 0 whatever the filesystem says. Both count the
+/// count of 1 and a size of 0 whatever the filesystem says (and a symlink's
+/// size as 0). Both count the
 /// entries in it (a subdirectory adds a link; on tmpfs each entry adds to
 /// the size), hidden ones included: the guest must not learn that a `.git`
 /// or a `.venv` is there from the numbers of its parent.
 fn as_seen(mut stat: fs::DescriptorStat) -> fs::DescriptorStat {
-    if stat.type_ == fs::DescriptorType::Directory {
-        stat.link_count = 1;
-        stat.size = 0;
+    match stat.type_ {
+        fs::DescriptorType::Directory => {
+            stat.link_count = 1;
+            stat.size = 0;
+        }
+        // A symlink's size is the length of its target, which `readlink`
+        // keeps to itself where it points out or at a denied name.
+        fs::DescriptorType::SymbolicLink => stat.size = 0,
+        _ => {}
     }
     stat
 }
@@ -1512,6 +1573,14 @@ impl fs::HostDescriptor for PolicedFs<'_> {
 
     fn create_directory_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
         let dir = self.check_new(&fd, &path, Permission::Write)?;
+        // A trash mount reaches `.mcp-trash` itself, a hidden entry: making
+        // it answers the same whether it was there or not.
+        if self.guard.mounts[dir.mount].trash
+            && dir.rel == Path::new(TRASH_DIR)
+            && self.is_directory(&fd, &path)?
+        {
+            return Ok(());
+        }
         fs::HostDescriptor::create_directory_at(&mut self.fs, fd, path)?;
         self.guard.created.insert((dir.mount, dir.rel));
         Ok(())
@@ -1535,12 +1604,6 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         let inode = before.as_ref().map(|st| (st.st_dev, st.st_ino));
         let into_trash = self.guard.mounts[new.mount].trash;
         if into_trash {
-            // Keeping the very same file at the same place again (a call
-            // that tries its publish again) is done already.
-            let there = self.stat_of(&new_descriptor, &new_path, false)?;
-            if inode.is_some() && there.map(|st| (st.st_dev, st.st_ino)) == inode {
-                return Ok(());
-            }
             self.never_replace_in_trash(&new_descriptor, &new_path, &new)?;
         }
         if !self.guard.same_root(old.mount, new.mount) {

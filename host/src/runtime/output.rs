@@ -59,15 +59,20 @@ fn take(bytes: u64) -> bool {
     })
 }
 
-/// Host bytes a lifted string of `len` code units may take: UTF-8 as is; a
-/// UTF-16 unit can become up to three UTF-8 bytes.
+/// Host bytes a lifted string of `len` code units may take: UTF-8 as is.
+/// Transcoded, each unit can become up to three UTF-8 bytes (two for
+/// latin-1) in a string that grows by doubling on its way: twice that.
 fn string_cost(cx: &LiftContext<'_>, len: u32) -> u64 {
     use wasmtime::component::__internal::wasmtime_environ::component::StringEncoding;
-    let len = u64::from(len);
+    const UTF16_TAG: u32 = 1 << 31;
+    let units = |n: u32| u64::from(n);
     match cx.options().string_encoding {
-        StringEncoding::Utf8 => len,
-        // Compact UTF-16 tags its length's top bit.
-        _ => (len & !(1 << 31)) * 3,
+        StringEncoding::Utf8 => units(len),
+        StringEncoding::Utf16 => units(len) * 6,
+        // Compact UTF-16 tags its length's top bit when it holds UTF-16,
+        // and is latin-1 otherwise.
+        StringEncoding::CompactUtf16 if len & UTF16_TAG != 0 => units(len ^ UTF16_TAG) * 6,
+        StringEncoding::CompactUtf16 => units(len) * 4,
     }
 }
 
