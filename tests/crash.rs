@@ -15,6 +15,16 @@ use std::time::Duration;
 use common::*;
 
 const FILES: usize = 4;
+
+/// Sends `initialize` and `notifications/initialized` on a server's stdin.
+fn handshake(stdin: &mut impl Write) {
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"crash","version":"0"}}}}}}"#).unwrap();
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .unwrap();
+}
 const SIZE: usize = 2 << 20;
 
 fn request(id: usize, file: usize, letter: char) -> String {
@@ -45,12 +55,7 @@ fn sigkill_mid_write_leaves_whole_files() {
         let mut child = spawn_stdio(&config, Stdio::null());
         let mut stdin = child.stdin.take().unwrap();
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        writeln!(stdin, r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"crash","version":"0"}}}}}}"#).unwrap();
-        writeln!(
-            stdin,
-            r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
-        )
-        .unwrap();
+        handshake(&mut stdin);
         let mut line = String::new();
         stdout.read_line(&mut line).unwrap();
         // A steady stream of overwrites, each a whole file of one letter.
@@ -216,12 +221,7 @@ fn sigkill_at_random_points_of_a_mixed_burst_loses_nothing() {
         let mut child = spawn_stdio(&config, Stdio::null());
         let mut stdin = child.stdin.take().unwrap();
         let stdout = BufReader::new(child.stdout.take().unwrap());
-        writeln!(stdin, r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"crash","version":"0"}}}}}}"#).unwrap();
-        writeln!(
-            stdin,
-            r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
-        )
-        .unwrap();
+        handshake(&mut stdin);
         let (answers_tx, answers) = std::sync::mpsc::channel::<serde_json::Value>();
         let reader = std::thread::spawn(move || {
             for line in stdout.lines() {
@@ -532,12 +532,7 @@ fn restart_sweeps(env: &Env, config: &std::path::Path, round: usize) {
     let mut child = spawn_stdio(config, Stdio::null());
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"crash","version":"0"}}}}}}"#).unwrap();
-    writeln!(
-        stdin,
-        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
-    )
-    .unwrap();
+    handshake(&mut stdin);
     // Tools are listed once the start-up work, the sweep included, is done.
     writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list"}}"#).unwrap();
     let mut line = String::new();

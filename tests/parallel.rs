@@ -307,6 +307,37 @@ async fn start_hooked(env: &Env) -> (Arc<Client>, Hook) {
     (Arc::new(client), hook)
 }
 
+/// Runs `edit` on `ws/f.txt` holding `before`, held at its publish by the
+/// hook while `outside` changes the file as another program would, and
+/// returns the answer.
+async fn edit_changed_from_outside(
+    env: &Env,
+    client: &Arc<Client>,
+    hook: &Hook,
+    edit: &Value,
+    before: &str,
+    outside: impl FnOnce(&Env),
+) -> rmcp::model::CallToolResult {
+    env.write("ws/f.txt", before);
+    hook.arm();
+    let pending = tokio::spawn({
+        let client = Arc::clone(client);
+        let args = edit.clone();
+        async move { call(&client, "edit_file", args).await }
+    });
+    hook.paused().await;
+    outside(env);
+    hook.go();
+    pending.await.unwrap()
+}
+
+/// An editor's atomic save of `content` over `ws/f.txt`: a new file renamed
+/// over it.
+fn saved_whole(env: &Env, content: &str) {
+    std::fs::write(env.path("saved.tmp"), content).unwrap();
+    std::fs::rename(env.path("saved.tmp"), env.path("ws/f.txt")).unwrap();
+}
+
 /// A file changed from outside (an editor, a build: no lock) between an
 /// edit's read and its publish: the edit is applied again to the new
 /// content when it still matches once, else the call fails naming the
@@ -317,82 +348,47 @@ async fn an_outside_change_during_an_edit_is_never_lost() {
     let (client, hook) = start_hooked(&env).await;
     let edit_b = json!({"root": "ws", "path": "f.txt",
         "edits": [{"old_text": "b = 2", "new_text": "b = 20"}]});
+    let file = || std::fs::read_to_string(env.path("ws/f.txt")).unwrap();
+    let kept = |r: &rmcp::model::CallToolResult| {
+        let previous = structured(r)["previous"].as_str().unwrap().to_string();
+        std::fs::read_to_string(env.path(&format!("ws/{previous}"))).unwrap()
+    };
+    let before = "a = 1\nb = 2\nc = 3\n";
 
-    // Changed in place on another line: both changes end up in the file.
-    env.write("ws/f.txt", "a = 1\nb = 2\nc = 3\n");
-    hook.arm();
-    let pending = tokio::spawn({
-        let client = Arc::clone(&client);
-        let args = edit_b.clone();
-        async move { call(&client, "edit_file", args).await }
-    });
-    hook.paused().await;
-    std::fs::write(env.path("ws/f.txt"), "a = 100\nb = 2\nc = 3\n").unwrap();
-    hook.go();
-    let r = pending.await.unwrap();
+    // Changed in place on another line: both changes end up in the file,
+    // and what the edit replaced, the outside version, is what it kept.
+    let r = edit_changed_from_outside(&env, &client, &hook, &edit_b, before, |env| {
+        std::fs::write(env.path("ws/f.txt"), "a = 100\nb = 2\nc = 3\n").unwrap()
+    })
+    .await;
     assert!(!is_error(&r), "{}", text(&r));
     assert!(
         text(&r).contains("the file changed while it was being edited"),
         "{}",
         text(&r)
     );
-    assert_eq!(
-        std::fs::read_to_string(env.path("ws/f.txt")).unwrap(),
-        "a = 100\nb = 20\nc = 3\n"
-    );
-    // What the edit replaced, the outside version, is what it kept.
-    let previous = structured(&r)["previous"].as_str().unwrap().to_string();
-    assert_eq!(
-        std::fs::read_to_string(env.path(&format!("ws/{previous}"))).unwrap(),
-        "a = 100\nb = 2\nc = 3\n"
-    );
+    assert_eq!(file(), "a = 100\nb = 20\nc = 3\n");
+    assert_eq!(kept(&r), "a = 100\nb = 2\nc = 3\n");
 
-    // Replaced whole (an editor's atomic save) by a version where the
-    // edited text is gone: the conflict is named, the outside version
-    // stays, and it is kept nowhere but in place.
-    env.write("ws/f.txt", "a = 1\nb = 2\nc = 3\n");
-    hook.arm();
-    let pending = tokio::spawn({
-        let client = Arc::clone(&client);
-        let args = edit_b.clone();
-        async move { call(&client, "edit_file", args).await }
-    });
-    hook.paused().await;
-    std::fs::write(env.path("saved.tmp"), "a = 1\nb = 3\nc = 3\n").unwrap();
-    std::fs::rename(env.path("saved.tmp"), env.path("ws/f.txt")).unwrap();
-    hook.go();
-    let r = pending.await.unwrap();
+    // Replaced whole by a version where the edited text is gone: the
+    // conflict is named and the outside version stays.
+    let r = edit_changed_from_outside(&env, &client, &hook, &edit_b, before, |env| {
+        saved_whole(env, "a = 1\nb = 3\nc = 3\n")
+    })
+    .await;
     assert_refused(&r, "'f.txt' changed while it was being edited");
     assert!(text(&r).contains("read it again"), "{}", text(&r));
-    assert_eq!(
-        std::fs::read_to_string(env.path("ws/f.txt")).unwrap(),
-        "a = 1\nb = 3\nc = 3\n"
-    );
+    assert_eq!(file(), "a = 1\nb = 3\nc = 3\n");
 
     // Replaced whole, the edited line still there: applied again, and the
     // outside version is the one kept.
-    env.write("ws/f.txt", "a = 1\nb = 2\nc = 3\n");
-    hook.arm();
-    let pending = tokio::spawn({
-        let client = Arc::clone(&client);
-        let args = edit_b.clone();
-        async move { call(&client, "edit_file", args).await }
-    });
-    hook.paused().await;
-    std::fs::write(env.path("saved.tmp"), "a = 1\nb = 2\nc = 300\n").unwrap();
-    std::fs::rename(env.path("saved.tmp"), env.path("ws/f.txt")).unwrap();
-    hook.go();
-    let r = pending.await.unwrap();
+    let r = edit_changed_from_outside(&env, &client, &hook, &edit_b, before, |env| {
+        saved_whole(env, "a = 1\nb = 2\nc = 300\n")
+    })
+    .await;
     assert!(!is_error(&r), "{}", text(&r));
-    assert_eq!(
-        std::fs::read_to_string(env.path("ws/f.txt")).unwrap(),
-        "a = 1\nb = 20\nc = 300\n"
-    );
-    let previous = structured(&r)["previous"].as_str().unwrap().to_string();
-    assert_eq!(
-        std::fs::read_to_string(env.path(&format!("ws/{previous}"))).unwrap(),
-        "a = 1\nb = 2\nc = 300\n"
-    );
+    assert_eq!(file(), "a = 1\nb = 20\nc = 300\n");
+    assert_eq!(kept(&r), "a = 1\nb = 2\nc = 300\n");
     assert!(staged(&env, "ws").is_empty());
 }
 

@@ -400,18 +400,9 @@ fn display(rel: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::{DenyList, Role};
 
     fn root(dir: &Path, name: &str) -> Arc<Root> {
-        Arc::new(Root {
-            name: name.into(),
-            path: dir.to_path_buf(),
-            role: Role::Workspace,
-            perms: Role::Workspace.ceiling(),
-            deny: DenyList::new([]).unwrap(),
-            extra_deny: vec![],
-            max_read_bytes: 1 << 20,
-        })
+        Arc::new(Root::workspace_for_tests(name, dir))
     }
 
     fn rt() -> tokio::runtime::Runtime {

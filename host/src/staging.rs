@@ -243,18 +243,9 @@ pub fn sweep(root: &Root, dry_run: bool) -> io::Result<Swept> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::{DenyList, Role};
 
     fn root(dir: &Path) -> Root {
-        Root {
-            name: "ws".into(),
-            path: dir.to_path_buf(),
-            role: Role::Workspace,
-            perms: Role::Workspace.ceiling(),
-            deny: DenyList::new([]).unwrap(),
-            extra_deny: vec![],
-            max_read_bytes: 1 << 20,
-        }
+        Root::workspace_for_tests("ws", dir)
     }
 
     #[test]

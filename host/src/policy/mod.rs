@@ -165,6 +165,23 @@ pub struct Root {
 }
 
 #[cfg(test)]
+impl Root {
+    /// A workspace root `name` at `path`, for unit tests: the built-in deny
+    /// list, a 1 MiB read cap.
+    pub(crate) fn workspace_for_tests(name: &str, path: &std::path::Path) -> Root {
+        Root {
+            name: name.into(),
+            path: path.to_path_buf(),
+            role: Role::Workspace,
+            perms: Role::Workspace.ceiling(),
+            deny: DenyList::new([]).expect("the built-in deny list compiles"),
+            extra_deny: vec![],
+            max_read_bytes: 1 << 20,
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     #[test]
     fn up_to_an_operation_is_it_and_every_weaker_one() {
