@@ -88,7 +88,7 @@ thread_local! {
 /// through here; structured results keep the exact name.
 pub fn shown(name: &str) -> Cow<'_, str> {
     let text = loomfs_names::shown(name);
-    if matches!(text, Cow::Owned(_)) {
+    if loomfs_names::is_quoted(&text) {
         QUOTED.with(|q| q.set(true));
     }
     text
