@@ -32,7 +32,8 @@ fn main() {
     let repo = manifest_dir.parent().expect("host/ sits in the repository");
     let guests = repo.join("guest-tools");
     let out_dir = PathBuf::from(env::var("OUT_DIR").expect("set by cargo"));
-    for watched in ["guest-tools", "wit"] {
+    // `names/` is the naming rule the guests are built with.
+    for watched in ["guest-tools", "wit", "names"] {
         println!("cargo:rerun-if-changed={}", repo.join(watched).display());
     }
 

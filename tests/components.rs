@@ -234,6 +234,37 @@ async fn a_hostile_component_from_the_config_is_policed() {
     assert_eq!(after, before);
 }
 
+/// A third party's text is not the project's: an escape sequence, a bell,
+/// a C1 control, a CR and a bidi override in what the hostile fixture
+/// returns (as a result or as an error) reach the client as inert
+/// `\uXXXX` escapes, its tabs and line feeds as they are.
+#[tokio::test]
+async fn a_third_party_tool_s_text_reaches_the_client_escaped() {
+    let env = Env::new();
+    env.mkdir("src").write("tools/hostile.wasm", hostile_wasm());
+    let config = env.config(
+        "[[roots]]\nname = \"src\"\npath = \"src\"\nrole = \"sourcecode\"\n\
+         [[components]]\npath = \"tools/hostile.wasm\"\n",
+    );
+    let client = start(&config).await;
+    let said = "\u{1b}[2J\u{1b}]0;title\u{7}red\u{9b}31m\tcol\nrtl\u{202e}txt.exe\rover";
+    let escaped = r"\u001b[2J\u001b]0;title\u0007red\u009b31m".to_string()
+        + "\tcol\n"
+        + r"rtl\u202etxt.exe\u000dover";
+    for as_error in [false, true] {
+        let r = call(
+            &client,
+            "hostile",
+            json!({"root": "src", "write_path": "x", "attack": "echo", "text": said,
+                   "as_error": as_error}),
+        )
+        .await;
+        assert_eq!(is_error(&r), as_error, "{r:?}");
+        assert_eq!(text(&r), escaped);
+    }
+    client.cancel().await.unwrap();
+}
+
 /// `check` (and so a start) refuses a component that cannot be a tool,
 /// naming the file and the reason.
 #[test]

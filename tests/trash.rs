@@ -329,7 +329,8 @@ async fn purge_by_age_and_trash_without_an_index() {
 /// A name the model chose to reach the operator's terminal: it retitles
 /// the window.
 const HOSTILE: &str = "e\x1b]0;pwn\x07.txt";
-const HOSTILE_SHOWN: &str = "e\\u{1b}]0;pwn\\u{7}.txt";
+/// As the naming rule shows it: a JSON string literal.
+const HOSTILE_SHOWN: &str = r#""e\u001b]0;pwn\u0007.txt""#;
 
 #[test]
 fn paths_are_escaped_wherever_they_are_printed() {

@@ -35,7 +35,10 @@ fn bench(c: &mut Criterion) {
     let mut index = std::collections::HashMap::new();
     for (name, wasm) in runtime::BUILTINS {
         let component = cache.component(rt.engine(), name, wasm).unwrap();
-        index.insert(*name, rt.load(&component, "built-in".into()).unwrap());
+        index.insert(
+            *name,
+            rt.load(&component, runtime::BUILT_IN.into()).unwrap(),
+        );
     }
     let call = |tool: &str| {
         let out = rt.call(

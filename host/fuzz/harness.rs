@@ -23,7 +23,8 @@ use rustix::io::Errno;
 use serde_json::{Map, Value};
 
 use crate::policy::{
-    DenyList, PathArg, Permission, Resolved, Role, Root, path_requests, resolve, shown,
+    DenyList, PathArg, Permission, Resolved, Role, Root, is_escaped, is_quoted, path_requests,
+    resolve, shown,
 };
 
 /// Root names the first byte chooses from: the two roots, and near misses.
@@ -277,12 +278,19 @@ pub fn check_resolve(data: &[u8]) {
         }
         path
     };
+    // The naming rule: nothing it escapes is left raw, and the shown form
+    // reads back as the exact path (a quoted one as JSON).
     let s = shown(&path);
-    assert!(s.chars().count() <= 201, "shown() too long");
     assert!(
-        !s.chars().any(char::is_control),
-        "shown() keeps a control character: {s:?}"
+        !s.chars().any(is_escaped),
+        "shown() keeps a character it escapes: {s:?}"
     );
+    let back = if is_quoted(&s) {
+        serde_json::from_str::<String>(&s).expect("a quoted form is a JSON string")
+    } else {
+        s.to_string()
+    };
+    assert_eq!(back, path, "shown() does not read back");
     check_one(fixture(), root, &path, op);
 }
 

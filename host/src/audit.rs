@@ -2,6 +2,13 @@
 //! guest filesystem), to a file with size-based rotation or to stderr —
 //! never stdout, which under stdio is the JSON-RPC channel.
 //!
+//! Paths are the model's, names chosen by whoever made the files: JSON
+//! escapes only C0 controls, so a line also escapes DEL, C1 controls,
+//! U+2028/U+2029 and format characters (bidi controls, zero-width ones) as
+//! `\uXXXX` ([`AuditFormatter`]), the naming rule's classes: the line stays
+//! valid JSON with the exact name, and nothing in it acts on an operator's
+//! terminal or reorders what an editor shows.
+//!
 //! Rotation keeps `audit.log`, `audit.log.1` … `audit.log.N`: when the next
 //! line would push the live file past `max_bytes`, each backup moves up one
 //! number (the oldest is dropped) and a fresh `audit.log` starts. Writers
@@ -15,9 +22,10 @@ use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
+use serde_json::ser::Formatter;
 
 use crate::config::AuditTarget;
-use crate::policy::Permission;
+use crate::policy::{Permission, is_escaped, push_unicode_escape};
 
 /// What one audit line records.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -99,6 +107,40 @@ impl<'a> Record<'a> {
     }
 }
 
+/// Serialises `value` as one JSON line, the naming rule's classes escaped.
+fn to_line(value: &impl Serialize) -> serde_json::Result<String> {
+    let mut out = Vec::new();
+    value.serialize(&mut serde_json::Serializer::with_formatter(
+        &mut out,
+        AuditFormatter,
+    ))?;
+    // The formatter writes only what serde_json gives it and ASCII escapes.
+    String::from_utf8(out).map_err(|e| serde::ser::Error::custom(e.to_string()))
+}
+
+/// serde_json's compact format, except that inside strings each character
+/// of the naming rule's classes ([`is_escaped`]) that serde_json would write
+/// raw is written as a `\uXXXX` escape: still JSON, the same string.
+struct AuditFormatter;
+
+impl Formatter for AuditFormatter {
+    fn write_string_fragment<W: ?Sized + io::Write>(
+        &mut self,
+        writer: &mut W,
+        fragment: &str,
+    ) -> io::Result<()> {
+        let mut rest = fragment;
+        while let Some((at, c)) = rest.char_indices().find(|&(_, c)| is_escaped(c)) {
+            writer.write_all(&rest.as_bytes()[..at])?;
+            let mut escape = String::new();
+            push_unicode_escape(&mut escape, c);
+            writer.write_all(escape.as_bytes())?;
+            rest = &rest[at + c.len_utf8()..];
+        }
+        writer.write_all(rest.as_bytes())
+    }
+}
+
 #[derive(Serialize)]
 struct Line<'a> {
     ts: String,
@@ -169,7 +211,7 @@ impl Audit {
             ts: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
             record,
         };
-        let mut text = match serde_json::to_string(&line) {
+        let mut text = match to_line(&line) {
             Ok(text) => text,
             Err(e) => {
                 tracing::error!("audit line not serialisable: {e}");
@@ -357,6 +399,25 @@ mod tests {
         assert_eq!(lines[1]["decision"], "deny");
         assert_eq!(lines[1]["rule"], "deny");
         assert_eq!(lines[1]["path"], ".env");
+    }
+
+    #[test]
+    fn names_are_written_with_the_naming_rule_s_characters_escaped() {
+        let tmp = TempDir::new().unwrap();
+        let file = tmp.path().join("audit.log");
+        let audit = Audit::open(&AuditTarget::File(file.clone()), 1 << 20, 1).unwrap();
+        let name =
+            "rtl\u{202e}txt.exe/\u{7f}\u{85}\u{1b}[0m\u{2028}\u{200b}\u{feff}\u{e0001}\n\"\\é";
+        audit.log(&Record::new("delete_file", "ws", name, Permission::Delete));
+        let written = fs::read_to_string(&file).unwrap();
+        let line = written.strip_suffix('\n').unwrap();
+        assert!(!line.chars().any(is_escaped), "{line:?}");
+        assert!(
+            line.contains(r#""path":"rtl\u202etxt.exe/\u007f\u0085\u001b[0m\u2028\u200b\ufeff\udb40\udc01\n\"\\é""#),
+            "{line}"
+        );
+        let parsed: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(parsed["path"], name);
     }
 
     fn read_lines(path: &Path) -> Vec<String> {

@@ -52,7 +52,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::beneath;
-use crate::policy::{Permission, Root, shown};
+use crate::policy::{Permission, QUOTED_NOTE, Root, is_quoted, shown};
 use crate::runtime::fs::TRASH_DIR;
 
 /// The lock file of a root, in its trash directory (denied to every tool).
@@ -81,11 +81,13 @@ impl Key {
 pub enum LockError {
     #[error(
         "'{path}' in root '{root}' is being changed by another call (on it, or on a path above \
-         or below it), which held it for {} ms (tool_timeout_ms); try again",
-        waited.as_millis()
+         or below it), which held it for {} ms (tool_timeout_ms); try again{}",
+        waited.as_millis(),
+        if is_quoted(path) { format!("\n{QUOTED_NOTE}") } else { String::new() }
     )]
     Busy {
         root: String,
+        /// The real path, as text shows a name ([`crate::policy::shown`]).
         path: String,
         waited: Duration,
     },
@@ -152,7 +154,7 @@ impl PathLocks {
         }
         let busy = |key: &Key| LockError::Busy {
             root: key.root.name.clone(),
-            path: shown(&display(&key.rel)),
+            path: shown(&display(&key.rel)).into_owned(),
             waited: started.elapsed(),
         };
         loop {

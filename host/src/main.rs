@@ -245,7 +245,7 @@ fn toolbox(
             .component(runtime.engine(), name, wasm)
             .map_err(|e| anyhow::anyhow!("built-in component {name}: {e}"))?;
         runtime
-            .load(&component, "built-in".into())
+            .load(&component, runtime::BUILT_IN.into())
             .map_err(|e| anyhow::anyhow!("built-in component {name}: {e}"))?;
     }
     for path in &config.components {

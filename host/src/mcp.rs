@@ -182,7 +182,7 @@ fn unfit_request(method: &str) -> ErrorData {
         ),
         None => ErrorData::new(
             ErrorCode::METHOD_NOT_FOUND,
-            format!("unknown method '{}'", crate::policy::shown(method)),
+            format!("unknown method '{}'", crate::policy::shown_clipped(method)),
             None,
         ),
     }

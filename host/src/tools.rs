@@ -28,7 +28,10 @@ use tokio_util::sync::CancellationToken;
 use crate::audit::{Audit, Record};
 use crate::config::Config;
 use crate::locks::{Key, LockError, Locked, PathLocks};
-use crate::policy::{PathArg, Permission, Perms, Resolved, path_requests, resolve, shown};
+use crate::policy::{
+    PathArg, Permission, Perms, Resolved, neutralised, noted, path_requests, resolve, shown_arg,
+    shown_clipped,
+};
 use crate::quota::{self, Quota};
 use crate::runtime::{
     self, Activity, CallError, CallMount, CallRequest, GuestLimits, Runtime, ToolError,
@@ -40,8 +43,11 @@ use crate::trash;
 /// Longest model-supplied string kept in an audit line (bytes).
 const AUDIT_CLIP: usize = 1024;
 
-/// Longest guest error text passed to the model (bytes): guests quote
-/// their arguments, which may be megabytes long.
+/// Longest error text passed to the model for invalid arguments and for
+/// any error of a third-party tool (bytes): they may quote arguments
+/// megabytes long. A built-in tool's other errors are passed whole: they
+/// show names, which are never cut, and resolve() lets no path through
+/// that is longer than a path can be.
 const ERROR_CLIP: usize = 4096;
 
 /// What calling a listed tool does.
@@ -250,7 +256,7 @@ impl Toolbox {
     ) -> Result<CallToolResult, ErrorData> {
         let Some(entry) = self.entries.iter().find(|e| e.tool.name == name) else {
             return Err(ErrorData::invalid_params(
-                format!("unknown tool '{}'", shown(name)),
+                format!("unknown tool '{}'", shown_clipped(name)),
                 None,
             ));
         };
@@ -337,12 +343,13 @@ impl Toolbox {
                             .denied(denial.rule.as_str())
                             .client(client),
                     );
-                    return Err(format!(
-                        "refused by rule '{}': {} (root '{}', path '{}')",
-                        denial.rule,
-                        denial.message,
-                        shown(root),
-                        shown(path)
+                    let (root, path) = (shown_arg(root), shown_arg(path));
+                    return Err(noted(
+                        format!(
+                            "refused by rule '{}': {} (root '{root}', path '{path}')",
+                            denial.rule, denial.message
+                        ),
+                        &[&root, &path],
                     ));
                 }
             }
@@ -563,10 +570,13 @@ impl Toolbox {
             Err(CallError::OutputTooLarge(_)) => Some("output"),
             _ => None,
         };
+        let built_in = self.runtime.tools()[index].is_built_in();
         let (result, bytes) = match (outcome.result, &self.quota) {
             (_, Some(q)) if out_of_quota => (error_result(ran_out_of_quota(q, &activity)), 0),
-            (Ok(output), _) => to_result(tool, output, self.config.limits.max_output_bytes),
-            (Err(e), _) => (error_result(call_error_text(tool, e)), 0),
+            (Ok(output), _) => {
+                to_result(tool, output, self.config.limits.max_output_bytes, built_in)
+            }
+            (Err(e), _) => (error_result(call_error_text(tool, e, built_in)), 0),
         };
         for r in &resolved {
             let path = clip(r.requested());
@@ -800,15 +810,28 @@ fn error_result(message: String) -> CallToolResult {
 /// what [`to_result`] charges against `max_output_bytes` before parsing.
 const JSON_VALUE_COST: u64 = 48;
 
-/// Maps a component's output to an MCP result, with its size in bytes.
-/// Structured JSON is counted before it is parsed: a result of tiny values
-/// (`[0,0,0,…]`) would take sixteen times its size once parsed, so each
-/// value is charged [`JSON_VALUE_COST`] against `max_output`.
-fn to_result(tool: &str, output: runtime::Output, max_output: u64) -> (CallToolResult, u64) {
+/// Maps a component's output to an MCP result, with its size in bytes. The
+/// text of a third-party tool is [`neutralised`]: the project did not write
+/// it, so nothing says its names went through the naming rule. Structured
+/// content is passed as it is (exact names; JSON escapes its controls), but
+/// counted before it is parsed: a result of tiny values (`[0,0,0,…]`) would
+/// take sixteen times its size once parsed, so each value is charged
+/// [`JSON_VALUE_COST`] against `max_output`.
+fn to_result(
+    tool: &str,
+    output: runtime::Output,
+    max_output: u64,
+    built_in: bool,
+) -> (CallToolResult, u64) {
     let mut bytes = 0u64;
     let mut content = Vec::new();
     for text in output.text {
         bytes += text.len() as u64;
+        let text = if built_in {
+            text
+        } else {
+            neutralised(&text).into_owned()
+        };
         content.push(ContentBlock::text(text));
     }
     for image in output.images {
@@ -906,13 +929,22 @@ fn json_values(text: &str) -> serde_json::Result<u64> {
     serde_json::from_str::<Count>(text).map(|Count(n)| n)
 }
 
-fn call_error_text(tool: &str, e: CallError) -> String {
+fn call_error_text(tool: &str, e: CallError, built_in: bool) -> String {
+    // A third-party tool's words are not the project's: clipped, and
+    // neutralised like its results.
+    let from_tool = |m: String| {
+        if built_in {
+            m
+        } else {
+            neutralised(&clip_to(&m, ERROR_CLIP)).into_owned()
+        }
+    };
     match e {
         CallError::Tool(ToolError::InvalidArguments(m)) => {
-            format!("invalid arguments: {}", clip_to(&m, ERROR_CLIP))
+            format!("invalid arguments: {}", from_tool(clip_to(&m, ERROR_CLIP)))
         }
         CallError::Tool(ToolError::NotFound(m) | ToolError::Refused(m) | ToolError::Io(m)) => {
-            clip_to(&m, ERROR_CLIP)
+            from_tool(m)
         }
         CallError::Timeout(limit) => format!(
             "the call took longer than {} ms and was stopped (tool_timeout_ms)",
@@ -957,11 +989,11 @@ mod tests {
             images: vec![],
         };
         let zeros = format!("[{}0]", "0,".repeat(9_999));
-        let (r, _) = to_result("t", output(zeros.clone()), 10_000 * JSON_VALUE_COST);
+        let (r, _) = to_result("t", output(zeros.clone()), 10_000 * JSON_VALUE_COST, true);
         assert_eq!(r.is_error, Some(true));
         let t = r.content[0].as_text().unwrap().text.clone();
         assert!(t.contains("holds 10001 JSON values"), "{t}");
-        let (r, _) = to_result("t", output(zeros), 10_001 * JSON_VALUE_COST);
+        let (r, _) = to_result("t", output(zeros), 10_001 * JSON_VALUE_COST, true);
         assert_ne!(r.is_error, Some(true));
     }
 
@@ -977,6 +1009,7 @@ mod tests {
 
     #[test]
     fn limit_errors_name_the_limit_and_no_detail() {
+        let call_error_text = |tool, e| call_error_text(tool, e, true);
         let timeout = call_error_text("t", CallError::Timeout(Duration::from_millis(1500)));
         assert_eq!(
             timeout,
@@ -1008,8 +1041,42 @@ mod tests {
         );
         assert_eq!(invalid, "invalid arguments: missing field `path`");
         let long = "é".repeat(3 * ERROR_CLIP);
-        let clipped = call_error_text("t", CallError::Tool(ToolError::Refused(long)));
-        assert_eq!(clipped.len(), ERROR_CLIP + "…".len());
+        let clipped = call_error_text(
+            "t",
+            CallError::Tool(ToolError::InvalidArguments(long.clone())),
+        );
+        assert_eq!(
+            clipped.len(),
+            "invalid arguments: ".len() + ERROR_CLIP + "…".len()
+        );
         assert!(clipped.ends_with("é…"));
+        // A built-in's refusal shows whole names: never cut.
+        let whole = call_error_text("t", CallError::Tool(ToolError::Refused(long.clone())));
+        assert_eq!(whole, long);
+    }
+
+    #[test]
+    fn a_third_party_tool_s_words_are_clipped_and_neutralised() {
+        let long = "é".repeat(3 * ERROR_CLIP);
+        let clipped = call_error_text("t", CallError::Tool(ToolError::Refused(long)), false);
+        assert_eq!(clipped.len(), ERROR_CLIP + "…".len());
+        let hostile = "\u{1b}[2J\u{202e}gnp.exe\nnext";
+        let refused = call_error_text(
+            "t",
+            CallError::Tool(ToolError::NotFound(hostile.into())),
+            false,
+        );
+        assert_eq!(refused, r"\u001b[2J\u202egnp.exe".to_string() + "\nnext");
+        let output = runtime::Output {
+            text: vec![hostile.into()],
+            structured: Some(r#"{"name": "\u202e"}"#.into()),
+            images: vec![],
+        };
+        let (theirs, _) = to_result("t", output.clone(), u64::MAX, false);
+        assert_eq!(theirs.content[0].as_text().unwrap().text, refused);
+        // Structured content keeps the exact text.
+        assert_eq!(theirs.structured_content.unwrap()["name"], "\u{202e}");
+        let (ours, _) = to_result("t", output, u64::MAX, true);
+        assert_eq!(ours.content[0].as_text().unwrap().text, hostile);
     }
 }

@@ -262,7 +262,7 @@ fn params_problem(message: &Map<String, Value>, method: &str) -> Option<String> 
         None | Some(Value::Object(_)) => None,
         Some(_) => Some(format!(
             "invalid params for '{}': params must be an object",
-            crate::policy::shown(method)
+            crate::policy::shown_clipped(method)
         )),
     }
 }

@@ -111,8 +111,8 @@ impl Entry {
     }
 
     /// `ID<TAB>root<TAB>original path<TAB>deleted at<TAB>size`: the time in
-    /// RFC 3339 (UTC, microseconds), the size in bytes, control characters
-    /// and backslashes in the path escaped so that a line is one entry.
+    /// RFC 3339 (UTC, microseconds), the size in bytes, the path shown by
+    /// the naming rule ([`escaped`]) so that a line is one entry.
     pub fn line(&self, id: &str) -> String {
         format!(
             "{id}\t{}\t{}\t{}\t{}",
@@ -290,7 +290,7 @@ pub fn find(entries: &[Entry], id: &str) -> Result<usize, TrashError> {
     let wanted = id.trim().to_ascii_lowercase();
     let hex = wanted.bytes().all(|b| b.is_ascii_hexdigit());
     if !hex || !(MIN_ID_DIGITS..=FULL_ID_DIGITS).contains(&wanted.len()) {
-        return Err(TrashError::BadId(crate::policy::shown(id)));
+        return Err(TrashError::BadId(crate::policy::shown_clipped(id)));
     }
     let found: Vec<usize> = entries
         .iter()
@@ -318,7 +318,7 @@ fn select<'a>(
         Some(name) => match roots.iter().find(|r| r.name == name) {
             Some(root) => Ok(vec![root]),
             None => Err(TrashError::UnknownRoot {
-                name: crate::policy::shown(name),
+                name: crate::policy::shown_arg(name).into_owned(),
                 known: roots
                     .iter()
                     .map(|r| r.name.as_str())
@@ -583,20 +583,16 @@ fn file_size(st: &Stat) -> u64 {
     u64::try_from(st.st_size).unwrap_or(0)
 }
 
-/// A path for the operator's terminal: lossy UTF-8, with backslashes and
-/// control characters escaped (`\n`, `\t`, `\u{1b}`). Every path the
-/// trash commands print, on stdout or in an error, goes through it: the
-/// model chooses the names.
+/// A path for the operator's terminal, by the naming rule
+/// ([`crate::policy::shown`]): a path holding a control, bidi or invisible
+/// format character is shown as a JSON string literal (`"e\u001b]0;x"`),
+/// any other as it is, so a line of `trash list` is one entry and nothing
+/// in it acts on the terminal. Every path the trash commands print, on
+/// stdout or in an error, goes through it: the model chooses the names. A
+/// name that is not UTF-8 shows its bad bytes as U+FFFD: entries are
+/// restored by ID, never by the name shown.
 pub fn escaped(path: &Path) -> String {
-    let mut out = String::new();
-    for c in path.to_string_lossy().chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            c if c.is_control() => out.extend(c.escape_default()),
-            c => out.push(c),
-        }
-    }
-    out
+    crate::policy::shown(&path.to_string_lossy()).into_owned()
 }
 
 /// `.mcp-trash/<stamp>.json`: what one call kept in one root.

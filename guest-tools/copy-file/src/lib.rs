@@ -16,7 +16,7 @@ use loomfs_guest::transfer::{
 use loomfs_guest::write::{Publish, replace};
 use loomfs_guest::{
     Context, DESTRUCTIVE, Descriptor, Guest, Kind, Output, Permission, ToolError, human_bytes,
-    io_error, parse_args, to_json,
+    io_error, parse_args, shown, to_json,
 };
 
 struct CopyFile;
@@ -43,11 +43,11 @@ impl Guest for CopyFile {
     fn call(ctx: Context, arguments: String) -> Result<Output, ToolError> {
         let args: TransferArgs = parse_args(&arguments)?;
         let (source, destination) = locate_ends(&ctx, &args)?;
-        let meta = fs::metadata(&source.full).map_err(|e| io_error(&source.shown, &e))?;
+        let meta = fs::metadata(&source.full).map_err(|e| io_error(&source.rel, &e))?;
         let kind = Kind::of(meta.file_type(), &source.full, true);
         let mut out = Transferred {
-            source: source.shown.clone(),
-            destination: destination.shown.clone(),
+            source: source.rel.clone(),
+            destination: destination.rel.clone(),
             destination_root: destination.mount.name.clone(),
             kind: kind.name(),
             ..Transferred::default()
@@ -57,7 +57,7 @@ impl Guest for CopyFile {
                 if within(&source, &destination) {
                     return Err(ToolError::Refused(format!(
                         "cannot copy '{}' into itself",
-                        source.shown
+                        source.shown()
                     )));
                 }
                 check_destination(&destination, true, args.overwrite)?;
@@ -66,7 +66,7 @@ impl Guest for CopyFile {
             Kind::File => {
                 let exists = check_destination(&destination, false, args.overwrite)?;
                 let mut from =
-                    fs::File::open(&source.full).map_err(|e| io_error(&source.shown, &e))?;
+                    fs::File::open(&source.full).map_err(|e| io_error(&source.rel, &e))?;
                 let publish = if exists {
                     Publish::Replace
                 } else {
@@ -81,14 +81,16 @@ impl Guest for CopyFile {
             other => {
                 return Err(ToolError::Refused(format!(
                     "'{}' is a {} (special file): never copied",
-                    source.shown,
+                    source.shown(),
                     other.name()
                 )));
             }
         }
         let mut text = format!(
             "copied {} '{}' to '{}'",
-            out.kind, out.source, out.destination
+            out.kind,
+            source.shown(),
+            destination.shown()
         );
         if out.destination_root != args.root {
             text.push_str(&format!(" in root '{}'", out.destination_root));
@@ -101,11 +103,11 @@ impl Guest for CopyFile {
                 human_bytes(out.bytes)
             ));
         }
-        if !out.skipped.is_empty() {
-            text.push_str(&format!("; skipped: {}", out.skipped.join(", ")));
+        if !out.skipped_shown.is_empty() {
+            text.push_str(&format!("; skipped: {}", out.skipped_shown.join(", ")));
         }
         if let Some(p) = &out.previous {
-            text.push_str(&format!("; the replaced file is kept at {p}"));
+            text.push_str(&format!("; the replaced file is kept at {}", shown(p)));
         }
         Ok(Output {
             text: vec![text],

@@ -64,24 +64,26 @@ impl Guest for CreateDirectory {
     fn call(ctx: Context, arguments: String) -> Result<Output, ToolError> {
         let args: Args = parse_args(&arguments)?;
         let at = locate(&ctx, &args.root, &args.path)?;
-        let shown = at.shown.as_str();
+        let rel = at.rel.as_str();
         let created = match std::fs::metadata(&at.full) {
             Ok(meta) if meta.is_dir() => false,
             Ok(_) => {
                 return Err(ToolError::Refused(format!(
-                    "'{shown}' exists and is not a directory"
+                    "'{}' exists and is not a directory",
+                    at.shown()
                 )));
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                std::fs::create_dir_all(&at.full).map_err(|e| io_error(shown, &e))?;
+                std::fs::create_dir_all(&at.full).map_err(|e| io_error(rel, &e))?;
                 true
             }
-            Err(e) => return Err(io_error(shown, &e)),
+            Err(e) => return Err(io_error(rel, &e)),
         };
         let result = Created {
-            path: shown.to_string(),
+            path: rel.to_string(),
             created,
         };
+        let shown = at.shown();
         let text = if created {
             format!("created directory '{shown}'")
         } else {

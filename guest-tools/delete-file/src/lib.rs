@@ -5,7 +5,7 @@
 use loomfs_guest::write::keep_by_move;
 use loomfs_guest::{
     Context, DESTRUCTIVE, Descriptor, Guest, Kind, Output, Permission, ToolError, io_error, locate,
-    parse_args, root_and_path, to_json,
+    parse_args, root_and_path, shown, to_json,
 };
 use serde::{Deserialize, Serialize};
 
@@ -65,20 +65,20 @@ impl Guest for DeleteFile {
     fn call(ctx: Context, arguments: String) -> Result<Output, ToolError> {
         let args: Args = parse_args(&arguments)?;
         let at = locate(&ctx, &args.root, &args.path)?;
-        let shown = at.shown.as_str();
-        let meta = std::fs::symlink_metadata(&at.full).map_err(|e| io_error(shown, &e))?;
+        let meta = std::fs::symlink_metadata(&at.full).map_err(|e| io_error(&at.rel, &e))?;
         let kind = Kind::of(meta.file_type(), &at.full, false);
         let trash = keep_by_move(&at)?;
         let result = Deleted {
-            path: shown.to_string(),
+            path: at.rel.clone(),
             kind: kind.name(),
             trash,
         };
         Ok(Output {
             text: vec![format!(
-                "deleted {} '{shown}': moved to {}",
+                "deleted {} '{}': moved to {}",
                 kind.name(),
-                result.trash
+                at.shown(),
+                shown(&result.trash)
             )],
             structured: Some(to_json(&result)),
             images: vec![],

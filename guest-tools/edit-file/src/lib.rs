@@ -24,7 +24,7 @@ use loomfs_guest::content::is_binary;
 use loomfs_guest::write::{Publish, Published, replace_checked};
 use loomfs_guest::{
     Context, DESTRUCTIVE, Descriptor, Guest, Kind, Output, Permission, ToolError, human_bytes,
-    io_error, locate, parse_args, root_and_path, to_json,
+    io_error, locate, parse_args, root_and_path, shown, to_json,
 };
 use serde::{Deserialize, Serialize};
 use similar::TextDiff;
@@ -124,18 +124,18 @@ impl Guest for EditFile {
             )));
         }
         let at = locate(&ctx, &args.root, &args.path)?;
-        let shown = at.shown.as_str();
+        let rel = at.rel.as_str();
         let max = at.mount.max_read_bytes;
-        let mut original = read_text(&at.full, shown, max)?;
+        let mut original = read_text(&at.full, rel, max)?;
         let mut attempt = 1;
         let (text, previous) = loop {
-            let text = apply(&args.edits, &original).map_err(|e| e.refusal(shown, attempt))?;
+            let text = apply(&args.edits, &original).map_err(|e| e.refusal(rel, attempt))?;
             if args.dry_run || text == original {
                 break (text, None);
             }
             // Read again just before publishing: a change since the first
             // read is seen here, and one after this read by the host.
-            let current = read_text(&at.full, shown, max)?;
+            let current = read_text(&at.full, rel, max)?;
             let published = if current == original {
                 replace_checked(&at, Publish::Replace, attempt, |f| {
                     f.write_all(text.as_bytes())?;
@@ -148,29 +148,35 @@ impl Guest for EditFile {
                 Published::Done(done) => break (text, done.previous),
                 Published::Changed if attempt < MAX_ATTEMPTS => {
                     attempt += 1;
-                    original = read_text(&at.full, shown, max)?;
+                    original = read_text(&at.full, rel, max)?;
                 }
                 Published::Changed => {
                     return Err(ToolError::Refused(format!(
-                        "'{shown}' kept changing while it was being edited ({MAX_ATTEMPTS} \
-                         tries); nothing was written; read it again"
+                        "'{}' kept changing while it was being edited ({MAX_ATTEMPTS} tries); \
+                         nothing was written; read it again",
+                        at.shown()
                     )));
                 }
             }
         };
+        // The header names the file by the rule too, prefix included, as git
+        // quotes such a path ("a/evil\nfile"): a line break in the name
+        // would forge a line of the diff. The body is the file's content,
+        // shown as read_file shows it.
         let diff = TextDiff::from_lines(&original, &text)
             .unified_diff()
             .context_radius(3)
-            .header(&format!("a/{shown}"), &format!("b/{shown}"))
+            .header(&shown(&format!("a/{rel}")), &shown(&format!("b/{rel}")))
             .to_string();
         let unchanged = text == original;
         let result = Edited {
-            path: shown.to_string(),
+            path: rel.to_string(),
             applied: !args.dry_run && !unchanged,
             edits: args.edits.len(),
             diff,
             previous,
         };
+        let shown = at.shown();
         let mut summary = if unchanged {
             format!("the edits leave '{shown}' unchanged; nothing was written")
         } else if args.dry_run {
@@ -188,7 +194,10 @@ impl Guest for EditFile {
             );
         }
         if let Some(p) = &result.previous {
-            summary.push_str(&format!("; the previous content is kept at {p}"));
+            summary.push_str(&format!(
+                "; the previous content is kept at {}",
+                loomfs_guest::shown(p)
+            ));
         }
         let mut text_blocks = vec![summary];
         if !result.diff.is_empty() {
@@ -214,8 +223,9 @@ enum Mismatch {
 impl Mismatch {
     /// The refusal: on the first try, what the model sent does not fit the
     /// file; on a later one, the file changed under the edit.
-    fn refusal(self, shown: &str, attempt: u32) -> ToolError {
+    fn refusal(self, rel: &str, attempt: u32) -> ToolError {
         let Mismatch::Count { n, count } = self;
+        let shown = shown(rel);
         let found = match count {
             0 => "was not found".to_string(),
             count => format!("matches {count} times"),
@@ -252,19 +262,20 @@ fn apply(edits: &[Edit], original: &str) -> Result<String, Mismatch> {
     Ok(text)
 }
 
-/// The file as UTF-8 text, refusing what cannot be edited as text.
-fn read_text(full: &std::path::Path, shown: &str, max: u64) -> Result<String, ToolError> {
+/// The file (`rel`) as UTF-8 text, refusing what cannot be edited as text.
+fn read_text(full: &std::path::Path, rel: &str, max: u64) -> Result<String, ToolError> {
     // The host refuses to open special files (FIFO, socket, device); a
     // refusal is named by a stat.
     let file = std::fs::File::open(full).map_err(|e| match Kind::at(full, true) {
-        kind if kind.is_special() && kind != Kind::Unknown => special(shown, kind),
-        _ => io_error(shown, &e),
+        kind if kind.is_special() && kind != Kind::Unknown => special(rel, kind),
+        _ => io_error(rel, &e),
     })?;
-    let meta = file.metadata().map_err(|e| io_error(shown, &e))?;
+    let meta = file.metadata().map_err(|e| io_error(rel, &e))?;
     let kind = Kind::of(meta.file_type(), full, true);
     if kind.is_special() && kind != Kind::Unknown {
-        return Err(special(shown, kind));
+        return Err(special(rel, kind));
     }
+    let shown = shown(rel);
     if kind != Kind::File {
         return Err(ToolError::Refused(format!(
             "'{shown}' is a {}, not a text file",
@@ -281,7 +292,7 @@ fn read_text(full: &std::path::Path, shown: &str, max: u64) -> Result<String, To
     let mut bytes = Vec::with_capacity(meta.len() as usize);
     file.take(max + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| io_error(shown, &e))?;
+        .map_err(|e| io_error(rel, &e))?;
     if bytes.len() as u64 > max {
         return Err(ToolError::Refused(format!(
             "'{shown}' grew past this root's read limit while being read"
@@ -299,9 +310,10 @@ fn read_text(full: &std::path::Path, shown: &str, max: u64) -> Result<String, To
     })
 }
 
-fn special(shown: &str, kind: Kind) -> ToolError {
+fn special(rel: &str, kind: Kind) -> ToolError {
     ToolError::Refused(format!(
-        "'{shown}' is a {} (special file): never edited",
+        "'{}' is a {} (special file): never edited",
+        shown(rel),
         kind.name()
     ))
 }

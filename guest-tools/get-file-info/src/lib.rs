@@ -78,8 +78,7 @@ impl Guest for GetFileInfo {
     fn call(ctx: Context, arguments: String) -> Result<Output, ToolError> {
         let args: Args = parse_args(&arguments)?;
         let at = locate(&ctx, &args.root, &args.path)?;
-        let shown = at.shown.as_str();
-        let own = std::fs::symlink_metadata(&at.full).map_err(|e| io_error(shown, &e))?;
+        let own = std::fs::symlink_metadata(&at.full).map_err(|e| io_error(&at.rel, &e))?;
         let is_symlink = own.file_type().is_symlink();
         let (meta, note) = if is_symlink {
             match std::fs::metadata(&at.full) {
@@ -94,7 +93,7 @@ impl Guest for GetFileInfo {
         };
         let kind = Kind::of(meta.file_type(), &at.full, is_symlink);
         let info = Info {
-            path: shown.to_string(),
+            path: at.rel.clone(),
             kind: kind.name(),
             is_symlink,
             size: (kind == Kind::File).then_some(meta.len()),
@@ -108,7 +107,7 @@ impl Guest for GetFileInfo {
             },
             note: note.map(str::to_string),
         };
-        let mut text = format!("{}: {}", info.path, info.kind);
+        let mut text = format!("{}: {}", at.shown(), info.kind);
         if is_symlink {
             text.push_str(" (via symlink)");
         }

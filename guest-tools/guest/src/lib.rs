@@ -10,8 +10,13 @@
 //! its mount, naming file types, error mapping, binary detection, timestamps
 //! and a breadth-first walk.
 //!
-//! Messages never carry a mount directory: paths are shown as the model wrote
-//! them, relative to their root.
+//! Messages never carry a mount directory: paths are shown relative to their
+//! root, and always through [`shown`], the naming rule of `loomfs-names`
+//! (the host's too): a name holding a line break, a control, bidi or
+//! invisible format character is shown as a JSON string literal, so no file
+//! name can forge a line of a listing. Structured results keep exact names.
+//! A call whose text shows such a name also carries
+//! [`loomfs_names::QUOTED_NOTE`], saying how to act on it: [`tool!`] adds it.
 
 pub mod content;
 pub mod sys;
@@ -19,6 +24,8 @@ pub mod transfer;
 pub mod walk;
 pub mod write;
 
+use std::borrow::Cow;
+use std::cell::Cell;
 use std::fs::{FileType, Metadata};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -41,12 +48,73 @@ pub use bindings::exports::loom_fs::tool::tool::{
     Permission, ToolError, Trash,
 };
 
-/// Registers a type implementing [`Guest`] as this component's tool.
+/// Registers a type implementing [`Guest`] as this component's tool. Its
+/// calls go through [`noted`], so a text showing a quoted name always says
+/// how to act on it.
 #[macro_export]
 macro_rules! tool {
     ($ty:ident) => {
-        $crate::bindings::export!($ty with_types_in $crate::bindings);
+        struct __NotedTool;
+
+        impl $crate::Guest for __NotedTool {
+            fn describe() -> $crate::Descriptor {
+                <$ty as $crate::Guest>::describe()
+            }
+
+            fn call(
+                ctx: $crate::Context,
+                arguments: ::std::string::String,
+            ) -> ::std::result::Result<$crate::Output, $crate::ToolError> {
+                $crate::noted(|| <$ty as $crate::Guest>::call(ctx, arguments))
+            }
+        }
+
+        $crate::bindings::export!(__NotedTool with_types_in $crate::bindings);
     };
+}
+
+thread_local! {
+    /// Whether this call has shown a name quoted. Names are shown in dozens
+    /// of messages, deep in helpers: recording it where the rule decides,
+    /// and adding the note once per call in [`noted`], means no message can
+    /// show a quoted name without it. (A component instance serves one call,
+    /// on one thread; [`noted`] resets it anyway.)
+    static QUOTED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// `name` (a root-relative path, or a line of a file shown on one line) as
+/// text shows it: the naming rule of `loomfs-names`, as it is or as a JSON
+/// string literal. Every name in a message or a rendered result goes
+/// through here; structured results keep the exact name.
+pub fn shown(name: &str) -> Cow<'_, str> {
+    let text = loomfs_names::shown(name);
+    if loomfs_names::is_quoted(&text) {
+        QUOTED.with(|q| q.set(true));
+    }
+    text
+}
+
+/// Runs one call and, if its text showed a name quoted, adds
+/// [`loomfs_names::QUOTED_NOTE`]: as a text block of its own to a result,
+/// as a last line to an error.
+pub fn noted(call: impl FnOnce() -> Result<Output, ToolError>) -> Result<Output, ToolError> {
+    QUOTED.with(|q| q.set(false));
+    let result = call();
+    if !QUOTED.with(Cell::get) {
+        return result;
+    }
+    let note = loomfs_names::QUOTED_NOTE;
+    let with_note = |m: String| format!("{m}\n{note}");
+    match result {
+        Ok(mut output) => {
+            output.text.push(note.to_string());
+            Ok(output)
+        }
+        Err(ToolError::InvalidArguments(m)) => Err(ToolError::InvalidArguments(with_note(m))),
+        Err(ToolError::NotFound(m)) => Err(ToolError::NotFound(with_note(m))),
+        Err(ToolError::Refused(m)) => Err(ToolError::Refused(with_note(m))),
+        Err(ToolError::Io(m)) => Err(ToolError::Io(with_note(m))),
+    }
 }
 
 /// Hints of a tool that only reads: no change, same answer when repeated.
@@ -90,8 +158,16 @@ pub struct Located<'a> {
     pub mount: &'a Mount,
     /// Where the guest opens it.
     pub full: PathBuf,
-    /// The path as shown in messages and results: root-relative, `.` for the root.
-    pub shown: String,
+    /// The exact root-relative path, `.` for the root: what structured
+    /// results hold. Text shows it through [`Located::shown`].
+    pub rel: String,
+}
+
+impl Located<'_> {
+    /// The path as text shows it (see [`shown`]).
+    pub fn shown(&self) -> Cow<'_, str> {
+        shown(&self.rel)
+    }
 }
 
 /// Finds the mount of `root` and joins `path` under it.
@@ -99,15 +175,14 @@ pub struct Located<'a> {
 /// The host has already checked `path` (no absolute path, no escape, no denied
 /// name); the checks here only keep a standalone run honest.
 pub fn locate<'a>(ctx: &'a Context, root: &str, path: &str) -> Result<Located<'a>, ToolError> {
-    let mount = ctx
-        .mounts
-        .iter()
-        .find(|m| m.name == root)
-        .ok_or_else(|| ToolError::InvalidArguments(format!("unknown root '{root}'")))?;
+    let mount =
+        ctx.mounts.iter().find(|m| m.name == root).ok_or_else(|| {
+            ToolError::InvalidArguments(format!("unknown root '{}'", shown(root)))
+        })?;
     if path.starts_with('/') || path.contains('\0') {
         return Err(ToolError::InvalidArguments(format!(
             "path '{}' must be relative to the root",
-            path.escape_debug()
+            shown(path)
         )));
     }
     // By components: `.//a` is `a`, never `/a`; `..` is kept (the host has
@@ -116,17 +191,19 @@ pub fn locate<'a>(ctx: &'a Context, root: &str, path: &str) -> Result<Located<'a
         .split('/')
         .filter(|p| !p.is_empty() && *p != ".")
         .collect();
-    let (full, shown) = if parts.is_empty() {
+    let (full, rel) = if parts.is_empty() {
         (PathBuf::from(&mount.dir), ".".to_string())
     } else {
-        let shown = parts.join("/");
-        (PathBuf::from(&mount.dir).join(&shown), shown)
+        let rel = parts.join("/");
+        (PathBuf::from(&mount.dir).join(&rel), rel)
     };
-    Ok(Located { mount, full, shown })
+    Ok(Located { mount, full, rel })
 }
 
-/// Maps an I/O error on `shown` to the tool error the model sees.
-pub fn io_error(shown: &str, err: &io::Error) -> ToolError {
+/// Maps an I/O error on `rel` (a root-relative path, shown by the rule) to
+/// the tool error the model sees.
+pub fn io_error(rel: &str, err: &io::Error) -> ToolError {
+    let shown = shown(rel);
     match err.kind() {
         io::ErrorKind::NotFound => ToolError::NotFound(format!("'{shown}' does not exist")),
         io::ErrorKind::PermissionDenied => ToolError::Io(format!(

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::walk::{self, Flow};
 use crate::write::{create_parents, publish_new_file, temp_beside};
-use crate::{Context, Kind, Located, PathArgument, Permission, ToolError, io_error, locate};
+use crate::{Context, Kind, Located, PathArgument, Permission, ToolError, io_error, locate, shown};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -111,6 +111,9 @@ pub struct Transferred {
     pub directories: u64,
     pub bytes: u64,
     pub skipped: Vec<String>,
+    /// `skipped` as text shows it: each name by the rule, then its type.
+    #[serde(skip)]
+    pub skipped_shown: Vec<String>,
 }
 
 /// Both ends located under their mounts.
@@ -128,9 +131,9 @@ pub fn locate_ends<'a>(
 /// the host has already resolved every symlink on the way).
 pub fn within(outer: &Located, inner: &Located) -> bool {
     outer.mount.name == inner.mount.name
-        && (outer.shown == "."
-            || inner.shown == outer.shown
-            || inner.shown.starts_with(&format!("{}/", outer.shown)))
+        && (outer.rel == "."
+            || inner.rel == outer.rel
+            || inner.rel.starts_with(&format!("{}/", outer.rel)))
 }
 
 /// Checks what stands at the destination. `Ok(true)`: a file or symlink that
@@ -140,21 +143,20 @@ pub fn check_destination(
     source_is_dir: bool,
     overwrite: bool,
 ) -> Result<bool, ToolError> {
-    let shown = &destination.shown;
+    let refused =
+        |why: &str| ToolError::Refused(format!("destination '{}' {why}", destination.shown()));
     match fs::symlink_metadata(&destination.full) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(io_error(shown, &e)),
-        Ok(meta) if meta.is_dir() => Err(ToolError::Refused(format!(
-            "destination '{shown}' is an existing directory; a directory is never replaced \
-             (name a new path)"
-        ))),
-        Ok(_) if source_is_dir => Err(ToolError::Refused(format!(
-            "destination '{shown}' exists; a directory is only moved or copied to a new path"
-        ))),
-        Ok(_) if !overwrite => Err(ToolError::Refused(format!(
-            "destination '{shown}' exists; pass overwrite: true to replace it (its content is \
-             then kept in the trash)"
-        ))),
+        Err(e) => Err(io_error(&destination.rel, &e)),
+        Ok(meta) if meta.is_dir() => Err(refused(
+            "is an existing directory; a directory is never replaced (name a new path)",
+        )),
+        Ok(_) if source_is_dir => Err(refused(
+            "exists; a directory is only moved or copied to a new path",
+        )),
+        Ok(_) if !overwrite => Err(refused(
+            "exists; pass overwrite: true to replace it (its content is then kept in the trash)",
+        )),
         Ok(_) => Ok(true),
     }
 }
@@ -168,18 +170,18 @@ pub fn copy_tree(
 ) -> Result<(), ToolError> {
     // List everything first: a copy never sees its own output.
     let mut entries = Vec::new();
-    walk::breadth_first(&source.full, &source.shown, u32::MAX, |e| {
+    walk::breadth_first(&source.full, &source.rel, u32::MAX, |e| {
         entries.push((e.rel.clone(), e.kind, e.full()));
         Flow::Continue
     })?;
-    create_parents(&destination.full, &destination.shown)?;
+    create_parents(&destination.full, &destination.rel)?;
     if let Some(staging) = &destination.mount.staging {
         let built = Path::new(staging).join("tree");
         let mut staged = Transferred::default();
         copy_entries(
             source,
             &built,
-            &destination.shown,
+            &destination.rel,
             &entries,
             false,
             &mut staged,
@@ -190,6 +192,7 @@ pub fn copy_tree(
                 out.directories += staged.directories;
                 out.bytes += staged.bytes;
                 out.skipped.extend(staged.skipped);
+                out.skipped_shown.extend(staged.skipped_shown);
                 return Ok(());
             }
             // The staging directory is on another filesystem: in place.
@@ -200,40 +203,41 @@ pub fn copy_tree(
                 return Err(ToolError::Refused(format!(
                     "destination '{}' appeared while the copy was made; nothing was copied \
                      there",
-                    destination.shown
+                    destination.shown()
                 )));
             }
-            Err(e) => return Err(io_error(&destination.shown, &e)),
+            Err(e) => return Err(io_error(&destination.rel, &e)),
         }
     }
     copy_entries(
         source,
         &destination.full,
-        &destination.shown,
+        &destination.rel,
         &entries,
         true,
         out,
     )
 }
 
-/// Copies the listed `entries` of `source` to the new directory `to`:
-/// each file through a temporary file beside its place when `each_whole`
-/// (a tree built in place), straight otherwise (a tree built out of sight).
+/// Copies the listed `entries` of `source` to the new directory `to`
+/// (`rel` in messages): each file through a temporary file beside its place
+/// when `each_whole` (a tree built in place), straight otherwise (a tree
+/// built out of sight).
 fn copy_entries(
     source: &Located,
     to: &Path,
-    shown: &str,
+    rel_to: &str,
     entries: &[(String, Kind, std::path::PathBuf)],
     each_whole: bool,
     out: &mut Transferred,
 ) -> Result<(), ToolError> {
     let destination = to;
-    fs::create_dir(destination).map_err(|e| io_error(shown, &e))?;
+    fs::create_dir(destination).map_err(|e| io_error(rel_to, &e))?;
     out.directories += 1;
-    let prefix = if source.shown == "." {
+    let prefix = if source.rel == "." {
         String::new()
     } else {
-        format!("{}/", source.shown)
+        format!("{}/", source.rel)
     };
     for (rel, kind, from) in entries {
         let inside = rel.strip_prefix(&prefix).unwrap_or(rel);
@@ -252,7 +256,11 @@ fn copy_entries(
                 out.bytes += copied.map_err(|e| io_error(rel, &e))?;
                 out.files += 1;
             }
-            other => out.skipped.push(format!("{rel} ({})", other.name())),
+            other => {
+                out.skipped.push(format!("{rel} ({})", other.name()));
+                out.skipped_shown
+                    .push(format!("{} ({})", shown(rel), other.name()));
+            }
         }
     }
     Ok(())

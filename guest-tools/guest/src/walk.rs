@@ -17,7 +17,7 @@ use wasip2::filesystem::types::{
     Descriptor, DescriptorFlags, DescriptorStat, ErrorCode, OpenFlags, PathFlags,
 };
 
-use crate::{Kind, ToolError, io_error, sys};
+use crate::{Kind, ToolError, io_error, shown, sys};
 
 /// One entry met by the walk.
 pub struct Entry<'a> {
@@ -134,7 +134,7 @@ fn entries(dir: &Descriptor) -> Option<(Vec<(String, Kind)>, u64)> {
     Some((entries, failed))
 }
 
-/// Walks `start` (shown as `start_rel`, `.` for the root) breadth-first down to
+/// Walks `start` (root-relative `start_rel`, `.` for the root) breadth-first down to
 /// `max_depth` levels, calling `visit` on every entry. Symlinks on the way to
 /// `start` are followed (the host has checked them); none below it are.
 /// Fails only if `start` itself cannot be read.
@@ -191,11 +191,11 @@ pub fn breadth_first(
     Ok(stats)
 }
 
-/// Why the start directory cannot be read, in the words of `io_error`
-/// (asked again through std: only on this failure path).
-fn start_error(start: &Path, shown: &str) -> ToolError {
+/// Why the start directory (`rel`) cannot be read, in the words of
+/// `io_error` (asked again through std: only on this failure path).
+fn start_error(start: &Path, rel: &str) -> ToolError {
     std::fs::read_dir(start).err().map_or_else(
-        || ToolError::Io(format!("'{shown}' could not be read")),
-        |e| io_error(shown, &e),
+        || ToolError::Io(format!("'{}' could not be read", shown(rel))),
+        |e| io_error(rel, &e),
     )
 }

@@ -42,9 +42,10 @@ pub enum Published {
 }
 
 /// Where the previous content of `at` goes: its guest path in the trash
-/// (its parent directories made), and the root-relative path shown to the
-/// model. A call that keeps the same path again (a publish tried again
-/// after the file changed) keeps it under `<path>.~N~`, N its attempt.
+/// (its parent directories made), and its exact root-relative path (for
+/// results; text shows it by the rule). A call that keeps the same path
+/// again (a publish tried again after the file changed) keeps it under
+/// `<path>.~N~`, N its attempt.
 fn trash_slot(at: &Located, attempt: u32) -> Result<(PathBuf, String), ToolError> {
     let trash = at.mount.trash.as_ref().ok_or_else(|| {
         ToolError::Refused(format!(
@@ -52,12 +53,12 @@ fn trash_slot(at: &Located, attempt: u32) -> Result<(PathBuf, String), ToolError
             at.mount.name
         ))
     })?;
-    let mut rel = format!("{}/{}", trash.stamp, at.shown);
+    let mut rel = format!("{}/{}", trash.stamp, at.rel);
     if attempt > 1 {
         rel.push_str(&format!(".~{attempt}~"));
     }
     let slot = Path::new(&trash.dir).join(&rel);
-    trash_dirs(Path::new(&trash.dir), &slot).map_err(|e| io_error(&at.shown, &e))?;
+    trash_dirs(Path::new(&trash.dir), &slot).map_err(|e| io_error(&at.rel, &e))?;
     Ok((slot, format!(".mcp-trash/{rel}")))
 }
 
@@ -83,10 +84,10 @@ fn trash_dirs(trash: &Path, slot: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// Creates the missing parent directories of `path`.
-pub fn create_parents(path: &Path, shown: &str) -> Result<(), ToolError> {
+/// Creates the missing parent directories of `path` (`rel` in messages).
+pub fn create_parents(path: &Path, rel: &str) -> Result<(), ToolError> {
     match path.parent() {
-        Some(parent) => fs::create_dir_all(parent).map_err(|e| io_error(shown, &e)),
+        Some(parent) => fs::create_dir_all(parent).map_err(|e| io_error(rel, &e)),
         None => Ok(()),
     }
 }
@@ -95,28 +96,28 @@ pub fn create_parents(path: &Path, shown: &str) -> Result<(), ToolError> {
 /// copying only where the filesystem has no hard links. `at` stays as it is.
 /// `attempt` numbers the calls's tries at one publish (see [`trash_slot`]).
 pub fn keep_by_link(at: &Located, attempt: u32) -> Result<String, ToolError> {
-    let (slot, shown) = trash_slot(at, attempt)?;
+    let (slot, kept) = trash_slot(at, attempt)?;
     if fs::hard_link(&at.full, &slot).is_ok() {
-        return Ok(shown);
+        return Ok(kept);
     }
-    let mut from = File::open(&at.full).map_err(|e| io_error(&at.shown, &e))?;
+    let mut from = File::open(&at.full).map_err(|e| io_error(&at.rel, &e))?;
     // Write-only: the trash gives nothing back, so it refuses a read-write
     // open (which `File::create_new` is).
     let mut to = fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(&slot)
-        .map_err(|e| io_error(&at.shown, &e))?;
-    io::copy(&mut from, &mut to).map_err(|e| io_error(&at.shown, &e))?;
-    to.sync_all().map_err(|e| io_error(&at.shown, &e))?;
-    Ok(shown)
+        .map_err(|e| io_error(&at.rel, &e))?;
+    io::copy(&mut from, &mut to).map_err(|e| io_error(&at.rel, &e))?;
+    to.sync_all().map_err(|e| io_error(&at.rel, &e))?;
+    Ok(kept)
 }
 
 /// Moves what is at `at` (file, symlink or directory) into the trash.
 pub fn keep_by_move(at: &Located) -> Result<String, ToolError> {
-    let (slot, shown) = trash_slot(at, 1)?;
-    fs::rename(&at.full, &slot).map_err(|e| io_error(&at.shown, &e))?;
-    Ok(shown)
+    let (slot, kept) = trash_slot(at, 1)?;
+    fs::rename(&at.full, &slot).map_err(|e| io_error(&at.rel, &e))?;
+    Ok(kept)
 }
 
 /// How new content takes its place.
@@ -141,7 +142,7 @@ pub fn replace(
         Published::Done(done) => Ok(done),
         Published::Changed => Err(ToolError::Refused(format!(
             "'{}' changed while it was being written; nothing was written; read it again",
-            at.shown
+            at.shown()
         ))),
     }
 }
@@ -155,8 +156,8 @@ pub fn replace_checked(
     attempt: u32,
     write: impl FnOnce(&mut File) -> io::Result<u64>,
 ) -> Result<Published, ToolError> {
-    let shown = at.shown.as_str();
-    create_parents(&at.full, shown)?;
+    let rel = at.rel.as_str();
+    create_parents(&at.full, rel)?;
     let staged = temp_path(at);
     let mut temp = Temporary(staged.clone());
     let bytes = (|| {
@@ -166,7 +167,7 @@ pub fn replace_checked(
         file.sync_all()?;
         Ok::<u64, io::Error>(bytes)
     })()
-    .map_err(|e| io_error(shown, &e))?;
+    .map_err(|e| io_error(rel, &e))?;
     let published = match publish {
         Publish::New => publish_new(&mut temp, at).map(|()| (true, None)),
         // Checked now, not before the (possibly long) write: whatever stands
@@ -189,10 +190,13 @@ pub fn replace_checked(
             }))
         }
         Err(e) if e.kind() == io::ErrorKind::ResourceBusy => Ok(Published::Changed),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && publish == Publish::New => Err(
-            ToolError::Refused(format!("'{shown}' already exists; nothing was written")),
-        ),
-        Err(e) => Err(io_error(shown, &e)),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && publish == Publish::New => {
+            Err(ToolError::Refused(format!(
+                "'{}' already exists; nothing was written",
+                at.shown()
+            )))
+        }
+        Err(e) => Err(io_error(rel, &e)),
     }
 }
 

@@ -11,7 +11,7 @@ use std::cmp::Ordering;
 use loomfs_guest::walk::{self, Flow};
 use loomfs_guest::{
     Context, Descriptor, Guest, Kind, Output, Permission, READ_ONLY, ToolError, human_bytes,
-    io_error, locate, modified_at, parse_args, root_and_path, to_json,
+    io_error, locate, modified_at, parse_args, root_and_path, shown, to_json,
 };
 use serde::{Deserialize, Serialize};
 
@@ -106,18 +106,19 @@ impl Guest for ListDirectory {
             )));
         }
         let at = locate(&ctx, &args.root, args.path.as_deref().unwrap_or("."))?;
-        let shown = at.shown.as_str();
-        let meta = std::fs::metadata(&at.full).map_err(|e| io_error(shown, &e))?;
+        let rel = at.rel.as_str();
+        let meta = std::fs::metadata(&at.full).map_err(|e| io_error(rel, &e))?;
         if !meta.is_dir() {
             return Err(ToolError::Refused(format!(
-                "'{shown}' is not a directory; use get_file_info or read_file"
+                "'{}' is not a directory; use get_file_info or read_file",
+                at.shown()
             )));
         }
 
         let max_entries = ctx.limits.max_entries as usize;
         let mut entries = Vec::new();
         let mut truncated = false;
-        let stats = walk::breadth_first(&at.full, shown, depth, |e| {
+        let stats = walk::breadth_first(&at.full, rel, depth, |e| {
             if entries.len() == max_entries {
                 truncated = true;
                 return Flow::Stop;
@@ -143,7 +144,7 @@ impl Guest for ListDirectory {
         }
         notes.extend(stats.notes());
         let listing = Listing {
-            path: shown.to_string(),
+            path: rel.to_string(),
             truncated,
             unreadable_dirs: stats.dirs_unreadable,
             note: (!notes.is_empty()).then(|| notes.join("; ")),
@@ -164,22 +165,26 @@ fn tree_order(a: &str, b: &str) -> Ordering {
     a.split('/').cmp(b.split('/'))
 }
 
-/// One line per entry: type, size, modification time, path (directories end in `/`).
+/// One line per entry: type, size, modification time, path (directories end
+/// in `/`, inside the quotes of a quoted path: the slash is part of what
+/// text shows, and a path ending in `/` names the same directory).
 fn render(listing: &Listing) -> String {
     if listing.entries.is_empty() {
-        return format!("'{}' is empty", listing.path);
+        return format!("'{}' is empty", shown(&listing.path));
     }
     let mut out = String::new();
     for e in &listing.entries {
         let size = e.size.map(human_bytes).unwrap_or_default();
-        let slash = if e.kind == "directory" { "/" } else { "" };
+        let path = if e.kind == "directory" {
+            shown(&format!("{}/", e.path)).into_owned()
+        } else {
+            shown(&e.path).into_owned()
+        };
         out.push_str(&format!(
-            "{:<9} {:>10}  {:<20}  {}{}\n",
+            "{:<9} {:>10}  {:<20}  {path}\n",
             e.kind,
             size,
             e.modified.as_deref().unwrap_or("-"),
-            e.path,
-            slash
         ));
     }
     out

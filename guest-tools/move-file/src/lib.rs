@@ -16,7 +16,7 @@ use loomfs_guest::transfer::{
 use loomfs_guest::write::{Publish, create_parents, keep_by_link, keep_by_move, replace};
 use loomfs_guest::{
     Context, DESTRUCTIVE, Descriptor, Guest, Kind, Output, Permission, ToolError, io_error,
-    parse_args, to_json,
+    parse_args, shown, to_json,
 };
 
 struct MoveFile;
@@ -42,25 +42,25 @@ impl Guest for MoveFile {
     fn call(ctx: Context, arguments: String) -> Result<Output, ToolError> {
         let args: TransferArgs = parse_args(&arguments)?;
         let (source, destination) = locate_ends(&ctx, &args)?;
-        let meta = fs::symlink_metadata(&source.full).map_err(|e| io_error(&source.shown, &e))?;
+        let meta = fs::symlink_metadata(&source.full).map_err(|e| io_error(&source.rel, &e))?;
         let kind = Kind::of(meta.file_type(), &source.full, false);
         let is_dir = kind == Kind::Directory;
         if is_dir && within(&source, &destination) {
             return Err(ToolError::Refused(format!(
                 "cannot move '{}' into itself",
-                source.shown
+                source.shown()
             )));
         }
         let exists = check_destination(&destination, is_dir, args.overwrite)?;
         let previous = if exists {
             Some(keep_by_link(&destination, 1)?)
         } else {
-            create_parents(&destination.full, &destination.shown)?;
+            create_parents(&destination.full, &destination.rel)?;
             None
         };
         let mut out = Transferred {
-            source: source.shown.clone(),
-            destination: destination.shown.clone(),
+            source: source.rel.clone(),
+            destination: destination.rel.clone(),
             destination_root: destination.mount.name.clone(),
             kind: kind.name(),
             overwritten: exists,
@@ -78,7 +78,7 @@ impl Guest for MoveFile {
                     copy_tree(&source, &destination, &mut out)?;
                 } else {
                     let mut from =
-                        fs::File::open(&source.full).map_err(|e| io_error(&source.shown, &e))?;
+                        fs::File::open(&source.full).map_err(|e| io_error(&source.rel, &e))?;
                     out.bytes =
                         replace(&destination, Publish::New, |f| io::copy(&mut from, f))?.bytes;
                 }
@@ -88,16 +88,17 @@ impl Guest for MoveFile {
                 return Err(ToolError::Refused(format!(
                     "moving directory '{}' to root '{}' was refused: the roots deny different \
                      names, and entries hidden in one would appear in the other; copy it instead",
-                    source.shown, destination.mount.name
+                    source.shown(),
+                    destination.mount.name
                 )));
             }
-            Err(e) => return Err(io_error(&source.shown, &e)),
+            Err(e) => return Err(io_error(&source.rel, &e)),
         }
         let mut text = format!(
             "moved {} '{}' to '{}'{}",
             out.kind,
-            out.source,
-            out.destination,
+            source.shown(),
+            destination.shown(),
             if across {
                 format!(" in root '{}'", out.destination_root)
             } else {
@@ -106,7 +107,8 @@ impl Guest for MoveFile {
         );
         if let Some(p) = &out.previous {
             text.push_str(&format!(
-                "; the replaced file is kept at {p} (root '{}')",
+                "; the replaced file is kept at {} (root '{}')",
+                shown(p),
                 out.destination_root
             ));
         }

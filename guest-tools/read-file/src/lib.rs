@@ -14,7 +14,7 @@ use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use loomfs_guest::content::{SNIFF_BYTES, image_mime, is_binary};
 use loomfs_guest::{
     Context, Descriptor, Guest, Image, Kind, Output, Permission, READ_ONLY, ToolError, human_bytes,
-    io_error, locate, parse_args, root_and_path, to_json,
+    io_error, locate, parse_args, root_and_path, shown, to_json,
 };
 use serde::{Deserialize, Serialize};
 
@@ -96,81 +96,84 @@ impl Guest for ReadFile {
         let args: Args = parse_args(&arguments)?;
         let range = Range::from_args(&args)?;
         let at = locate(&ctx, &args.root, &args.path)?;
-        let shown = at.shown.as_str();
+        let rel = at.rel.as_str();
         let max = at.mount.max_read_bytes;
 
         // Open first, then look at the open file: one path lookup. The
         // host refuses to open special files (FIFO, socket, device), so an
         // open can never block; a refusal is named by a stat.
         let mut file = File::open(&at.full).map_err(|e| match Kind::at(&at.full, true) {
-            kind if kind.is_special() && kind != Kind::Unknown => special(shown, kind),
-            _ => io_error(shown, &e),
+            kind if kind.is_special() && kind != Kind::Unknown => special(rel, kind),
+            _ => io_error(rel, &e),
         })?;
-        let meta = file.metadata().map_err(|e| io_error(shown, &e))?;
+        let meta = file.metadata().map_err(|e| io_error(rel, &e))?;
         let kind = Kind::of(meta.file_type(), &at.full, true);
         if kind == Kind::Directory {
             return Err(ToolError::Refused(format!(
-                "'{shown}' is a directory; use list_directory"
+                "'{}' is a directory; use list_directory",
+                at.shown()
             )));
         }
         if kind != Kind::File {
-            return Err(special(shown, kind));
+            return Err(special(rel, kind));
         }
         let size = meta.len();
         if range.is_whole() && size > max {
             return Err(ToolError::Refused(format!(
-                "'{shown}' is {}, over this root's read limit of {}; read part of it with \
+                "'{}' is {}, over this root's read limit of {}; read part of it with \
                  offset/limit or tail",
+                at.shown(),
                 human_bytes(size),
                 human_bytes(max)
             )));
         }
         let taken = match range {
-            Range::Whole => return read_whole(file, shown, size, max),
+            Range::Whole => return read_whole(file, rel, size, max),
             Range::Lines { offset, limit } => {
-                check_head(&mut file, shown, size)?;
+                check_head(&mut file, rel, size)?;
                 read_lines(file, offset, limit, max)
             }
             Range::Tail(n) => {
-                check_head(&mut file, shown, size)?;
+                check_head(&mut file, rel, size)?;
                 read_tail(file, size, n, max)
             }
         }
-        .map_err(|e| io_error(shown, &e))?;
-        Ok(text_output(shown, size, taken))
+        .map_err(|e| io_error(rel, &e))?;
+        Ok(text_output(rel, size, taken))
     }
 }
 
 /// One read of a whole file: its head decides image or binary, the rest is
 /// the text.
-fn read_whole(mut file: File, shown: &str, size: u64, max: u64) -> Result<Output, ToolError> {
+fn read_whole(mut file: File, rel: &str, size: u64, max: u64) -> Result<Output, ToolError> {
     let mut bytes = Vec::with_capacity(size as usize);
     file.by_ref()
         .take(max + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| io_error(shown, &e))?;
+        .map_err(|e| io_error(rel, &e))?;
     if let Some(mime) = image_mime(&bytes) {
-        return image(shown, bytes, max, mime);
+        return image(rel, bytes, max, mime);
     }
     if is_binary(&bytes) {
-        return Err(binary(shown, size));
+        return Err(binary(rel, size));
     }
-    Ok(text_output(shown, size, whole(bytes, max)))
+    Ok(text_output(rel, size, whole(bytes, max)))
 }
 
 /// Refuses a range read of an image or a binary file, then rewinds.
-fn check_head(file: &mut File, shown: &str, size: u64) -> Result<(), ToolError> {
-    let head = read_head(file).map_err(|e| io_error(shown, &e))?;
+fn check_head(file: &mut File, rel: &str, size: u64) -> Result<(), ToolError> {
+    let head = read_head(file).map_err(|e| io_error(rel, &e))?;
     if image_mime(&head).is_some() {
         return Err(ToolError::Refused(format!(
-            "'{shown}' is an image: read it whole, without offset/limit/tail"
+            "'{}' is an image: read it whole, without offset/limit/tail",
+            shown(rel)
         )));
     }
     if is_binary(&head) {
-        return Err(binary(shown, size));
+        return Err(binary(rel, size));
     }
     file.seek(SeekFrom::Start(0))
-        .map_err(|e| io_error(shown, &e))?;
+        .map_err(|e| io_error(rel, &e))?;
     Ok(())
 }
 
@@ -218,28 +221,31 @@ fn read_head(file: &mut File) -> std::io::Result<Vec<u8>> {
     Ok(head)
 }
 
-fn special(shown: &str, kind: Kind) -> ToolError {
+fn special(rel: &str, kind: Kind) -> ToolError {
     ToolError::Refused(format!(
-        "'{shown}' is a {} (special file): never opened",
+        "'{}' is a {} (special file): never opened",
+        shown(rel),
         kind.name()
     ))
 }
 
-fn binary(shown: &str, size: u64) -> ToolError {
+fn binary(rel: &str, size: u64) -> ToolError {
     ToolError::Refused(format!(
-        "'{shown}' is a binary file ({}) and is not shown",
+        "'{}' is a binary file ({}) and is not shown",
+        shown(rel),
         human_bytes(size)
     ))
 }
 
-fn image(shown: &str, data: Vec<u8>, max: u64, mime: &'static str) -> Result<Output, ToolError> {
+fn image(rel: &str, data: Vec<u8>, max: u64, mime: &'static str) -> Result<Output, ToolError> {
     if data.len() as u64 > max {
         return Err(ToolError::Refused(format!(
-            "image '{shown}' grew past this root's read limit while being read"
+            "image '{}' grew past this root's read limit while being read",
+            shown(rel)
         )));
     }
     let result = Result_ {
-        path: shown.to_string(),
+        path: rel.to_string(),
         size: data.len() as u64,
         mime_type: Some(mime),
         content: None,
@@ -251,7 +257,8 @@ fn image(shown: &str, data: Vec<u8>, max: u64, mime: &'static str) -> Result<Out
     };
     Ok(Output {
         text: vec![format!(
-            "image '{shown}' ({mime}, {})",
+            "image '{}' ({mime}, {})",
+            shown(rel),
             human_bytes(data.len() as u64)
         )],
         structured: Some(to_json(&result)),
@@ -450,7 +457,7 @@ fn tail_start(bytes: &[u8], n: u64) -> usize {
     0
 }
 
-fn text_output(shown: &str, size: u64, taken: Taken) -> Output {
+fn text_output(rel: &str, size: u64, taken: Taken) -> Output {
     let (content, lossy) = match String::from_utf8(taken.bytes) {
         Ok(s) => (s, false),
         Err(e) => (String::from_utf8_lossy(e.as_bytes()).into_owned(), true),
@@ -469,7 +476,8 @@ fn text_output(shown: &str, size: u64, taken: Taken) -> Output {
     }
     match (taken.start_line, taken.total_lines) {
         (0, _) if !content.is_empty() => notes.push(format!(
-            "last lines of '{shown}' ({}); line numbers unknown without reading the whole file",
+            "last lines of '{}' ({}); line numbers unknown without reading the whole file",
+            shown(rel),
             human_bytes(size)
         )),
         (start, Some(total)) if start > 1 || taken.end_line < total => {
@@ -484,7 +492,7 @@ fn text_output(shown: &str, size: u64, taken: Taken) -> Output {
     }
     let note = (!notes.is_empty()).then(|| notes.join("; "));
     let result = Result_ {
-        path: shown.to_string(),
+        path: rel.to_string(),
         size,
         mime_type: None,
         content: Some(content),

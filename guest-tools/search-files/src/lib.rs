@@ -20,7 +20,7 @@ use loomfs_guest::content::{SNIFF_BYTES, is_binary};
 use loomfs_guest::walk::{self, Flow};
 use loomfs_guest::{
     Context, Descriptor, Guest, Kind, Output, Permission, READ_ONLY, ToolError, human_bytes,
-    io_error, locate, parse_args, root_and_path, to_json,
+    io_error, locate, parse_args, root_and_path, shown, to_json,
 };
 use serde::{Deserialize, Serialize};
 use wasip2::filesystem::types::{Descriptor as File, ErrorCode};
@@ -158,11 +158,12 @@ impl Guest for SearchFiles {
             }
         };
         let at = locate(&ctx, &args.root, args.path.as_deref().unwrap_or("."))?;
-        let shown = at.shown.as_str();
-        let meta = std::fs::metadata(&at.full).map_err(|e| io_error(shown, &e))?;
+        let rel = at.rel.as_str();
+        let meta = std::fs::metadata(&at.full).map_err(|e| io_error(rel, &e))?;
         if !meta.is_dir() {
             return Err(ToolError::Refused(format!(
-                "'{shown}' is not a directory; search its parent directory"
+                "'{}' is not a directory; search its parent directory",
+                at.shown()
             )));
         }
 
@@ -177,17 +178,17 @@ impl Guest for SearchFiles {
             max_results: max_results as usize,
             max_read_bytes: at.mount.max_read_bytes,
             max_search_bytes: ctx.limits.max_search_bytes,
-            start_prefix: if shown == "." {
+            start_prefix: if rel == "." {
                 String::new()
             } else {
-                format!("{shown}/")
+                format!("{rel}/")
             },
             found: Found::default(),
             cut: None,
             unreadable_files: 0,
             buffer: Vec::new(),
         };
-        let stats = walk::breadth_first(&at.full, shown, u32::MAX, |entry| {
+        let stats = walk::breadth_first(&at.full, rel, u32::MAX, |entry| {
             if Instant::now() >= soft_deadline {
                 search.cut = Some(Cut::Time);
                 return Flow::Stop;
@@ -207,7 +208,7 @@ impl Guest for SearchFiles {
             ctx.limits.time_limit_ms,
         );
 
-        let mut text = vec![render(&found, shown, &args)];
+        let mut text = vec![render(&found, rel, &args)];
         text.extend(found.note.clone());
         Ok(Output {
             text,
@@ -425,29 +426,34 @@ fn preview(line: &[u8]) -> String {
     }
 }
 
-/// The result as text for the model: one match per line.
-fn render(found: &Found, shown: &str, args: &Args) -> String {
+/// The result as text for the model: one match per line. Paths and
+/// previews are shown by the naming rule: a preview is a line of a file,
+/// and a CR or a U+2028 in it would break it into lines that look like
+/// matches. The pattern and the needle are echoed by it too.
+fn render(found: &Found, rel: &str, args: &Args) -> String {
     if found.matches.is_empty() {
         let what = match (&args.contains, args.regex) {
-            (Some(c), true) => format!(" matching the regular expression '{c}'"),
-            (Some(c), false) => format!(" containing '{c}'"),
+            (Some(c), true) => format!(" matching the regular expression '{}'", shown(c)),
+            (Some(c), false) => format!(" containing '{}'", shown(c)),
             (None, _) => String::new(),
         };
         return format!(
-            "no file under '{shown}' matches '{}'{what} ({} files examined, {} scanned)",
-            args.pattern,
+            "no file under '{}' matches '{}'{what} ({} files examined, {} scanned)",
+            shown(rel),
+            shown(&args.pattern),
             found.examined_files,
             human_bytes(found.scanned_bytes)
         );
     }
     let mut out = String::new();
     for m in &found.matches {
+        let path = shown(&m.path);
         match (m.line, &m.preview) {
             (Some(line), Some(preview)) => {
-                out.push_str(&format!("{}:{line}: {preview}\n", m.path));
+                out.push_str(&format!("{path}:{line}: {}\n", shown(preview)));
             }
             _ => {
-                out.push_str(&m.path);
+                out.push_str(&path);
                 out.push('\n');
             }
         }

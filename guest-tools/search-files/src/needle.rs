@@ -36,7 +36,7 @@ impl Needle {
             .map_err(|e| match e {
                 regex::Error::CompiledTooBig(limit) => format!(
                     "regular expression '{}' is too large (compiled size over {limit} bytes)",
-                    text.escape_debug()
+                    loomfs_guest::shown(text)
                 ),
                 e => format!("invalid regular expression: {e}"),
             })

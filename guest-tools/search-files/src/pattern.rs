@@ -22,7 +22,7 @@ pub struct Pattern {
 impl Pattern {
     /// Compiles `text`, or says in one sentence why it cannot be a pattern.
     pub fn new(text: &str) -> Result<Pattern, String> {
-        let shown = text.escape_debug();
+        let shown = loomfs_guest::shown(text);
         // `./x` is `x`.
         let text = text.trim_start_matches("./");
         if text.is_empty() {

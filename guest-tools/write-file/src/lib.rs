@@ -15,7 +15,7 @@ use std::io::Write;
 use loomfs_guest::write::{Publish, Published, replace, replace_checked};
 use loomfs_guest::{
     Context, DESTRUCTIVE, Descriptor, Guest, Kind, Located, Output, Permission, ToolError,
-    human_bytes, io_error, locate, parse_args, root_and_path, sys, to_json,
+    human_bytes, io_error, locate, parse_args, root_and_path, shown, sys, to_json,
 };
 use serde::{Deserialize, Serialize};
 
@@ -94,15 +94,16 @@ impl Guest for WriteFile {
         let args: Args = parse_args(&arguments)?;
         let mode = args.mode.unwrap_or(Mode::Overwrite);
         let at = locate(&ctx, &args.root, &args.path)?;
-        let shown = at.shown.as_str();
+        let rel = at.rel.as_str();
         // What stands at the path, the entry itself (a symlink, dangling or
         // not, counts: it is never silently lost).
         let entry = match std::fs::symlink_metadata(&at.full) {
             Ok(meta) => Some(meta),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(io_error(shown, &e)),
+            Err(e) => return Err(io_error(rel, &e)),
         };
         if let Some(meta) = &entry {
+            let shown = at.shown();
             let kind = Kind::of(meta.file_type(), &at.full, false);
             let target = std::fs::metadata(&at.full)
                 .map(|m| Kind::of(m.file_type(), &at.full, true))
@@ -141,7 +142,7 @@ impl Guest for WriteFile {
                 Ok(content.len() as u64)
             })?;
             Written {
-                path: shown.to_string(),
+                path: rel.to_string(),
                 mode,
                 bytes: r.bytes,
                 created: r.created,
@@ -149,12 +150,13 @@ impl Guest for WriteFile {
             }
         };
         let mut text = format!(
-            "wrote {} to '{shown}'{}",
+            "wrote {} to '{}'{}",
             human_bytes(written.bytes),
+            at.shown(),
             if written.created { " (new file)" } else { "" }
         );
         if let Some(p) = &written.previous {
-            text.push_str(&format!("; the previous content is kept at {p}"));
+            text.push_str(&format!("; the previous content is kept at {}", shown(p)));
         }
         Ok(Output {
             text: vec![text],
@@ -170,15 +172,16 @@ const MAX_ATTEMPTS: u32 = 4;
 /// Appends `content` to the file at `at`: its content and then `content`
 /// to a temporary file, published over it (see the module).
 fn append(at: &Located, content: &[u8]) -> Result<Written, ToolError> {
-    let shown = at.shown.as_str();
+    let rel = at.rel.as_str();
     if sys::link_count(&at.full).is_some_and(|n| n > 1) {
         return Err(ToolError::Refused(format!(
-            "'{shown}' has other hard links, which would keep the content without the \
-             appended text; write it with mode overwrite instead"
+            "'{}' has other hard links, which would keep the content without the \
+             appended text; write it with mode overwrite instead",
+            at.shown()
         )));
     }
     for attempt in 1..=MAX_ATTEMPTS {
-        let mut from = std::fs::File::open(&at.full).map_err(|e| io_error(shown, &e))?;
+        let mut from = std::fs::File::open(&at.full).map_err(|e| io_error(rel, &e))?;
         let published = replace_checked(at, Publish::Replace, attempt, |f| {
             std::io::copy(&mut from, f)?;
             f.write_all(content)?;
@@ -186,7 +189,7 @@ fn append(at: &Located, content: &[u8]) -> Result<Written, ToolError> {
         })?;
         if let Published::Done(done) = published {
             return Ok(Written {
-                path: shown.to_string(),
+                path: rel.to_string(),
                 mode: Mode::Append,
                 bytes: done.bytes,
                 created: false,
@@ -195,8 +198,9 @@ fn append(at: &Located, content: &[u8]) -> Result<Written, ToolError> {
         }
     }
     Err(ToolError::Refused(format!(
-        "'{shown}' kept changing while the text was appended ({MAX_ATTEMPTS} tries); nothing \
-         was written; try again"
+        "'{}' kept changing while the text was appended ({MAX_ATTEMPTS} tries); nothing was \
+         written; try again",
+        at.shown()
     )))
 }
 

@@ -5,9 +5,12 @@
 //! as a [`Resolved`], which only [`resolve`] can build, so a tool that forgot
 //! to check cannot compile. The checks run in a fixed order (permission,
 //! confinement, deny) and each refusal names the rule that bit with a
-//! root-relative message: no host path ever reaches the model.
+//! root-relative message: no host path ever reaches the model. Every name
+//! in a message is shown by one rule ([`shown`], see `names.rs`), so no
+//! name can forge a line of what the model reads.
 
 mod deny;
+mod names;
 mod requests;
 mod resolve;
 
@@ -15,8 +18,12 @@ use std::fmt;
 use std::path::PathBuf;
 
 pub use deny::{BUILTIN_DENY, DenyError, DenyList};
+pub use names::{
+    QUOTED_NOTE, is_escaped, is_quoted, neutralised, noted, push_unicode_escape, shown, shown_arg,
+    shown_clipped,
+};
 pub use requests::{PathArg, PathRequest, path_requests};
-pub use resolve::{Denial, MAX_NAME_BYTES, MAX_PATH_BYTES, Resolved, Rule, resolve, shown};
+pub use resolve::{Denial, MAX_NAME_BYTES, MAX_PATH_BYTES, Resolved, Rule, resolve};
 
 /// What may be done on a root.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -23,7 +23,7 @@ use std::fs;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
-use super::{Permission, Root};
+use super::{Permission, Root, shown_arg};
 
 /// More symlinks than this in one resolution is a loop.
 const MAX_SYMLINKS: u32 = 40;
@@ -150,7 +150,7 @@ pub fn resolve(
             Rule::UnknownRoot,
             format!(
                 "unknown root '{}'; roots: {}",
-                shown(root),
+                shown_arg(root),
                 known.join(", ")
             ),
         ));
@@ -300,17 +300,6 @@ fn components(path: &Path) -> impl Iterator<Item = OsString> + '_ {
         Component::ParentDir => Some(OsStr::new("..").to_os_string()),
         _ => None,
     })
-}
-
-/// A model-supplied string as it may appear in a message: control characters
-/// escaped, at most 200 characters.
-pub fn shown(s: &str) -> String {
-    const MAX: usize = 200;
-    let escaped: String = s.escape_debug().collect();
-    match escaped.char_indices().nth(MAX) {
-        Some((cut, _)) => format!("{}…", &escaped[..cut]),
-        None => escaped,
-    }
 }
 
 #[cfg(test)]
@@ -719,12 +708,19 @@ mod tests {
     }
 
     #[test]
-    fn shown_escapes_and_truncates() {
-        assert_eq!(shown("a\nb"), "a\\nb");
-        let long = "x".repeat(500);
-        let s = shown(&long);
-        assert_eq!(s.chars().count(), 201);
-        assert!(s.ends_with('…'));
+    fn an_unknown_root_is_named_by_the_naming_rule() {
+        let f = fixture();
+        let d = resolve(&f.roots, "da\nta", "a.txt", Permission::Read).unwrap_err();
+        assert_eq!(d.rule, Rule::UnknownRoot);
+        assert!(
+            d.message.starts_with(r#"unknown root '"da\nta"'; roots: "#),
+            "{}",
+            d.message
+        );
+        // A root name longer than any path is shown clipped, not whole.
+        let long = "x".repeat(MAX_PATH_BYTES + 1);
+        let d = resolve(&f.roots, &long, "a.txt", Permission::Read).unwrap_err();
+        assert!(d.message.len() < 300, "{}", d.message);
     }
 
     mod property {

@@ -89,15 +89,27 @@ pub struct GuestLimits {
     pub max_search_bytes: u64,
 }
 
+/// The source of every component embedded in the binary.
+pub const BUILT_IN: &str = "built-in";
+
 /// A loaded tool component.
 pub struct Tool {
     pub descriptor: Descriptor,
-    /// Where it came from (`built-in` or a file path), for messages.
+    /// Where it came from ([`BUILT_IN`] or a file path), for messages.
     pub source: String,
     pre: bindings::ToolComponentPre<CallState>,
     /// Its `call` export, called with a result type that is lifted under
     /// the output limit (see [`output`]).
     call: ComponentExportIndex,
+}
+
+impl Tool {
+    /// Whether the project wrote it: its text shows names by the naming
+    /// rule already. (A `[[components]]` file's source is its path, joined
+    /// to the config's directory: never the bare word.)
+    pub fn is_built_in(&self) -> bool {
+        self.source == BUILT_IN
+    }
 }
 
 /// Why a call produced no output.
