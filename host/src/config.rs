@@ -468,6 +468,10 @@ fn check_name(name: &str) -> Result<(), &'static str> {
         Err("it contains whitespace")
     } else if name.chars().any(char::is_control) {
         Err("it contains a control character")
+    } else if name.chars().any(crate::policy::is_escaped) {
+        // A root name is printed as it is in every message: none of what
+        // the naming rule would have to escape (bidi, zero-width, …).
+        Err("it contains an invisible or reordering character (a format character)")
     } else if name.starts_with('.') {
         Err("it starts with '.' (reserved)")
     } else if name.chars().count() > 64 {
@@ -805,6 +809,14 @@ mod tests {
             ("my docs", "it contains whitespace"),
             ("tab\\there", "it contains whitespace"),
             ("bell\\u0007", "it contains a control character"),
+            (
+                "rtl\\u202etxt",
+                "it contains an invisible or reordering character (a format character)",
+            ),
+            (
+                "zero\\u200bwidth",
+                "it contains an invisible or reordering character (a format character)",
+            ),
             ("..", "it starts with '.' (reserved)"),
             (".hidden", "it starts with '.' (reserved)"),
         ] {

@@ -154,7 +154,7 @@ impl PathLocks {
         }
         let busy = |key: &Key| LockError::Busy {
             root: key.root.name.clone(),
-            path: shown(&display(&key.rel)).into_owned(),
+            path: display(&key.rel),
             waited: started.elapsed(),
         };
         loop {
@@ -391,11 +391,14 @@ fn set_lock(file: BorrowedFd<'_>, offset: i64, exclusive: bool, wait: bool) -> i
     }
 }
 
+/// A place as a message shows it: by the naming rule; one whose name is
+/// not UTF-8 (reached through a symlink) is named as such, never shown in
+/// part or replaced.
 fn display(rel: &Path) -> String {
-    if rel.as_os_str().is_empty() {
-        ".".into()
-    } else {
-        rel.to_string_lossy().into_owned()
+    match rel.to_str() {
+        Some("") => ".".into(),
+        Some(path) => shown(path).into_owned(),
+        None => "a path whose name is not UTF-8".into(),
     }
 }
 

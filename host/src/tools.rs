@@ -932,9 +932,12 @@ fn json_values(text: &str) -> serde_json::Result<u64> {
 fn call_error_text(tool: &str, e: CallError, built_in: bool) -> String {
     // A third-party tool's words are not the project's: clipped, and
     // neutralised like its results.
+    // A built-in tool's errors show names by the rule, but may echo what
+    // the model sent (a glob, a regex, a misspelt field): neutralised too,
+    // which leaves the rule's own output alone (it holds no raw control).
     let from_tool = |m: String| {
         if built_in {
-            m
+            neutralised(&m).into_owned()
         } else {
             neutralised(&clip_to(&m, ERROR_CLIP)).into_owned()
         }
@@ -1005,6 +1008,28 @@ mod tests {
         for bad in ["", "Read", "2x", "_x", "a-b", "a b", "é", &"x".repeat(65)] {
             assert!(!is_tool_name(bad), "{bad}");
         }
+    }
+
+    #[test]
+    /// What a built-in tool echoes of the model's input (a glob, a regex, a
+    /// field name) reaches the model neutralised.
+    #[test]
+    fn built_in_errors_echo_no_raw_controls() {
+        let echoed = call_error_text(
+            "search_files",
+            CallError::Tool(ToolError::InvalidArguments(
+                "invalid range; '\u{202e}' > '\u{1b}'".into(),
+            )),
+            true,
+        );
+        assert!(
+            !echoed.contains('\u{202e}') && !echoed.contains('\u{1b}'),
+            "{echoed:?}"
+        );
+        assert!(
+            echoed.starts_with("invalid arguments: invalid range"),
+            "{echoed:?}"
+        );
     }
 
     #[test]
