@@ -563,6 +563,25 @@ async fn a_name_that_is_not_utf8_is_counted_never_shown() {
             .unwrap()
             .contains("not UTF-8")
     );
+    // A copy of the directory leaves it out, and says so.
+    let r = call(
+        &client,
+        "copy_file",
+        json!({"root": "ws", "source": "odd", "destination": "odd-copy"}),
+    )
+    .await;
+    assert!(!is_error(&r), "{r:?}");
+    assert_no_raw(&r, "copy odd");
+    assert_eq!(
+        structured(&r)["skipped"],
+        json!(["1 entries whose names are not UTF-8"])
+    );
+    assert!(
+        text(&r).contains("skipped: 1 entries whose names are not UTF-8"),
+        "{}",
+        text(&r)
+    );
+    assert!(env.path("ws/odd-copy/fine.txt").is_file());
     client.cancel().await.unwrap();
 }
 

@@ -170,10 +170,20 @@ pub fn copy_tree(
 ) -> Result<(), ToolError> {
     // List everything first: a copy never sees its own output.
     let mut entries = Vec::new();
-    walk::breadth_first(&source.full, &source.rel, u32::MAX, |e| {
+    let stats = walk::breadth_first(&source.full, &source.rel, u32::MAX, |e| {
         entries.push((e.rel.clone(), e.kind, e.full()));
         Flow::Continue
     })?;
+    // What the walk could not see is not copied: said, never silent.
+    for (n, what) in [
+        (stats.dirs_unreadable, "directories that could not be read"),
+        (stats.entries_skipped, "entries whose names are not UTF-8"),
+    ] {
+        if n > 0 {
+            out.skipped.push(format!("{n} {what}"));
+            out.skipped_shown.push(format!("{n} {what}"));
+        }
+    }
     create_parents(&destination.full, &destination.rel)?;
     if let Some(staging) = &destination.mount.staging {
         let built = Path::new(staging).join("tree");
