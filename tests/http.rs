@@ -748,20 +748,18 @@ fn connect_from(from: [u8; 4], to: SocketAddr) -> std::io::Result<TcpStream> {
     Ok(socket.into())
 }
 
-/// Whether the server has closed `stream`: it reads the end of the stream
-/// (after any answer), or a reset (the server closed with bytes of ours
-/// unread). Waits at most `limit`.
-fn closed_by_server(stream: &mut TcpStream, limit: Duration) -> bool {
-    stream
-        .set_read_timeout(Some(limit.max(Duration::from_millis(1))))
-        .unwrap();
+/// Whether the server has closed `stream` (non-blocking): it reads the end
+/// of the stream (after any answer), or a reset (the server closed with
+/// bytes of ours unread).
+fn closed_by_server(stream: &mut TcpStream) -> bool {
     let mut buf = [0u8; 4096];
     loop {
         match stream.read(&mut buf) {
             Ok(0) => return true,
             Ok(_) => continue,
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
-            Err(_) => return false,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return true,
         }
     }
 }
@@ -794,14 +792,18 @@ fn announced_caps(banner: &str) -> (usize, usize) {
 /// did not close in time.
 struct Flooded {
     opened: usize,
+    /// Most connections open at once.
+    peak: usize,
     late: Vec<String>,
 }
 
-/// Floods `addr` from [`SOURCES`] in turn until `stop`: keeps [`FLOOD`]
-/// connections open, each started by `begin` and then fed by `feed` once a
-/// second; each must be closed by the server within the header timeout +
-/// [`SLACK`] of its start, and is then replaced by a new one. `started`
-/// counts the connections opened so far.
+/// Floods `addr` from [`SOURCES`] in turn until `stop`, up to a thousand
+/// connections a second: each started by `begin`, then fed `feed` once a
+/// second, and held at least the header timeout (as an attacker would);
+/// [`FLOOD`] open at once, the oldest replaced by new ones. Every 50 ms the
+/// open ones are looked at: one the server has closed goes once held long
+/// enough; one still open the header timeout + [`SLACK`] after its start
+/// is late. `started` counts the connections opened so far.
 fn flood(
     addr: SocketAddr,
     begin: Vec<u8>,
@@ -809,25 +811,34 @@ fn flood(
     stop: Arc<AtomicBool>,
     started: Arc<AtomicUsize>,
 ) -> std::thread::JoinHandle<Flooded> {
-    let within = Duration::from_secs(HEADER_SECS) + SLACK;
+    let hold = Duration::from_secs(HEADER_SECS);
+    let within = hold + SLACK;
     std::thread::spawn(move || {
-        let mut open: std::collections::VecDeque<(TcpStream, Instant)> = Default::default();
+        let mut open: Vec<(TcpStream, Instant)> = Vec::new();
         let mut late = Vec::new();
         let mut opened = 0;
+        let mut peak = 0;
+        let mut looked = Instant::now();
         let mut fed = Instant::now();
         while !(stop.load(Ordering::Relaxed) && open.is_empty()) {
-            // The oldest ones, once their time is up, must read as closed.
-            while let Some((_, at)) = open.front() {
-                if at.elapsed() < within {
-                    break;
-                }
-                let (mut stream, at) = open.pop_front().unwrap();
-                if !closed_by_server(&mut stream, Duration::from_millis(200)) {
+            if looked.elapsed() >= Duration::from_millis(50) {
+                open.retain_mut(|(stream, at)| {
+                    if at.elapsed() < hold && !stop.load(Ordering::Relaxed) {
+                        return true;
+                    }
+                    if closed_by_server(stream) {
+                        return false;
+                    }
+                    if at.elapsed() < within {
+                        return true;
+                    }
                     late.push(format!(
                         "a connection still open {:?} after it began",
                         at.elapsed()
                     ));
-                }
+                    false
+                });
+                looked = Instant::now();
             }
             if let Some(byte) = feed
                 && fed.elapsed() >= Duration::from_secs(1)
@@ -841,18 +852,20 @@ fn flood(
                 std::thread::sleep(Duration::from_millis(10));
                 continue;
             }
-            // About a thousand a second: a flood, not a benchmark of connect().
+            // A flood, not a benchmark of connect().
             std::thread::sleep(Duration::from_millis(1));
             let Ok(mut stream) = connect_from(SOURCES[opened % SOURCES.len()], addr) else {
                 continue;
             };
             // The server may have closed it already (another took its place).
             let _ = stream.write_all(&begin);
-            open.push_back((stream, Instant::now()));
+            stream.set_nonblocking(true).unwrap();
+            open.push((stream, Instant::now()));
+            peak = peak.max(open.len());
             opened += 1;
             started.store(opened, Ordering::Relaxed);
         }
-        Flooded { opened, late }
+        Flooded { opened, peak, late }
     })
 }
 
@@ -904,6 +917,24 @@ fn real_client_is_served(addr: SocketAddr) {
     });
 }
 
+/// A real client served again and again, until the flood has opened
+/// twice [`FLOOD`] connections: the first ones full the caps, the later
+/// ones take each other's place while the client is served.
+fn served_while_flooding(addr: SocketAddr, started: &AtomicUsize) {
+    let since = Instant::now();
+    let mut rounds = 0;
+    while rounds < 2 || started.load(Ordering::Relaxed) < 2 * FLOOD {
+        real_client_is_served(addr);
+        rounds += 1;
+        assert!(
+            since.elapsed() < Duration::from_secs(60),
+            "the flood stalled at {}",
+            started.load(Ordering::Relaxed)
+        );
+    }
+    eprintln!("a real client served {rounds} times during the flood");
+}
+
 /// The descriptor limit applied and announced: the caps leave the calls'
 /// reserve free.
 fn assert_caps_below_limit(banner: &str) -> (usize, usize) {
@@ -932,18 +963,46 @@ fn half_open_requests_beyond_the_descriptor_limit_are_closed_and_clients_served(
         start_limited(&config, FLOOD_NOFILE, &["--header-timeout-secs", &header]);
     assert_caps_below_limit(&banner);
     let addr = server.addr;
+    let begin = format!("POST /mcp HTTP/1.1\r\nHost: {addr}\r\n").into_bytes();
+
+    // Alone, under every cap, a half-open head is closed by the header
+    // timeout, and so is a kept-alive connection left idle after an answer.
+    let mut half = TcpStream::connect(addr).unwrap();
+    half.write_all(&begin).unwrap();
+    let mut idle = TcpStream::connect(addr).unwrap();
+    idle.write_all(format!("GET /health HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .unwrap();
+    let since = Instant::now();
+    for stream in [&mut half, &mut idle] {
+        stream.set_nonblocking(true).unwrap();
+    }
+    let mut open = vec![
+        ("a half-open head", half),
+        ("an idle kept-alive connection", idle),
+    ];
+    while !open.is_empty() {
+        std::thread::sleep(Duration::from_millis(100));
+        open.retain_mut(|(what, stream)| {
+            assert!(
+                since.elapsed() < Duration::from_secs(HEADER_SECS) + SLACK,
+                "{what} was not closed by the header timeout"
+            );
+            !closed_by_server(stream)
+        });
+    }
+
     let stop = Arc::new(AtomicBool::new(false));
     let started = Arc::new(AtomicUsize::new(0));
-    let begin = format!("POST /mcp HTTP/1.1\r\nHost: {addr}\r\n").into_bytes();
     let flooding = flood(addr, begin, None, Arc::clone(&stop), Arc::clone(&started));
     wait_for_flood(&started, FLOOD);
-    real_client_is_served(addr);
-    // Still flooding, with more than the limit opened since it began.
-    assert!(started.load(Ordering::Relaxed) as u64 > FLOOD_NOFILE);
-    real_client_is_served(addr);
+    served_while_flooding(addr, &started);
     stop.store(true, Ordering::Relaxed);
     let flooded = flooding.join().unwrap();
-    assert!(flooded.opened >= FLOOD);
+    eprintln!(
+        "the flood opened {} connections, {} at most at once",
+        flooded.opened, flooded.peak
+    );
+    assert!(flooded.peak as u64 > FLOOD_NOFILE);
     assert!(
         flooded.late.is_empty(),
         "{} of {} not closed in time: {:?}",
@@ -1018,11 +1077,14 @@ fn bodies_sent_a_byte_a_second_are_cut_and_clients_served() {
         Arc::clone(&started),
     );
     wait_for_flood(&started, FLOOD);
-    real_client_is_served(addr);
-    assert!(started.load(Ordering::Relaxed) as u64 > FLOOD_NOFILE);
-    real_client_is_served(addr);
+    served_while_flooding(addr, &started);
     stop.store(true, Ordering::Relaxed);
     let flooded = flooding.join().unwrap();
+    eprintln!(
+        "the flood opened {} connections, {} at most at once",
+        flooded.opened, flooded.peak
+    );
+    assert!(flooded.peak as u64 > FLOOD_NOFILE);
     assert!(
         flooded.late.is_empty(),
         "{} of {} not closed in time: {:?}",

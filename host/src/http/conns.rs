@@ -11,14 +11,18 @@
 //!
 //! Within that, [`Conns`] admits a connection while there are fewer than
 //! `max` in all and fewer than `per_client` from its address. Beyond either
-//! cap, the connection that has done least gives way, oldest first: one
-//! that never finished a request's head, then one kept alive between
-//! requests, then one still receiving a request body (no call has started
-//! for it yet). A connection whose request is being answered never gives
-//! way. Only when every connection in the way is being answered is the new
-//! one refused, closed at once: a client gets a slot or a fast failure,
-//! never a hang. The time limits that close the idle ones anyway are
-//! hyper's header timeout and the body's minimum rate (see [`super::body`]).
+//! cap, the connection that has waited longest gives way: waiting for a
+//! request's head since it opened, kept alive since its last answer, or
+//! receiving a request body since its head (no call has started for it
+//! yet). A client's connection that was just answered and is about to be
+//! used again is the last to go; one that has sent half a head, or a body a
+//! byte a second, for seconds is among the first. (Closing a kept-alive
+//! connection just as its client reuses it would fail that request.) A
+//! connection whose request is being answered never gives way. Only when
+//! every connection in the way is being answered is the new one refused,
+//! closed at once: a client gets a slot or a fast failure, never a hang.
+//! The time limits that close the waiting ones anyway are hyper's header
+//! timeout and the body's least rate (see [`super::body`]).
 
 use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
@@ -131,15 +135,12 @@ pub enum Refused {
     ClientFull(usize),
 }
 
-/// How much a connection has done: who gives way first (lowest first).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+/// Where a connection is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Stage {
-    /// No request's head yet since the connection opened.
-    Fresh,
-    /// Kept alive between requests.
-    Idle,
-    /// A request's body is still arriving: no call has started for it.
-    Receiving,
+    /// Waiting for a request's head, or for the rest of a request's body,
+    /// since the table's tick `since`: it may give way.
+    Waiting { since: u64 },
     /// A request is being answered: never closed for another.
     Answering,
 }
@@ -150,8 +151,8 @@ struct Conn {
     close: CancellationToken,
 }
 
-/// Who may give way: (stage, id), oldest first within a stage.
-type Queue = BTreeSet<(Stage, u64)>;
+/// Who may give way: (waiting since, id), the longest waiting first.
+type Queue = BTreeSet<(u64, u64)>;
 
 #[derive(Default)]
 struct Client {
@@ -161,7 +162,8 @@ struct Client {
 
 #[derive(Default)]
 struct Table {
-    next: u64,
+    /// Counts ids and the starts of waits: a lower tick started earlier.
+    tick: u64,
     conns: HashMap<u64, Conn>,
     clients: HashMap<IpAddr, Client>,
     yielding: Queue,
@@ -172,6 +174,17 @@ impl Table {
         self.clients.entry(key).or_default()
     }
 
+    fn next_tick(&mut self) -> u64 {
+        self.tick += 1;
+        self.tick
+    }
+
+    /// `id` starts waiting now.
+    fn wait(&mut self, id: u64) {
+        let since = self.next_tick();
+        self.set_stage(id, Stage::Waiting { since });
+    }
+
     /// Moves `id` to `stage`, in and out of the queues of who may yield.
     fn set_stage(&mut self, id: u64, stage: Stage) {
         let Some(conn) = self.conns.get_mut(&id) else {
@@ -179,12 +192,14 @@ impl Table {
         };
         let (old, key) = (conn.stage, conn.client);
         conn.stage = stage;
-        self.yielding.remove(&(old, id));
         let client = self.client(key);
-        client.yielding.remove(&(old, id));
-        if stage != Stage::Answering {
-            client.yielding.insert((stage, id));
-            self.yielding.insert((stage, id));
+        if let Stage::Waiting { since } = old {
+            client.yielding.remove(&(since, id));
+            self.yielding.remove(&(since, id));
+        }
+        if let Stage::Waiting { since } = stage {
+            self.client(key).yielding.insert((since, id));
+            self.yielding.insert((since, id));
         }
     }
 
@@ -193,10 +208,14 @@ impl Table {
         let Some(conn) = self.conns.remove(&id) else {
             return;
         };
-        self.yielding.remove(&(conn.stage, id));
+        if let Stage::Waiting { since } = conn.stage {
+            self.yielding.remove(&(since, id));
+            if let Some(client) = self.clients.get_mut(&conn.client) {
+                client.yielding.remove(&(since, id));
+            }
+        }
         if let Some(client) = self.clients.get_mut(&conn.client) {
             client.open -= 1;
-            client.yielding.remove(&(conn.stage, id));
             if client.open == 0 {
                 self.clients.remove(&conn.client);
             }
@@ -245,8 +264,7 @@ impl Conns {
                 None => return Err(Refused::Full(self.max)),
             }
         }
-        let id = table.next;
-        table.next += 1;
+        let id = table.next_tick();
         let close = CancellationToken::new();
         table.conns.insert(
             id,
@@ -257,7 +275,7 @@ impl Conns {
             },
         );
         table.client(key).open += 1;
-        table.set_stage(id, Stage::Fresh);
+        table.wait(id);
         Ok(Ticket {
             conns: Arc::clone(self),
             id,
@@ -300,12 +318,12 @@ impl Ticket {
     /// A request's head has arrived: until the returned [`Request`] is
     /// dropped, the connection is receiving or answering it.
     pub fn request(&self, body_done: bool) -> Request {
-        let stage = if body_done {
-            Stage::Answering
+        let mut table = self.conns.table();
+        if body_done {
+            table.set_stage(self.id, Stage::Answering);
         } else {
-            Stage::Receiving
-        };
-        self.conns.table().set_stage(self.id, stage);
+            table.wait(self.id);
+        }
         Request {
             conns: Arc::clone(&self.conns),
             id: self.id,
@@ -333,8 +351,9 @@ impl Request {
 }
 
 impl Drop for Request {
+    /// The answer is out: the connection waits for the next request.
     fn drop(&mut self) {
-        self.conns.table().set_stage(self.id, Stage::Idle);
+        self.conns.table().wait(self.id);
     }
 }
 
@@ -383,35 +402,25 @@ mod tests {
     }
 
     #[test]
-    fn a_full_client_gives_way_least_advanced_then_oldest_first() {
+    fn a_full_client_gives_way_longest_waiting_first() {
         let conns = Conns::new(&limits(100, 3));
         let a = ip("127.0.0.1");
         let first = conns.admit(a).unwrap();
         let second = conns.admit(a).unwrap();
         let third = conns.admit(a).unwrap();
-        // `first` answers a request, `second` is kept alive after one,
-        // `third` never sent a head: `third` goes, though the youngest.
-        let _answering = first.request(true);
+        // `first` waits for a head since it opened; `second` was answered
+        // just now: `first` goes, though `second` opened after it.
         drop(second.request(true));
         let fourth = conns.admit(a).unwrap();
-        assert!(third.closing().is_cancelled());
-        // A fresh one still goes before the kept-alive one.
-        let fifth = conns.admit(a).unwrap();
-        assert!(fourth.closing().is_cancelled());
+        assert!(first.closing().is_cancelled());
         assert!(!second.closing().is_cancelled());
-        // With no fresh one left, the kept-alive one goes before the one
-        // receiving a body.
-        let _receiving = fifth.request(false);
-        let sixth = conns.admit(a).unwrap();
+        // `third` has waited longest now, then `second`.
+        let _fifth = conns.admit(a).unwrap();
+        assert!(third.closing().is_cancelled());
+        let _sixth = conns.admit(a).unwrap();
         assert!(second.closing().is_cancelled());
-        assert!(!fifth.closing().is_cancelled());
-        // Fresh ones keep taking each other's place.
-        let seventh = conns.admit(a).unwrap();
-        assert!(sixth.closing().is_cancelled());
-        let _eighth = conns.admit(a).unwrap();
-        assert!(seventh.closing().is_cancelled());
+        assert!(!fourth.closing().is_cancelled());
         assert_eq!(conns.open(), 3);
-        assert!(!first.closing().is_cancelled());
         // Another address is not touched by one client's cap.
         let other = conns.admit(ip("127.0.0.2")).unwrap();
         assert!(!other.closing().is_cancelled());
@@ -419,23 +428,27 @@ mod tests {
     }
 
     #[test]
-    fn a_receiving_connection_gives_way_before_a_refusal_and_an_answering_one_never() {
+    fn a_body_receiving_since_long_gives_way_and_an_answering_one_never() {
         let conns = Conns::new(&limits(100, 2));
         let a = ip("10.0.0.1");
         let one = conns.admit(a).unwrap();
         let two = conns.admit(a).unwrap();
-        let _r1 = one.request(false);
+        // `one` has been receiving its body since before `two` went idle.
+        let _receiving = one.request(false);
+        drop(two.request(true));
+        let three = conns.admit(a).unwrap();
+        assert!(one.closing().is_cancelled(), "receiving since longest");
+        assert!(!two.closing().is_cancelled());
+        // A body that arrives whole makes its connection answering.
         let r2 = two.request(false);
         r2.body_done();
-        let three = conns.admit(a).unwrap();
-        assert!(one.closing().is_cancelled(), "still receiving its body");
-        assert!(!two.closing().is_cancelled(), "answering");
         let _r3 = three.request(true);
         assert_eq!(conns.admit(a).err(), Some(Refused::ClientFull(2)));
-        // Once an answer ends, the connection is idle and may give way.
+        // Once an answer ends, the connection waits and may give way.
         drop(r2);
         assert!(conns.admit(a).is_ok());
         assert!(two.closing().is_cancelled());
+        assert!(!three.closing().is_cancelled());
     }
 
     #[test]
