@@ -1022,3 +1022,123 @@ async fn outside_paths_read_the_same_whether_they_exist_or_not() {
     assert_eq!(env.snapshot(), before, "nothing changed");
     client.cancel().await.unwrap();
 }
+
+// ---------------------------------------------------------------------------
+// f. no file descriptor free
+
+/// The soft descriptor limit of process `pid` set to `soft`, its hard
+/// limit left as the test's (which the server inherited).
+fn set_soft_nofile(pid: u32, soft: u64) {
+    use rustix::process::{Pid, Resource, Rlimit, getrlimit, prlimit};
+    let pid = Pid::from_raw(pid as i32).unwrap();
+    let hard = getrlimit(Resource::Nofile).maximum;
+    let soft = hard.map_or(soft, |h| soft.min(h));
+    prlimit(
+        Some(pid),
+        Resource::Nofile,
+        Rlimit {
+            current: Some(soft),
+            maximum: hard,
+        },
+    )
+    .unwrap();
+}
+
+/// The descriptor limit that leaves process `pid` exactly `spare`
+/// descriptors to open: the limit is on numbers, and a new descriptor takes
+/// the lowest free one, so `spare` free numbers must lie below it.
+fn limit_leaving(pid: u32, spare: usize) -> u64 {
+    let held: std::collections::BTreeSet<u64> = fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().parse().unwrap())
+        .collect();
+    (0..).filter(|n| !held.contains(n)).nth(spare).unwrap()
+}
+
+/// A call that finds no file descriptor free (the server's limit lowered,
+/// while it runs, to leave it none, then a few more) fails saying EMFILE:
+/// never a misleading error (access refused, does not exist) and never a
+/// result that looks complete without being so; with the limit back, the
+/// same calls succeed.
+#[tokio::test]
+async fn a_call_with_no_descriptor_free_says_emfile() {
+    let (env, config) = workspace();
+    for i in 0..12 {
+        env.write(&format!("ws/tree/d{i}/f.txt"), "needle\n");
+    }
+    let (client, pid) =
+        start_with_pid(&config, &[], rmcp::service::ClientLifecycleMode::Initialize).await;
+    let calls = |round: u64| {
+        [
+            ("read_file", json!({"root": "ws", "path": "ok.txt"})),
+            (
+                "search_files",
+                json!({"root": "ws", "path": "tree", "pattern": "*.txt", "contains": "needle"}),
+            ),
+            (
+                "write_file",
+                json!({"root": "ws", "path": "new.txt", "content": format!("round {round}\n")}),
+            ),
+        ]
+    };
+    // Whole: the answers each call gives with descriptors to spare.
+    let whole = |name: &str, r: &CallToolResult, round: u64| match name {
+        "read_file" => assert_eq!(structured(r)["content"], "fine\n"),
+        "search_files" => {
+            assert_eq!(structured(r)["matches"].as_array().unwrap().len(), 12);
+            assert_eq!(structured(r)["truncated"], false);
+        }
+        _ => assert_eq!(
+            fs::read_to_string(env.path("ws/new.txt")).unwrap(),
+            format!("round {round}\n")
+        ),
+    };
+    for (name, args) in calls(0) {
+        let a = ask(&client, name, args).await;
+        let r = a.tool(name);
+        assert!(!is_error(r), "{name}: {}", text(r));
+        whole(name, r, 0);
+    }
+    let mut failed = Vec::new();
+    for round in 1..=10u64 {
+        let spare = (round - 1) as usize;
+        set_soft_nofile(pid, limit_leaving(pid, spare));
+        let before = fs::read_to_string(env.path("ws/new.txt")).unwrap();
+        for (name, args) in calls(round) {
+            let a = ask(&client, name, args).await;
+            let r = a.tool(name);
+            if is_error(r) {
+                refused(&a, name, "EMFILE: too many open files");
+                failed.push((spare, name));
+                if name == "write_file" {
+                    assert_eq!(fs::read_to_string(env.path("ws/new.txt")).unwrap(), before);
+                }
+            } else {
+                whole(name, r, round);
+            }
+        }
+        set_soft_nofile(pid, u64::MAX);
+    }
+    eprintln!("failed (spare descriptors, tool): {failed:?}");
+    for name in ["read_file", "search_files", "write_file"] {
+        assert!(
+            failed.contains(&(0, name)),
+            "{name} with none spare: {failed:?}"
+        );
+    }
+    // Past its setup (the root's directory opened), in the guest: a search
+    // needs more at once than a read.
+    assert!(
+        failed
+            .iter()
+            .any(|&(spare, name)| name == "search_files" && !failed.contains(&(spare, "read_file"))),
+        "{failed:?}"
+    );
+    for (name, args) in calls(99) {
+        let a = ask(&client, name, args).await;
+        let r = a.tool(name);
+        assert!(!is_error(r), "{name} with the limit back: {}", text(r));
+        whole(name, r, 99);
+    }
+    still_fine(&client, "ws", "ok.txt", "fine\n").await;
+}

@@ -4,7 +4,9 @@
 //! `Origin`), the bearer token, the body cap, the session cap, the
 //! loopback-only default, the client address in the audit log, and a
 //! shutdown that lets a write in flight finish, and parallel edits of one
-//! file through two sessions that all land.
+//! file through two sessions that all land; and clients that never finish
+//! a request (half-open heads, bodies one byte a second), in floods larger
+//! than the server's descriptor limit, while real clients are served.
 
 mod common;
 
@@ -12,6 +14,8 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Child, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{Env, assert_fails_with, command, scan, stderr_until};
@@ -36,7 +40,35 @@ fn start(config: &Path, extra: &[&str]) -> Http {
 
 /// The server on `listen`, and what it said on stderr up to listening.
 fn start_on(config: &Path, listen: &str, extra: &[&str]) -> (Http, String) {
-    let mut child = command()
+    spawn_http(command(), config, listen, extra)
+}
+
+/// The server with `RLIMIT_NOFILE` at `limit` (soft and hard, so it cannot
+/// raise it), and what it said on stderr up to listening.
+fn start_limited(config: &Path, limit: u64, extra: &[&str]) -> (Http, String) {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = command();
+    // SAFETY: setrlimit is async-signal-safe, and nothing else runs here.
+    unsafe {
+        cmd.pre_exec(move || {
+            let limit = rustix::process::Rlimit {
+                current: Some(limit),
+                maximum: Some(limit),
+            };
+            rustix::process::setrlimit(rustix::process::Resource::Nofile, limit)
+                .map_err(std::io::Error::from)
+        });
+    }
+    spawn_http(cmd, config, "127.0.0.1:0", extra)
+}
+
+fn spawn_http(
+    mut cmd: std::process::Command,
+    config: &Path,
+    listen: &str,
+    extra: &[&str],
+) -> (Http, String) {
+    let mut child = cmd
         .arg("--config")
         .arg(config)
         .args(["--transport", "http", "--listen", listen])
@@ -111,10 +143,20 @@ fn send(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> Response {
+    send_within(addr, method, path, headers, body, Duration::from_secs(30))
+}
+
+/// [`send`], the answer awaited at most `limit`.
+fn send_within(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+    limit: Duration,
+) -> Response {
     let mut stream = TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
+    stream.set_read_timeout(Some(limit)).unwrap();
     let mut head = format!(
         "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()
@@ -656,4 +698,455 @@ fn parallel_edits_through_two_sessions_all_land() {
             "round {round}"
         );
     }
+}
+
+/// The server's descriptor limit in the flood tests: low, so that a flood
+/// larger than it is cheap, and high enough for one call's reserve.
+const FLOOD_NOFILE: u64 = 600;
+/// Half-open connections kept open at once by the flood: more than the
+/// server could hold.
+const FLOOD: usize = 700;
+/// The header timeout the flood tests give the server.
+const HEADER_SECS: u64 = 2;
+/// The time a connection gets, beyond the header timeout, for the server to
+/// close it: scheduling on a loaded machine, not a performance figure.
+const SLACK: Duration = Duration::from_secs(4);
+/// How long a real client's request may take during a flood before the
+/// test calls it a hang.
+const SERVED_WITHIN: Duration = Duration::from_secs(15);
+/// Where floods come from: loopback addresses, the real client's among them.
+const SOURCES: [[u8; 4]; 7] = [
+    [127, 0, 0, 1],
+    [127, 0, 0, 2],
+    [127, 0, 0, 3],
+    [127, 0, 0, 4],
+    [127, 0, 0, 5],
+    [127, 0, 0, 6],
+    [127, 0, 0, 7],
+];
+
+/// The test process holds the flood's client ends: its soft descriptor
+/// limit up to the hard one.
+fn raise_own_limit() {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    limit.current = limit.maximum;
+    setrlimit(Resource::Nofile, limit).unwrap();
+    let now = getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX);
+    assert!(
+        now > 2 * FLOOD as u64,
+        "the test needs {} descriptors",
+        2 * FLOOD
+    );
+}
+
+/// A connection to `to` from loopback address `from`.
+fn connect_from(from: [u8; 4], to: SocketAddr) -> std::io::Result<TcpStream> {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+    socket.bind(&SocketAddr::from((from, 0)).into())?;
+    socket.connect_timeout(&to.into(), Duration::from_secs(5))?;
+    Ok(socket.into())
+}
+
+/// Whether the server has closed `stream` (non-blocking): it reads the end
+/// of the stream (after any answer), or a reset (the server closed with
+/// bytes of ours unread).
+fn closed_by_server(stream: &mut TcpStream) -> bool {
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return true,
+        }
+    }
+}
+
+/// A config whose server reserves descriptors for one call only, so that a
+/// low limit leaves room for connections.
+fn flood_fixture() -> (Env, std::path::PathBuf) {
+    let env = Env::new();
+    env.write("docs/a.txt", "alpha\n").mkdir("ws");
+    let config = env.config(
+        "audit_log = \"audit.log\"\nmax_concurrent_calls = 1\n\
+         [[roots]]\nname = \"docs\"\npath = \"docs\"\nrole = \"reference\"\n\
+         [[roots]]\nname = \"ws\"\npath = \"ws\"\nrole = \"workspace\"\n",
+    );
+    (env, config)
+}
+
+/// The caps the server announced: (connections, per client address).
+fn announced_caps(banner: &str) -> (usize, usize) {
+    let line = banner
+        .lines()
+        .find_map(|l| l.strip_prefix("connections: at most "))
+        .unwrap_or_else(|| panic!("no connections line in: {banner}"));
+    let (max, rest) = line.split_once(", ").unwrap();
+    let per_client = rest.split(' ').next().unwrap();
+    (max.parse().unwrap(), per_client.parse().unwrap())
+}
+
+/// What a flood saw: how many connections it opened, and those the server
+/// did not close in time.
+struct Flooded {
+    opened: usize,
+    /// Most connections open at once.
+    peak: usize,
+    late: Vec<String>,
+}
+
+/// Floods `addr` from [`SOURCES`] in turn until `stop`, up to a thousand
+/// connections a second: each started by `begin`, then fed `feed` once a
+/// second, and held at least the header timeout (as an attacker would);
+/// [`FLOOD`] open at once, the oldest replaced by new ones. Every 50 ms the
+/// open ones are looked at: one the server has closed goes once held long
+/// enough; one still open the header timeout + [`SLACK`] after its start
+/// is late. `started` counts the connections opened so far.
+fn flood(
+    addr: SocketAddr,
+    begin: Vec<u8>,
+    feed: Option<u8>,
+    stop: Arc<AtomicBool>,
+    started: Arc<AtomicUsize>,
+) -> std::thread::JoinHandle<Flooded> {
+    let hold = Duration::from_secs(HEADER_SECS);
+    let within = hold + SLACK;
+    std::thread::spawn(move || {
+        let mut open: Vec<(TcpStream, Instant)> = Vec::new();
+        let mut late = Vec::new();
+        let mut opened = 0;
+        let mut peak = 0;
+        let mut looked = Instant::now();
+        let mut fed = Instant::now();
+        while !(stop.load(Ordering::Relaxed) && open.is_empty()) {
+            if looked.elapsed() >= Duration::from_millis(50) {
+                open.retain_mut(|(stream, at)| {
+                    if at.elapsed() < hold && !stop.load(Ordering::Relaxed) {
+                        return true;
+                    }
+                    if closed_by_server(stream) {
+                        return false;
+                    }
+                    if at.elapsed() < within {
+                        return true;
+                    }
+                    late.push(format!(
+                        "a connection still open {:?} after it began",
+                        at.elapsed()
+                    ));
+                    false
+                });
+                looked = Instant::now();
+            }
+            if let Some(byte) = feed
+                && fed.elapsed() >= Duration::from_secs(1)
+            {
+                for (stream, _) in &mut open {
+                    let _ = stream.write_all(&[byte]);
+                }
+                fed = Instant::now();
+            }
+            if stop.load(Ordering::Relaxed) || open.len() >= FLOOD {
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+            // A flood, not a benchmark of connect().
+            std::thread::sleep(Duration::from_millis(1));
+            let Ok(mut stream) = connect_from(SOURCES[opened % SOURCES.len()], addr) else {
+                continue;
+            };
+            // The server may have closed it already (another took its place).
+            let _ = stream.write_all(&begin);
+            stream.set_nonblocking(true).unwrap();
+            open.push((stream, Instant::now()));
+            peak = peak.max(open.len());
+            opened += 1;
+            started.store(opened, Ordering::Relaxed);
+        }
+        Flooded { opened, peak, late }
+    })
+}
+
+/// Waits until the flood has opened `n` connections.
+fn wait_for_flood(started: &AtomicUsize, n: usize) {
+    let since = Instant::now();
+    while started.load(Ordering::Relaxed) < n {
+        assert!(
+            since.elapsed() < Duration::from_secs(60),
+            "the flood did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// What a real client does during a flood, each step bounded: `/health`,
+/// and rmcp's client's `initialize`, `tools/list` and a call.
+fn real_client_is_served(addr: SocketAddr) {
+    let health = send_within(addr, "GET", "/health", &[], b"", SERVED_WITHIN);
+    assert_eq!((health.status, health.body.as_str()), (200, "ok\n"));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        use rmcp::ClientServiceExt;
+        use rmcp::model::CallToolRequestParams;
+        use rmcp::service::ClientLifecycleMode;
+        use rmcp::transport::StreamableHttpClientTransport;
+        let served = tokio::time::timeout(SERVED_WITHIN, async {
+            let transport = StreamableHttpClientTransport::from_uri(format!("http://{addr}/mcp"));
+            let client =
+                ().serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
+                    .await
+                    .expect("initialize during the flood");
+            let args = json!({"root": "docs", "path": "a.txt"});
+            let r = client
+                .call_tool(
+                    CallToolRequestParams::new("read_file")
+                        .with_arguments(args.as_object().unwrap().clone()),
+                )
+                .await
+                .expect("a call during the flood");
+            assert_eq!(common::text(&r), "alpha\n");
+            client.cancel().await.unwrap();
+        })
+        .await;
+        assert!(served.is_ok(), "the real client hung for {SERVED_WITHIN:?}");
+    });
+}
+
+/// A real client served again and again, until the flood has opened
+/// twice [`FLOOD`] connections: the first ones full the caps, the later
+/// ones take each other's place while the client is served.
+fn served_while_flooding(addr: SocketAddr, started: &AtomicUsize) {
+    let since = Instant::now();
+    let mut rounds = 0;
+    while rounds < 2 || started.load(Ordering::Relaxed) < 2 * FLOOD {
+        real_client_is_served(addr);
+        rounds += 1;
+        assert!(
+            since.elapsed() < Duration::from_secs(60),
+            "the flood stalled at {}",
+            started.load(Ordering::Relaxed)
+        );
+    }
+    eprintln!("a real client served {rounds} times during the flood");
+}
+
+/// The descriptor limit applied and announced: the caps leave the calls'
+/// reserve free.
+fn assert_caps_below_limit(banner: &str) -> (usize, usize) {
+    let (max, per_client) = announced_caps(banner);
+    assert!(
+        banner.contains(&format!("descriptor limit {FLOOD_NOFILE}: ")),
+        "{banner}"
+    );
+    assert!((max as u64) < FLOOD_NOFILE / 2, "{banner}");
+    assert!(per_client < max, "{banner}");
+    assert!(!banner.contains("warning"), "{banner}");
+    (max, per_client)
+}
+
+/// Clients that open connections, send two header lines and then nothing
+/// (half-open requests), more at once than the server has descriptors,
+/// from seven addresses, the real client's among them: the server holds at
+/// most its caps, closes every one of them within the header timeout, and
+/// serves `/health` and a real MCP client meanwhile.
+#[test]
+fn half_open_requests_beyond_the_descriptor_limit_are_closed_and_clients_served() {
+    raise_own_limit();
+    let (_env, config) = flood_fixture();
+    let header = HEADER_SECS.to_string();
+    let (server, banner) =
+        start_limited(&config, FLOOD_NOFILE, &["--header-timeout-secs", &header]);
+    assert_caps_below_limit(&banner);
+    let addr = server.addr;
+    let begin = format!("POST /mcp HTTP/1.1\r\nHost: {addr}\r\n").into_bytes();
+
+    // Alone, under every cap, a half-open head is closed by the header
+    // timeout, and so is a kept-alive connection left idle after an answer.
+    let mut half = TcpStream::connect(addr).unwrap();
+    half.write_all(&begin).unwrap();
+    let mut idle = TcpStream::connect(addr).unwrap();
+    idle.write_all(format!("GET /health HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .unwrap();
+    let since = Instant::now();
+    for stream in [&mut half, &mut idle] {
+        stream.set_nonblocking(true).unwrap();
+    }
+    let mut open = vec![
+        ("a half-open head", half),
+        ("an idle kept-alive connection", idle),
+    ];
+    while !open.is_empty() {
+        std::thread::sleep(Duration::from_millis(100));
+        open.retain_mut(|(what, stream)| {
+            assert!(
+                since.elapsed() < Duration::from_secs(HEADER_SECS) + SLACK,
+                "{what} was not closed by the header timeout"
+            );
+            !closed_by_server(stream)
+        });
+    }
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Arc::new(AtomicUsize::new(0));
+    let flooding = flood(addr, begin, None, Arc::clone(&stop), Arc::clone(&started));
+    wait_for_flood(&started, FLOOD);
+    served_while_flooding(addr, &started);
+    stop.store(true, Ordering::Relaxed);
+    let flooded = flooding.join().unwrap();
+    eprintln!(
+        "the flood opened {} connections, {} at most at once",
+        flooded.opened, flooded.peak
+    );
+    assert!(flooded.peak as u64 > FLOOD_NOFILE);
+    assert!(
+        flooded.late.is_empty(),
+        "{} of {} not closed in time: {:?}",
+        flooded.late.len(),
+        flooded.opened,
+        &flooded.late[..flooded.late.len().min(5)]
+    );
+    // And the server is well, with a fresh connection.
+    let health = send_within(addr, "GET", "/health", &[], b"", SERVED_WITHIN);
+    assert_eq!(health.status, 200);
+}
+
+/// The same with clients that send a whole head, then the body one byte a
+/// second: each body is cut (408) or its connection gives way to another,
+/// within the header timeout, and real clients are served meanwhile.
+#[test]
+fn bodies_sent_a_byte_a_second_are_cut_and_clients_served() {
+    raise_own_limit();
+    let (_env, config) = flood_fixture();
+    let header = HEADER_SECS.to_string();
+    let (server, banner) =
+        start_limited(&config, FLOOD_NOFILE, &["--header-timeout-secs", &header]);
+    assert_caps_below_limit(&banner);
+    assert!(
+        banner.contains("a body at 1024 bytes/s or more once 2 s have passed"),
+        "{banner}"
+    );
+    let addr = server.addr;
+    let begin = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{{"
+    )
+    .into_bytes();
+
+    // One alone is answered 408, saying why, and closed.
+    let mut one = TcpStream::connect(addr).unwrap();
+    one.write_all(&begin).unwrap();
+    one.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let since = Instant::now();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 1024];
+    let closed = loop {
+        assert!(
+            since.elapsed() < Duration::from_secs(HEADER_SECS) + SLACK,
+            "a slow body was not cut: {}",
+            String::from_utf8_lossy(&answer)
+        );
+        let _ = one.write_all(b" ");
+        match one.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break true,
+            Err(_) => std::thread::sleep(Duration::from_millis(800)),
+        }
+    };
+    assert!(closed);
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(
+        answer.contains("the request body arrived slower than 1024 bytes per second"),
+        "{answer}"
+    );
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Arc::new(AtomicUsize::new(0));
+    let flooding = flood(
+        addr,
+        begin,
+        Some(b' '),
+        Arc::clone(&stop),
+        Arc::clone(&started),
+    );
+    wait_for_flood(&started, FLOOD);
+    served_while_flooding(addr, &started);
+    stop.store(true, Ordering::Relaxed);
+    let flooded = flooding.join().unwrap();
+    eprintln!(
+        "the flood opened {} connections, {} at most at once",
+        flooded.opened, flooded.peak
+    );
+    assert!(flooded.peak as u64 > FLOOD_NOFILE);
+    assert!(
+        flooded.late.is_empty(),
+        "{} of {} not closed in time: {:?}",
+        flooded.late.len(),
+        flooded.opened,
+        &flooded.late[..flooded.late.len().min(5)]
+    );
+}
+
+/// `check --transport http` shows the limits, and says when the descriptor
+/// limit cannot give the connections what they are allowed.
+#[test]
+fn check_shows_the_connection_limits() {
+    let (_env, config) = flood_fixture();
+    let out = command()
+        .arg("check")
+        .arg("--config")
+        .arg(&config)
+        .args(["--transport", "http", "--header-timeout-secs", "7"])
+        .args(["--max-connections", "100", "--min-body-rate", "0"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        stdout.contains("  connections: at most 100, 25 per client address (descriptor limit "),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "  time limits: a request's head within 7 s of the connection or of the previous \
+             answer (so idle connections close after 7 s); no least body rate"
+        ),
+        "{stdout}"
+    );
+    // More connections than the descriptors leave: a warning naming EMFILE.
+    let out = command()
+        .arg("check")
+        .arg("--config")
+        .arg(&config)
+        .args(["--transport", "http", "--max-connections", "100000000"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    let warnings = stdout.split_once("warnings:").map_or("", |(_, w)| w);
+    assert!(
+        warnings.contains("fewer than the 100000000 connections allowed")
+            && warnings.contains("(EMFILE)"),
+        "{stdout}"
+    );
+    // Caps that contradict each other are refused.
+    let out = command()
+        .arg("check")
+        .arg("--config")
+        .arg(&config)
+        .args(["--transport", "http", "--max-connections", "10"])
+        .args(["--max-connections-per-client", "11"])
+        .output()
+        .unwrap();
+    assert_fails_with(
+        &out,
+        "--max-connections-per-client (11) is more than --max-connections (10)",
+    );
 }

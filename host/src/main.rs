@@ -15,6 +15,7 @@ use rmcp::ServiceExt;
 
 use loom_fs_mcp::audit::Audit;
 use loom_fs_mcp::config::{AuditTarget, Config};
+use loom_fs_mcp::http::conns::{self, ConnLimits, DescriptorBudget};
 use loom_fs_mcp::http::{self, HttpOptions};
 use loom_fs_mcp::mcp::Server;
 use loom_fs_mcp::policy::Permission;
@@ -132,6 +133,41 @@ struct HttpArgs {
         env = "LOOMFS_SESSION_IDLE_SECS"
     )]
     session_idle_secs: u64,
+    /// Seconds a request's head may take to arrive, from the connection's
+    /// start or the end of the previous answer (so also how long a
+    /// kept-alive connection may sit idle).
+    #[arg(
+        long,
+        global = true,
+        value_name = "SECONDS",
+        default_value_t = 5,
+        env = "LOOMFS_HEADER_TIMEOUT_SECS"
+    )]
+    header_timeout_secs: u64,
+    /// Least average rate of a request body once the header timeout has
+    /// passed since it began, in bytes per second (slower: 408, closed); 0
+    /// for none.
+    #[arg(
+        long,
+        global = true,
+        value_name = "BYTES_PER_SEC",
+        default_value_t = 1024,
+        env = "LOOMFS_MIN_BODY_RATE"
+    )]
+    min_body_rate: u64,
+    /// Most HTTP connections open at once [default: what the descriptor
+    /// limit leaves once tool calls have their share, at most 4096].
+    #[arg(long, global = true, value_name = "N", env = "LOOMFS_MAX_CONNECTIONS")]
+    max_connections: Option<usize>,
+    /// Most HTTP connections open at once from one client address (an IPv6
+    /// client by its /64) [default: a quarter of --max-connections].
+    #[arg(
+        long,
+        global = true,
+        value_name = "N",
+        env = "LOOMFS_MAX_CONNECTIONS_PER_CLIENT"
+    )]
+    max_connections_per_client: Option<usize>,
 }
 
 #[derive(Subcommand)]
@@ -267,14 +303,32 @@ fn toolbox(
 }
 
 /// Each call holds a few file descriptors (its roots, the files it opens):
-/// use the hard limit, not the often small soft one.
-fn raise_open_file_limit() {
+/// use the hard limit, not the often small soft one. Returns the limit the
+/// process then has.
+fn raise_open_file_limit() -> u64 {
     use rustix::process::{Resource, getrlimit, setrlimit};
     let mut limit = getrlimit(Resource::Nofile);
     if limit.current < limit.maximum {
         limit.current = limit.maximum;
         let _ = setrlimit(Resource::Nofile, limit);
     }
+    getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
+}
+
+/// The descriptor limit `serve` would have: the hard limit, which it
+/// raises its soft limit to.
+fn open_file_limit_when_serving() -> u64 {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    limit.maximum.or(limit.current).unwrap_or(u64::MAX)
+}
+
+/// How `limit` descriptors are shared out under this config.
+fn descriptor_budget(config: &Config, limit: u64) -> DescriptorBudget {
+    DescriptorBudget::new(
+        limit,
+        config.roots.len(),
+        config.limits.max_concurrent_calls,
+    )
 }
 
 fn check(cli: &Cli) -> anyhow::Result<()> {
@@ -283,9 +337,15 @@ fn check(cli: &Cli) -> anyhow::Result<()> {
     // log can be opened, but does not take it; nothing is audited here.
     Audit::probe(&config.audit).with_context(|| audit_problem(&config))?;
     // What `serve` would refuse, `check` refuses too.
-    if cli.http.transport == Transport::Http {
-        http_options(&cli.http, config.limits.tool_timeout)?;
-    }
+    let budget = descriptor_budget(&config, open_file_limit_when_serving());
+    let http = match cli.http.transport {
+        Transport::Stdio => None,
+        Transport::Http => Some(http_options(
+            &cli.http,
+            config.limits.tool_timeout,
+            &budget,
+        )?),
+    };
     let (cache, unused) = cache(&config);
     if config.landlock {
         Plan::new(&config, cache.dir())?;
@@ -366,20 +426,28 @@ fn check(cli: &Cli) -> anyhow::Result<()> {
     } else {
         println!("landlock: off");
     }
-    match cli.http.transport {
-        Transport::Stdio => println!("transport: stdio"),
-        Transport::Http => println!(
-            "transport: http on {} ({})",
-            cli.http.listen,
-            if cli.http.auth_token_file.is_some() {
-                "bearer token required"
-            } else {
-                "no token"
+    match &http {
+        None => println!("transport: stdio"),
+        Some(options) => {
+            println!(
+                "transport: http on {} ({})",
+                cli.http.listen,
+                if cli.http.auth_token_file.is_some() {
+                    "bearer token required"
+                } else {
+                    "no token"
+                }
+            );
+            for line in limit_lines(&options.conns, &budget) {
+                println!("  {line}");
             }
-        ),
+        }
     }
     let mut warnings: Vec<String> = unused.into_iter().collect();
     warnings.extend(warnings_of(config, &cli.http, cli.allow_root));
+    if let Some(options) = &http {
+        warnings.extend(short_of_descriptors(&options.conns, &budget));
+    }
     if !warnings.is_empty() {
         println!("warnings:");
         for w in warnings {
@@ -522,7 +590,7 @@ fn exposure(http: &HttpArgs) -> Option<String> {
 fn serve(cli: &Cli) -> anyhow::Result<()> {
     refuse_root(cli)?;
     let config = load_config(cli)?;
-    raise_open_file_limit();
+    let budget = descriptor_budget(&config, raise_open_file_limit());
     let audit = open_audit(&config)?;
     eprintln!(
         "loom-fs-mcp {}: {} root{}{}",
@@ -538,9 +606,15 @@ fn serve(cli: &Cli) -> anyhow::Result<()> {
     let http = match cli.http.transport {
         Transport::Stdio => None,
         Transport::Http => {
-            let options = http_options(&cli.http, config.limits.tool_timeout)?;
+            let options = http_options(&cli.http, config.limits.tool_timeout, &budget)?;
             if let Some(risk) = exposure(&cli.http) {
                 eprintln!("warning: {risk}");
+            }
+            for line in limit_lines(&options.conns, &budget) {
+                eprintln!("{line}");
+            }
+            if let Some(short) = short_of_descriptors(&options.conns, &budget) {
+                eprintln!("warning: {short}");
             }
             Some(options)
         }
@@ -708,8 +782,13 @@ async fn serve_http(server: Server, options: HttpOptions) -> anyhow::Result<()> 
 
 /// The HTTP options from the command line, refusing what would be unsafe by
 /// surprise: a non-loopback address needs `--allow-non-loopback` (and the
-/// caller then says the risk, see [`exposure`]).
-fn http_options(args: &HttpArgs, tool_timeout: std::time::Duration) -> anyhow::Result<HttpOptions> {
+/// caller then says the risk, see [`exposure`]). Connection caps not given
+/// come from the descriptor budget.
+fn http_options(
+    args: &HttpArgs,
+    tool_timeout: std::time::Duration,
+    budget: &DescriptorBudget,
+) -> anyhow::Result<HttpOptions> {
     let token = match &args.auth_token_file {
         None => None,
         Some(path) => {
@@ -738,6 +817,28 @@ fn http_options(args: &HttpArgs, tool_timeout: std::time::Duration) -> anyhow::R
         args.session_idle_secs > 0,
         "--session-idle-secs must be at least 1"
     );
+    anyhow::ensure!(
+        args.header_timeout_secs > 0,
+        "--header-timeout-secs must be at least 1"
+    );
+    anyhow::ensure!(
+        args.max_connections != Some(0),
+        "--max-connections must be at least 1"
+    );
+    anyhow::ensure!(
+        args.max_connections_per_client != Some(0),
+        "--max-connections-per-client must be at least 1"
+    );
+    let max = args
+        .max_connections
+        .unwrap_or_else(|| budget.default_connections());
+    let per_client = args
+        .max_connections_per_client
+        .unwrap_or_else(|| conns::default_per_client(max));
+    anyhow::ensure!(
+        per_client <= max,
+        "--max-connections-per-client ({per_client}) is more than --max-connections ({max})"
+    );
     Ok(HttpOptions {
         listen: args.listen,
         token,
@@ -748,6 +849,64 @@ fn http_options(args: &HttpArgs, tool_timeout: std::time::Duration) -> anyhow::R
         session_idle: std::time::Duration::from_secs(args.session_idle_secs),
         // A call may wait for a slot, then run, each up to the tool timeout.
         drain: tool_timeout * 2 + std::time::Duration::from_secs(1),
+        conns: ConnLimits {
+            max,
+            per_client,
+            header_timeout: std::time::Duration::from_secs(args.header_timeout_secs),
+            min_body_rate: args.min_body_rate,
+        },
+    })
+}
+
+/// The connection limits, and where they come from: said by `serve` on
+/// start and by `check`.
+fn limit_lines(limits: &ConnLimits, budget: &DescriptorBudget) -> Vec<String> {
+    let secs = limits.header_timeout.as_secs();
+    vec![
+        format!(
+            "connections: at most {}, {} per client address (descriptor limit {}: {} kept for \
+             {} tool {}, {} for the server)",
+            limits.max,
+            limits.per_client,
+            budget.limit,
+            budget.calls,
+            budget.concurrent_calls,
+            plural(budget.concurrent_calls as usize, "call", "calls"),
+            budget.server,
+        ),
+        format!(
+            "time limits: a request's head within {secs} s of the connection or of the previous \
+             answer (so idle connections close after {secs} s); {}",
+            if limits.min_body_rate == 0 {
+                "no least body rate".to_string()
+            } else {
+                format!(
+                    "a body at {} bytes/s or more once {secs} s have passed",
+                    limits.min_body_rate
+                )
+            }
+        ),
+    ]
+}
+
+/// When the connections may take descriptors the tool calls need: the
+/// descriptor limit is too low for the reserve, or `--max-connections`
+/// is set above what it leaves.
+fn short_of_descriptors(limits: &ConnLimits, budget: &DescriptorBudget) -> Option<String> {
+    (!budget.fits(limits.max)).then(|| {
+        format!(
+            "the descriptor limit ({}) leaves {} descriptors for connections once {} are kept \
+             for {} tool calls and {} for the server, fewer than the {} connections allowed: \
+             with that many open, a tool call may find no descriptor (EMFILE). Raise the hard \
+             limit (`ulimit -Hn`, systemd `LimitNOFILE=`), lower max_concurrent_calls, or \
+             lower --max-connections",
+            budget.limit,
+            budget.left(),
+            budget.calls,
+            budget.concurrent_calls,
+            budget.server,
+            limits.max
+        )
     })
 }
 
@@ -758,7 +917,7 @@ fn http_options(args: &HttpArgs, tool_timeout: std::time::Duration) -> anyhow::R
 fn trash(cli: &Cli, action: &TrashAction) -> anyhow::Result<()> {
     let config = load_config(cli)?;
     // A tree in the trash is walked with a directory open per level.
-    raise_open_file_limit();
+    let _ = raise_open_file_limit();
     // Which calls may still be running follows from the server's tool
     // timeout: this config's `tool_timeout_ms` must be the server's.
     let now = trash::Now::with_timeout(config.limits.tool_timeout);

@@ -443,11 +443,15 @@ impl Toolbox {
                 }
                 Err(e) => {
                     tracing::warn!(root = %m.root.name, "cannot make a staging directory: {e}");
+                    let why = if runtime::out_of_descriptors(&e) {
+                        runtime::NO_DESCRIPTORS.to_string()
+                    } else {
+                        e.kind().to_string()
+                    };
                     return Err(format!(
                         "root '{}': its staging directory (.mcp-trash/.staging) cannot be made: \
-                         {}; nothing was changed",
+                         {why}; nothing was changed",
                         m.root.name,
-                        e.kind()
                     ));
                 }
             }
@@ -561,8 +565,10 @@ impl Toolbox {
             }
         };
         let out_of_quota = activity.out_of_quota();
+        let out_of_descriptors = activity.out_of_descriptors();
         let stopped = match &outcome.result {
             _ if out_of_quota => Some("quota"),
+            _ if out_of_descriptors => Some("descriptors"),
             Err(CallError::Cancelled) => Some("cancelled"),
             Err(CallError::Timeout(_)) => Some("timeout"),
             Err(CallError::Memory(_)) => Some("memory"),
@@ -573,6 +579,16 @@ impl Toolbox {
         let built_in = self.runtime.tools()[index].is_built_in();
         let (result, bytes) = match (outcome.result, &self.quota) {
             (_, Some(q)) if out_of_quota => (error_result(ran_out_of_quota(q, &activity)), 0),
+            // Whatever the tool made of it: a search would have skipped a
+            // directory, and its result would look complete.
+            _ if out_of_descriptors => {
+                tracing::warn!(
+                    tool,
+                    "a call found no file descriptor free (EMFILE): calls and connections hold \
+                     them all; see the descriptor limit on the start-up lines"
+                );
+                (error_result(ran_out_of_descriptors()), 0)
+            }
             (Ok(output), _) => {
                 to_result(tool, output, self.config.limits.max_output_bytes, built_in)
             }
@@ -705,13 +721,23 @@ fn ran_out_of_quota(q: &Quota, activity: &Activity) -> String {
     format!(
         "refused by rule 'quota': the byte quota ran out during the call, after {} bytes read \
          and {} bytes written ({}); {} (a call that needs more than quota_burst_bytes never \
-         fits: read by range, copy in parts). write_file and edit_file change nothing unless \
-         they finish, and a directory copy appears only whole; what else the tool had done \
-         stays done",
+         fits: read by range, copy in parts). {UNFINISHED}",
         activity.bytes_read(),
         activity.bytes_written(),
         quota_figures(q),
         quota::retry_text(q.until_full().max(Duration::from_millis(1))),
+    )
+}
+
+/// What a call that stopped part way has changed.
+const UNFINISHED: &str = "write_file and edit_file change nothing unless they finish, and a \
+     directory copy appears only whole; what else the tool had done stays done";
+
+/// What a call that found no file descriptor free answers.
+fn ran_out_of_descriptors() -> String {
+    format!(
+        "{} during the call, so it could not finish; try again in a moment. {UNFINISHED}",
+        runtime::NO_DESCRIPTORS
     )
 }
 

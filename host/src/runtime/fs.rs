@@ -139,6 +139,7 @@ pub struct Activity {
     read: AtomicU64,
     written: AtomicU64,
     out_of_quota: AtomicBool,
+    out_of_descriptors: AtomicBool,
 }
 
 impl Activity {
@@ -167,6 +168,12 @@ impl Activity {
         self.out_of_quota.load(Ordering::Relaxed)
     }
 
+    /// Whether an operation failed because the server had no file
+    /// descriptor free (`EMFILE`, `ENFILE`).
+    pub fn out_of_descriptors(&self) -> bool {
+        self.out_of_descriptors.load(Ordering::Relaxed)
+    }
+
     pub(super) fn count_read(&self, bytes: u64) {
         self.read.fetch_add(bytes, Ordering::Relaxed);
     }
@@ -177,6 +184,10 @@ impl Activity {
 
     pub(super) fn mark_out_of_quota(&self) {
         self.out_of_quota.store(true, Ordering::Relaxed);
+    }
+
+    fn mark_out_of_descriptors(&self) {
+        self.out_of_descriptors.store(true, Ordering::Relaxed);
     }
 }
 
@@ -551,6 +562,8 @@ enum Probe {
     /// (e.g. `openat2` filtered by seccomp): refuse, never fall back to the
     /// lexical check alone.
     Failed,
+    /// The process has no descriptor free for the probe.
+    NoDescriptors,
 }
 
 /// Opens `path` under `dir` as `O_PATH`, never leaving `dir` (the same
@@ -577,6 +590,7 @@ fn probe(dir: BorrowedFd<'_>, path: &str, follow: bool) -> Probe {
                 Errno::NOENT | Errno::NOTDIR | Errno::LOOP | Errno::NAMETOOLONG | Errno::ACCESS,
             ) => return Probe::Absent,
             Err(Errno::AGAIN) => continue,
+            Err(Errno::MFILE | Errno::NFILE) => return Probe::NoDescriptors,
             Err(_) => return Probe::Failed,
         }
     }
@@ -613,10 +627,12 @@ fn symlink_on_the_way(dir: BorrowedFd<'_>, path: &str, follow: bool) -> bool {
     }
     let path = if path.is_empty() { "." } else { path };
     let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS;
-    matches!(
-        rustix::fs::openat2(dir, path, flags, Mode::empty(), resolve),
-        Err(rustix::io::Errno::LOOP)
-    )
+    // Out of descriptors, it cannot tell: the steps are checked then, and
+    // their probes say the call ran out (never a check skipped).
+    match rustix::fs::openat2(dir, path, flags, Mode::empty(), resolve) {
+        Err(e) => e == rustix::io::Errno::LOOP || is_exhaustion(e),
+        Ok(_) => false,
+    }
 }
 
 /// Checks at start that the kernel gives what the policing filesystem
@@ -699,6 +715,11 @@ fn io_error(e: rustix::io::Errno) -> FsError {
     FsError::from(std::io::Error::from(e))
 }
 
+/// Whether `e` says the process (or the system) has no descriptor free.
+fn is_exhaustion(e: rustix::io::Errno) -> bool {
+    matches!(e, rustix::io::Errno::MFILE | rustix::io::Errno::NFILE)
+}
+
 fn raw_fd(d: &Descriptor) -> BorrowedFd<'_> {
     match d {
         Descriptor::File(f) => f.file.as_fd(),
@@ -744,6 +765,43 @@ impl PolicedFs<'_> {
         Ok(raw_fd(self.fs.table.get(fd)?))
     }
 
+    /// Probes `path` under `fd` (see [`probe`]). With no descriptor free
+    /// for the probe, the operation fails and the call is marked: WASI has
+    /// no error code for it, so the MCP layer says what happened.
+    fn probe_at(&self, fd: &Resource<Descriptor>, path: &str, follow: bool) -> FsResult<Probe> {
+        match probe(self.dir_fd(fd)?, path, follow) {
+            Probe::NoDescriptors => Err(self.exhausted()),
+            found => Ok(found),
+        }
+    }
+
+    /// The error of an operation that found no descriptor free, with the
+    /// call marked for it.
+    fn exhausted(&self) -> FsError {
+        self.guard.activity.mark_out_of_descriptors();
+        ErrorCode::Io.into()
+    }
+
+    /// `e` as the guest sees it; a lack of descriptors marks the call.
+    fn os_error(&self, e: rustix::io::Errno) -> FsError {
+        if is_exhaustion(e) {
+            return self.exhausted();
+        }
+        io_error(e)
+    }
+
+    /// After wasmtime-wasi's own open failed (its error code has lost the
+    /// errno): whether the process is out of descriptors now, told by
+    /// trying to duplicate one, and if so the call is marked.
+    fn check_exhaustion(&self, dir: &Resource<Descriptor>) {
+        if let Ok(fd) = self.dir_fd(dir)
+            && let Err(e) = rustix::io::fcntl_dupfd_cloexec(fd, 0)
+            && is_exhaustion(e)
+        {
+            self.guard.activity.mark_out_of_descriptors();
+        }
+    }
+
     /// Probes `path` under `fd`: the probe when found, `None` when absent (the
     /// operation itself will fail the same way), a refusal when it escapes
     /// or the probe cannot tell.
@@ -763,11 +821,13 @@ impl PolicedFs<'_> {
         if symlink_on_the_way(self.dir_fd(fd)?, path, follow) {
             self.steps_checked(fd, path, h, rel, op)?;
         }
-        match probe(self.dir_fd(fd)?, path, follow) {
+        match self.probe_at(fd, path, follow)? {
             Probe::Found(fd) => Ok(Some(fd)),
             Probe::Absent => Ok(None),
             Probe::Escapes => Err(self.guard.refuse(Some(h.mount), rel, op, "confinement")),
-            Probe::Failed => Err(self.guard.refuse(Some(h.mount), rel, op, "probe_failed")),
+            Probe::Failed | Probe::NoDescriptors => {
+                Err(self.guard.refuse(Some(h.mount), rel, op, "probe_failed"))
+            }
         }
     }
 
@@ -795,7 +855,7 @@ impl PolicedFs<'_> {
                 prefix.push('/');
             }
             prefix.push_str(name);
-            let Probe::Found(step) = probe(self.dir_fd(fd)?, &prefix, true) else {
+            let Probe::Found(step) = self.probe_at(fd, &prefix, true)? else {
                 return Ok(());
             };
             self.guard.real(h, step.as_fd(), rel, op)?;
@@ -895,7 +955,7 @@ impl PolicedFs<'_> {
             OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY,
             Mode::empty(),
         )
-        .map_err(io_error)?;
+        .map_err(|e| self.os_error(e))?;
         let file = wasmtime_wasi::filesystem::File::new(file.into(), perms, OpenMode::READ, true);
         let new = self.fs.table.push(Descriptor::File(file))?;
         self.guard.handles.insert(
@@ -950,7 +1010,7 @@ impl PolicedFs<'_> {
     fn check_removal(&mut self, fd: &Resource<Descriptor>, path: &str) -> FsResult<Handle> {
         let h = self.guard.handle(fd.rep(), Permission::Delete)?;
         // Created entries are recorded by real path: find this one's.
-        let real = match probe(self.dir_fd(fd)?, path, false) {
+        let real = match self.probe_at(fd, path, false)? {
             Probe::Found(found) => real_path(found.as_fd()).and_then(|p| {
                 p.strip_prefix(&self.guard.mounts[h.mount].host)
                     .ok()
@@ -981,7 +1041,7 @@ impl PolicedFs<'_> {
         path: &str,
         new: &Handle,
     ) -> FsResult<()> {
-        if matches!(probe(self.dir_fd(fd)?, path, false), Probe::Absent) {
+        if matches!(self.probe_at(fd, path, false)?, Probe::Absent) {
             return Ok(());
         }
         Err(self
@@ -1006,8 +1066,8 @@ impl PolicedFs<'_> {
                 .filter(|st| FileType::from_raw_mode(st.st_mode) == FileType::RegularFile)
         };
         let (Probe::Found(from), Probe::Found(to)) = (
-            probe(self.dir_fd(old_fd)?, old_path, false),
-            probe(self.dir_fd(new_fd)?, new_path, false),
+            self.probe_at(old_fd, old_path, false)?,
+            self.probe_at(new_fd, new_path, false)?,
         ) else {
             return Ok(());
         };
@@ -1026,7 +1086,7 @@ impl PolicedFs<'_> {
 
     /// Whether `path` (not following a final symlink) is a directory.
     fn is_directory(&self, fd: &Resource<Descriptor>, path: &str) -> FsResult<bool> {
-        let Probe::Found(found) = probe(self.dir_fd(fd)?, path, false) else {
+        let Probe::Found(found) = self.probe_at(fd, path, false)? else {
             return Ok(false);
         };
         Ok(rustix::fs::fstat(&found)
@@ -1035,13 +1095,12 @@ impl PolicedFs<'_> {
 
     /// Whether `path` is a symlink whose target does not exist (or leaves the root).
     fn is_dangling_symlink(&self, fd: &Resource<Descriptor>, path: &str) -> FsResult<bool> {
-        let dir = self.dir_fd(fd)?;
-        let Probe::Found(link) = probe(dir, path, false) else {
+        let Probe::Found(link) = self.probe_at(fd, path, false)? else {
             return Ok(false);
         };
         let is_link = rustix::fs::fstat(&link)
             .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Symlink);
-        Ok(is_link && !matches!(probe(dir, path, true), Probe::Found(_)))
+        Ok(is_link && !matches!(self.probe_at(fd, path, true)?, Probe::Found(_)))
     }
 
     /// What is at `path`, following a final symlink when `follow`; `None`
@@ -1052,7 +1111,7 @@ impl PolicedFs<'_> {
         path: &str,
         follow: bool,
     ) -> FsResult<Option<rustix::fs::Stat>> {
-        let Probe::Found(found) = probe(self.dir_fd(fd)?, path, follow) else {
+        let Probe::Found(found) = self.probe_at(fd, path, follow)? else {
             return Ok(None);
         };
         Ok(rustix::fs::fstat(&found).ok())
@@ -1074,7 +1133,7 @@ impl PolicedFs<'_> {
         }
         let base = self.guard.handle(fd.rep(), Permission::Write)?;
         let op = Permission::Write;
-        match probe(self.dir_fd(fd)?, dir, true) {
+        match self.probe_at(fd, dir, true)? {
             Probe::Found(parent) => {
                 self.guard.real(&base, parent.as_fd(), &target.rel, op)?;
                 Ok((parent, name.to_string()))
@@ -1085,7 +1144,7 @@ impl PolicedFs<'_> {
                     .guard
                     .refuse(Some(base.mount), &target.rel, op, "confinement"))
             }
-            Probe::Failed => {
+            Probe::Failed | Probe::NoDescriptors => {
                 Err(self
                     .guard
                     .refuse(Some(base.mount), &target.rel, op, "probe_failed"))
@@ -1440,7 +1499,7 @@ impl fs::HostDescriptor for PolicedFs<'_> {
                 .refuse(Some(h.mount), &h.rel.join(&path), op, "trash"));
         }
         let creates = oflags.contains(fs::OpenFlags::CREATE)
-            && !matches!(probe(self.dir_fd(&fd)?, &path, follow), Probe::Found(_));
+            && !matches!(self.probe_at(&fd, &path, follow)?, Probe::Found(_));
         let checked = if oflags.contains(fs::OpenFlags::CREATE) {
             self.check_new(&fd, &path, op)?;
             // An existing target is checked like any other (it may be an alias).
@@ -1464,7 +1523,9 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         } else {
             self.check_existing(&fd, &path, op, follow, true)?
         };
-        let new = fs::HostDescriptor::open_at(&mut self.fs, fd, path_flags, path, oflags, flags)?;
+        let dir = again(&fd);
+        let new = fs::HostDescriptor::open_at(&mut self.fs, fd, path_flags, path, oflags, flags)
+            .inspect_err(|_| self.check_exhaustion(&dir))?;
         let real = {
             let opened = raw_fd(self.fs.table.get(&new)?);
             self.guard.real(&checked, opened, &checked.rel, op)
@@ -1506,7 +1567,7 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         let mut stat =
             fs::HostDescriptor::stat_at(&mut self.fs, again(&fd), path_flags, path.clone())?;
         if stat.type_ == fs::DescriptorType::Unknown
-            && let Probe::Found(probe) = probe(self.dir_fd(&fd)?, &path, follow)
+            && let Probe::Found(probe) = self.probe_at(&fd, &path, follow)?
             && let Ok(st) = rustix::fs::fstat(&probe)
         {
             stat.type_ = wasi_type(st.st_mode);
@@ -1775,8 +1836,8 @@ impl fs::HostDescriptor for PolicedFs<'_> {
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
         )
-        .map_err(io_error)?;
-        let dir = rustix::fs::Dir::new(own).map_err(io_error)?;
+        .map_err(|e| self.os_error(e))?;
+        let dir = rustix::fs::Dir::new(own).map_err(|e| self.os_error(e))?;
         let stream = self.fs.table.push(DirStream(dir))?;
         self.guard.streams.insert(stream.rep(), h);
         self.guard

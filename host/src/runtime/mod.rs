@@ -49,6 +49,20 @@ const TICK: Duration = Duration::from_millis(10);
 /// warm slot instead of mapping and unmapping fresh memory.
 pub const MAX_INSTANCES: u32 = crate::config::MAX_CONCURRENT_CALLS as u32 + 1;
 
+/// What a call that found no file descriptor free is told, whatever the
+/// tool made of it (WASI has no error code for it: a guest only sees an
+/// I/O error).
+pub const NO_DESCRIPTORS: &str =
+    "the server has no file descriptor free (EMFILE: too many open files)";
+
+/// Whether `e` says the process (or the system) has no descriptor free.
+pub fn out_of_descriptors(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error().map(rustix::io::Errno::from_raw_os_error),
+        Some(rustix::io::Errno::MFILE | rustix::io::Errno::NFILE)
+    )
+}
+
 /// Interfaces a tool may not import.
 const NETWORK_IMPORTS: &[&str] = &["wasi:sockets/", "wasi:http/"];
 
@@ -413,6 +427,15 @@ impl Runtime {
     /// Runs tool `index` on a fresh instance that sees only `req.mounts`.
     pub fn call(&self, index: usize, req: CallRequest) -> CallOutcome {
         let setup = CallOutcome::setup;
+        // The reason a root's directory did not open, when it is worth
+        // telling (the rest are for the operator's log).
+        let why = |e: &wasmtime::Error| {
+            tracing::warn!("cannot open a root for a call: {e:?}");
+            match e.downcast_ref::<std::io::Error>() {
+                Some(e) if out_of_descriptors(e) => format!(": {NO_DESCRIPTORS}; try again"),
+                _ => String::new(),
+            }
+        };
         let mut wasi = WasiCtxBuilder::new();
         // Before any preopen: each preopen captures it (2-5x cheaper calls).
         wasi.allow_blocking_current_thread(true);
@@ -425,17 +448,23 @@ impl Runtime {
             } else {
                 FsPerms::ReadOnly
             };
-            if wasi.preopened_dir(&m.root.path, &guest_dir, perms).is_err() {
-                return setup(format!("root '{}' cannot be opened", m.root.name));
+            if let Err(e) = wasi.preopened_dir(&m.root.path, &guest_dir, perms) {
+                return setup(format!(
+                    "root '{}' cannot be opened{}",
+                    m.root.name,
+                    why(&e)
+                ));
             }
             let trash = match (&req.stamp, m.writable()) {
                 (Some(stamp), true) => {
                     let mount_dir = format!("/.trash/{}", m.root.name);
-                    if wasi
-                        .preopened_dir(&m.root.path, &mount_dir, FsPerms::ReadWrite)
-                        .is_err()
+                    if let Err(e) = wasi.preopened_dir(&m.root.path, &mount_dir, FsPerms::ReadWrite)
                     {
-                        return setup(format!("root '{}' cannot be opened", m.root.name));
+                        return setup(format!(
+                            "root '{}' cannot be opened{}",
+                            m.root.name,
+                            why(&e)
+                        ));
                     }
                     let dir = format!("{mount_dir}/{TRASH_DIR}");
                     mounts.push(Mount::trash(Arc::clone(&m.root), mount_dir, m.op));
@@ -449,13 +478,11 @@ impl Runtime {
             let staging = match (&m.staging, m.writable()) {
                 (Some(host), true) => {
                     let mount_dir = format!("/.staging/{}", m.root.name);
-                    if wasi
-                        .preopened_dir(host, &mount_dir, FsPerms::ReadWrite)
-                        .is_err()
-                    {
+                    if let Err(e) = wasi.preopened_dir(host, &mount_dir, FsPerms::ReadWrite) {
                         return setup(format!(
-                            "root '{}': its staging directory cannot be opened",
-                            m.root.name
+                            "root '{}': its staging directory cannot be opened{}",
+                            m.root.name,
+                            why(&e)
                         ));
                     }
                     mounts.push(Mount::staging(

@@ -12,19 +12,35 @@
 //! and keep an `Mcp-Session-Id` session; 2026-07-28 clients are stateless.
 //!
 //! `/health` answers `ok` without touching any root or the toolbox.
+//!
+//! Connections are served here, not by `axum::serve`, for the limits it
+//! cannot set: hyper's header timeout, the least body rate ([`body`]) and
+//! the connection caps ([`conns`]), so that clients that never finish a
+//! request cannot take the descriptors the tool calls need.
 
-use std::future::IntoFuture;
+pub mod body;
+pub mod conns;
+
+use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::pin::pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
+use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures::Stream;
+use http_body::Body as _;
+use hyper::server::conn::http1;
+use hyper::service::Service as _;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_server::session::local::{
     LocalSessionManager, LocalSessionManagerError,
@@ -37,6 +53,8 @@ use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 
 use crate::mcp::Server;
+use body::{Held, MinRate, TooSlow};
+use conns::{ConnLimits, Conns, Ticket};
 
 /// How the endpoint is served. (No `Debug`: it holds the token.)
 #[derive(Clone)]
@@ -54,6 +72,8 @@ pub struct HttpOptions {
     pub session_idle: Duration,
     /// How long a shutdown waits for calls in flight.
     pub drain: Duration,
+    /// Connection caps and time limits.
+    pub conns: ConnLimits,
 }
 
 /// The client's address, put in each request's extensions for the audit log.
@@ -206,15 +226,7 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let sessions_end = CancellationToken::new();
     let app = router(server.clone(), options, &sessions_end);
-    let accepting = stop.clone();
-    let mut serving = tokio::spawn(
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(async move { accepting.cancelled().await })
-        .into_future(),
-    );
+    let mut serving = tokio::spawn(accept(listener, app, options.conns, stop.clone()));
     stop.cancelled().await;
     let deadline = tokio::time::Instant::now() + options.drain;
     while server.calls_in_flight() > 0 && tokio::time::Instant::now() < deadline {
@@ -240,6 +252,149 @@ pub async fn serve(
         Some(Ok(result)) => result,
         Some(Err(e)) => Err(std::io::Error::other(e)),
         None => Ok(()),
+    }
+}
+
+/// Accepts connections until `stop` fires, each under the caps, then waits
+/// for the open ones to finish their requests (they are told to close
+/// after the one in progress).
+async fn accept(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    limits: ConnLimits,
+    stop: CancellationToken,
+) -> std::io::Result<()> {
+    let conns = Conns::new(&limits);
+    let mut http = http1::Builder::new();
+    // hyper starts this timer when it waits for a request's head: on a new
+    // connection, and again once a response is out, so it is also the
+    // keep-alive idle timeout.
+    http.timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout);
+    // Each connection task holds a receiver: all are gone when `closed`.
+    let (all_closed, open) = tokio::sync::watch::channel(());
+    loop {
+        let (stream, peer) = tokio::select! {
+            biased;
+            () = stop.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    accept_failed(&e).await;
+                    continue;
+                }
+            },
+        };
+        match conns.admit(peer.ip()) {
+            Ok(ticket) => {
+                let connection = Connection {
+                    ticket: Arc::new(ticket),
+                    peer,
+                    limits,
+                    app: TowerToHyperService::new(app.clone()),
+                };
+                tokio::spawn(connection.run(stream, http.clone(), stop.clone(), open.clone()));
+            }
+            // Closed at once: a fast failure, where waiting would hang.
+            Err(refused) => tracing::debug!(%peer, "connection refused: {refused}"),
+        }
+    }
+    drop(listener);
+    drop(open);
+    all_closed.closed().await;
+    Ok(())
+}
+
+/// Out of descriptors (or memory) for a new connection: connections
+/// already open may close meanwhile; a pause keeps the loop from spinning.
+/// Errors of the one connection (reset before it was accepted) are not
+/// the listener's.
+async fn accept_failed(e: &std::io::Error) {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    if matches!(
+        e.kind(),
+        ConnectionAborted | ConnectionRefused | ConnectionReset
+    ) {
+        return;
+    }
+    tracing::warn!("cannot accept a connection: {e}");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+}
+
+/// One accepted connection.
+struct Connection {
+    ticket: Arc<Ticket>,
+    peer: SocketAddr,
+    limits: ConnLimits,
+    app: TowerToHyperService<Router>,
+}
+
+impl Connection {
+    /// Serves the connection until it ends, another takes its place (then
+    /// it closes at once), or the server stops (then it closes after the
+    /// request in progress).
+    async fn run(
+        self,
+        stream: tokio::net::TcpStream,
+        http: http1::Builder,
+        stop: CancellationToken,
+        _open: tokio::sync::watch::Receiver<()>,
+    ) {
+        let closing = self.ticket.closing().clone();
+        let this = Arc::new(self);
+        let service = hyper::service::service_fn(move |request| Arc::clone(&this).handle(request));
+        let mut conn = pin!(http.serve_connection(TokioIo::new(stream), service));
+        let mut draining = false;
+        loop {
+            tokio::select! {
+                ended = conn.as_mut() => {
+                    if let Err(e) = ended {
+                        tracing::debug!("connection ended: {e}");
+                    }
+                    break;
+                }
+                () = closing.cancelled() => break,
+                () = stop.cancelled(), if !draining => {
+                    draining = true;
+                    conn.as_mut().graceful_shutdown();
+                }
+            }
+        }
+    }
+
+    /// One request: its body under the least rate, the client's address
+    /// for the guard, and the connection marked busy until the answer is
+    /// out. A body cut for slowness gets 408 and the connection closes.
+    async fn handle(
+        self: Arc<Self>,
+        request: axum::http::Request<hyper::body::Incoming>,
+    ) -> Result<Response<Held<Body>>, Infallible> {
+        let busy = Arc::new(self.ticket.request(request.body().is_end_stream()));
+        let cut = Arc::new(AtomicBool::new(false));
+        let limits = self.limits;
+        let mut request = request.map(|incoming| {
+            Body::new(MinRate::new(
+                incoming,
+                limits.min_body_rate,
+                limits.header_timeout,
+                Arc::clone(&busy),
+                Arc::clone(&cut),
+            ))
+        });
+        request.extensions_mut().insert(ConnectInfo(self.peer));
+        let response = self.app.call(request).await?;
+        let response = if cut.load(Ordering::Relaxed) {
+            let why = TooSlow(limits.min_body_rate);
+            (
+                StatusCode::REQUEST_TIMEOUT,
+                [(header::CONNECTION, "close")],
+                format!("{why} (--min-body-rate)\n"),
+            )
+                .into_response()
+        } else {
+            response
+        };
+        Ok(response.map(|body| Held::new(body, busy)))
     }
 }
 

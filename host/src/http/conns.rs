@@ -1,0 +1,502 @@
+//! Connections: how many the endpoint holds, how many one client may hold,
+//! and which one gives way when they are all taken.
+//!
+//! Every open connection is a file descriptor, and so is every file a tool
+//! call opens: a client that opens connections and never finishes a request
+//! (half-open, two header lines and then nothing) would otherwise take every
+//! descriptor the process may have, and the server would stop accepting
+//! anyone, tool calls included. So the process's descriptor limit is shared
+//! out ([`DescriptorBudget`]): the server's own needs and what `max_concurrent_calls`
+//! calls may hold are set aside first, and connections get what is left.
+//!
+//! Within that, [`Conns`] admits a connection while there are fewer than
+//! `max` in all and fewer than `per_client` from its address. Beyond either
+//! cap, the connection that has waited longest gives way: waiting for a
+//! request's head since it opened, kept alive since its last answer, or
+//! receiving a request body since its head (no call has started for it
+//! yet). A client's connection that was just answered and is about to be
+//! used again is the last to go; one that has sent half a head, or a body a
+//! byte a second, for seconds is among the first. (Closing a kept-alive
+//! connection just as its client reuses it would fail that request.) A
+//! connection whose request is being answered never gives way. Only when
+//! every connection in the way is being answered is the new one refused,
+//! closed at once: a client gets a slot or a fast failure, never a hang.
+//! The time limits that close the waiting ones anyway are hyper's header
+//! timeout and the body's least rate (see [`super::body`]).
+
+use std::collections::{BTreeSet, HashMap};
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::runtime::fs::MAX_DESCRIPTORS;
+
+/// Descriptors the server holds whatever it serves: stdin, stdout and
+/// stderr, the audit log (two while it rotates), the listener, tokio's
+/// epoll, wakers and signal pipe, the memory images wasmtime maps for each
+/// core module, the compiled-component cache while it loads.
+pub const SERVER_RESERVE: u64 = 96;
+
+/// Per root, for the server's life or beside any call: its staging
+/// directory's lock, its trash and path-lock files.
+pub const PER_ROOT: u64 = 4;
+
+/// What a call's host side holds beside its guest's descriptors (which
+/// [`MAX_DESCRIPTORS`] caps, preopens included): the `O_PATH` probes of the
+/// operation in progress, a publish's two parent directories.
+pub const PER_CALL_HOST: u64 = 8;
+
+/// The most connections the default allows, however high the descriptor
+/// limit: each holds hyper's buffers (kilobytes to hundreds of them), and
+/// 64 sessions, the default cap, need far fewer.
+pub const DEFAULT_MAX_CONNECTIONS: u64 = 4096;
+
+/// How the process's descriptor limit is shared out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DescriptorBudget {
+    /// The soft `RLIMIT_NOFILE` the server runs with.
+    pub limit: u64,
+    /// Set aside for the server itself and its roots.
+    pub server: u64,
+    /// Set aside for tool calls: what `calls` calls may hold at once.
+    pub calls: u64,
+    /// `max_concurrent_calls`.
+    pub concurrent_calls: u32,
+}
+
+impl DescriptorBudget {
+    pub fn new(limit: u64, roots: usize, concurrent_calls: u32) -> DescriptorBudget {
+        let roots = roots as u64;
+        let per_call = MAX_DESCRIPTORS as u64 + PER_CALL_HOST + PER_ROOT * roots;
+        DescriptorBudget {
+            limit,
+            server: SERVER_RESERVE + PER_ROOT * roots,
+            calls: per_call * u64::from(concurrent_calls),
+            concurrent_calls,
+        }
+    }
+
+    /// What is left for connections once the server and the calls have
+    /// their share.
+    pub fn left(&self) -> u64 {
+        self.limit.saturating_sub(self.server + self.calls)
+    }
+
+    /// The default `--max-connections`: what is left, at most
+    /// [`DEFAULT_MAX_CONNECTIONS`]. A limit too low for the reserve still
+    /// serves a quarter of it (and the caller warns: calls may then find
+    /// no descriptor under a flood of connections).
+    pub fn default_connections(&self) -> usize {
+        let n = self
+            .left()
+            .max(self.limit / 4)
+            .clamp(1, DEFAULT_MAX_CONNECTIONS);
+        usize::try_from(n).unwrap_or(usize::MAX)
+    }
+
+    /// Whether `connections` fit beside the reserve.
+    pub fn fits(&self, connections: usize) -> bool {
+        connections as u64 <= self.left()
+    }
+}
+
+/// The default `--max-connections-per-client`: a quarter of the total, so
+/// one address never holds more than that while others wait.
+pub fn default_per_client(max: usize) -> usize {
+    (max / 4).max(1)
+}
+
+/// The limits on the endpoint's connections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnLimits {
+    /// Most connections open at once.
+    pub max: usize,
+    /// Most connections open at once from one client address.
+    pub per_client: usize,
+    /// How long a request's head may take to arrive, from the connection's
+    /// start or the end of the previous response (so also how long a
+    /// kept-alive connection may sit idle).
+    pub header_timeout: Duration,
+    /// Least average rate of a request body, bytes per second, once the
+    /// header timeout has passed since it began; 0: none.
+    pub min_body_rate: u64,
+}
+
+/// Why a connection was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    #[error("all {0} connections are answering requests (--max-connections)")]
+    Full(usize),
+    #[error(
+        "all {0} connections of this client are answering requests (--max-connections-per-client)"
+    )]
+    ClientFull(usize),
+}
+
+/// Where a connection is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    /// Waiting for a request's head, or for the rest of a request's body,
+    /// since the table's tick `since`: it may give way.
+    Waiting { since: u64 },
+    /// A request is being answered: never closed for another.
+    Answering,
+}
+
+struct Conn {
+    client: IpAddr,
+    stage: Stage,
+    close: CancellationToken,
+}
+
+/// Who may give way: (waiting since, id), the longest waiting first.
+type Queue = BTreeSet<(u64, u64)>;
+
+#[derive(Default)]
+struct Client {
+    open: usize,
+    yielding: Queue,
+}
+
+#[derive(Default)]
+struct Table {
+    /// Counts ids and the starts of waits: a lower tick started earlier.
+    tick: u64,
+    conns: HashMap<u64, Conn>,
+    clients: HashMap<IpAddr, Client>,
+    yielding: Queue,
+}
+
+impl Table {
+    fn client(&mut self, key: IpAddr) -> &mut Client {
+        self.clients.entry(key).or_default()
+    }
+
+    fn next_tick(&mut self) -> u64 {
+        self.tick += 1;
+        self.tick
+    }
+
+    /// `id` starts waiting now.
+    fn wait(&mut self, id: u64) {
+        let since = self.next_tick();
+        self.set_stage(id, Stage::Waiting { since });
+    }
+
+    /// Moves `id` to `stage`, in and out of the queues of who may yield.
+    fn set_stage(&mut self, id: u64, stage: Stage) {
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return;
+        };
+        let (old, key) = (conn.stage, conn.client);
+        conn.stage = stage;
+        let client = self.client(key);
+        if let Stage::Waiting { since } = old {
+            client.yielding.remove(&(since, id));
+            self.yielding.remove(&(since, id));
+        }
+        if let Stage::Waiting { since } = stage {
+            self.client(key).yielding.insert((since, id));
+            self.yielding.insert((since, id));
+        }
+    }
+
+    /// Forgets `id`; its task closes it if it is still open.
+    fn remove(&mut self, id: u64) {
+        let Some(conn) = self.conns.remove(&id) else {
+            return;
+        };
+        if let Stage::Waiting { since } = conn.stage {
+            self.yielding.remove(&(since, id));
+            if let Some(client) = self.clients.get_mut(&conn.client) {
+                client.yielding.remove(&(since, id));
+            }
+        }
+        if let Some(client) = self.clients.get_mut(&conn.client) {
+            client.open -= 1;
+            if client.open == 0 {
+                self.clients.remove(&conn.client);
+            }
+        }
+        conn.close.cancel();
+    }
+}
+
+/// The connections of one endpoint.
+pub struct Conns {
+    table: Mutex<Table>,
+    max: usize,
+    per_client: usize,
+}
+
+impl Conns {
+    pub fn new(limits: &ConnLimits) -> Arc<Conns> {
+        Arc::new(Conns {
+            table: Mutex::new(Table::default()),
+            max: limits.max.max(1),
+            per_client: limits.per_client.clamp(1, limits.max.max(1)),
+        })
+    }
+
+    fn table(&self) -> MutexGuard<'_, Table> {
+        // A panic while holding it leaves counts that are still consistent
+        // (each step is one insert or removal): keep going.
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Admits a connection from `ip`, closing another one if a cap is
+    /// reached (see the module docs), or refuses it.
+    pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Ticket, Refused> {
+        let key = client_key(ip);
+        let mut table = self.table();
+        let client_full = table.clients.get(&key).map_or(0, |c| c.open) >= self.per_client;
+        if client_full {
+            let oldest = table.client(key).yielding.first().copied();
+            match oldest {
+                Some((_, id)) => table.remove(id),
+                None => return Err(Refused::ClientFull(self.per_client)),
+            }
+        } else if table.conns.len() >= self.max {
+            match table.yielding.first().copied() {
+                Some((_, id)) => table.remove(id),
+                None => return Err(Refused::Full(self.max)),
+            }
+        }
+        let id = table.next_tick();
+        let close = CancellationToken::new();
+        table.conns.insert(
+            id,
+            Conn {
+                client: key,
+                stage: Stage::Answering,
+                close: close.clone(),
+            },
+        );
+        table.client(key).open += 1;
+        table.wait(id);
+        Ok(Ticket {
+            conns: Arc::clone(self),
+            id,
+            close,
+        })
+    }
+
+    /// How many connections are open.
+    pub fn open(&self) -> usize {
+        self.table().conns.len()
+    }
+}
+
+/// IPv4 addresses count one by one; IPv6 ones by their /64, which one host
+/// usually holds whole (it could otherwise take a new address per
+/// connection).
+fn client_key(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => {
+            let bits = u128::from(v6) & !((1u128 << 64) - 1);
+            IpAddr::V6(bits.into())
+        }
+        v4 => v4,
+    }
+}
+
+/// An admitted connection's place; dropping it frees the place.
+pub struct Ticket {
+    conns: Arc<Conns>,
+    id: u64,
+    close: CancellationToken,
+}
+
+impl Ticket {
+    /// Fires when the connection must close at once (another took its place).
+    pub fn closing(&self) -> &CancellationToken {
+        &self.close
+    }
+
+    /// A request's head has arrived: until the returned [`Request`] is
+    /// dropped, the connection is receiving or answering it.
+    pub fn request(&self, body_done: bool) -> Request {
+        let mut table = self.conns.table();
+        if body_done {
+            table.set_stage(self.id, Stage::Answering);
+        } else {
+            table.wait(self.id);
+        }
+        Request {
+            conns: Arc::clone(&self.conns),
+            id: self.id,
+        }
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.conns.table().remove(self.id);
+    }
+}
+
+/// A request in progress on a connection.
+pub struct Request {
+    conns: Arc<Conns>,
+    id: u64,
+}
+
+impl Request {
+    /// The whole body has arrived: from now on the connection is answering.
+    pub fn body_done(&self) {
+        self.conns.table().set_stage(self.id, Stage::Answering);
+    }
+}
+
+impl Drop for Request {
+    /// The answer is out: the connection waits for the next request.
+    fn drop(&mut self) {
+        self.conns.table().wait(self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(max: usize, per_client: usize) -> ConnLimits {
+        ConnLimits {
+            max,
+            per_client,
+            header_timeout: Duration::from_secs(5),
+            min_body_rate: 1024,
+        }
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn the_budget_sets_calls_and_the_server_aside_first() {
+        let b = DescriptorBudget::new(20_000, 2, 8);
+        assert_eq!(b.server, SERVER_RESERVE + 2 * PER_ROOT);
+        assert_eq!(
+            b.calls,
+            8 * (MAX_DESCRIPTORS as u64 + PER_CALL_HOST + 2 * PER_ROOT)
+        );
+        assert_eq!(b.left(), 20_000 - b.server - b.calls);
+        assert_eq!(b.default_connections(), DEFAULT_MAX_CONNECTIONS as usize);
+        assert!(b.fits(4096));
+
+        // What is left, below the ceiling.
+        let b = DescriptorBudget::new(1024, 1, 1);
+        assert_eq!(b.default_connections() as u64, b.left());
+        assert!(b.fits(b.default_connections()));
+        assert!(!b.fits(b.default_connections() + 1));
+
+        // Too low for the reserve: a quarter of the limit, which does not fit.
+        let b = DescriptorBudget::new(1024, 1, 8);
+        assert_eq!(b.left(), 0);
+        assert_eq!(b.default_connections(), 256);
+        assert!(!b.fits(256));
+        assert_eq!(default_per_client(4096), 1024);
+        assert_eq!(default_per_client(3), 1);
+    }
+
+    #[test]
+    fn a_full_client_gives_way_longest_waiting_first() {
+        let conns = Conns::new(&limits(100, 3));
+        let a = ip("127.0.0.1");
+        let first = conns.admit(a).unwrap();
+        let second = conns.admit(a).unwrap();
+        let third = conns.admit(a).unwrap();
+        // `first` waits for a head since it opened; `second` was answered
+        // just now: `first` goes, though `second` opened after it.
+        drop(second.request(true));
+        let fourth = conns.admit(a).unwrap();
+        assert!(first.closing().is_cancelled());
+        assert!(!second.closing().is_cancelled());
+        // `third` has waited longest now, then `second`.
+        let _fifth = conns.admit(a).unwrap();
+        assert!(third.closing().is_cancelled());
+        let _sixth = conns.admit(a).unwrap();
+        assert!(second.closing().is_cancelled());
+        assert!(!fourth.closing().is_cancelled());
+        assert_eq!(conns.open(), 3);
+        // Another address is not touched by one client's cap.
+        let other = conns.admit(ip("127.0.0.2")).unwrap();
+        assert!(!other.closing().is_cancelled());
+        assert_eq!(conns.open(), 4);
+    }
+
+    #[test]
+    fn a_body_receiving_since_long_gives_way_and_an_answering_one_never() {
+        let conns = Conns::new(&limits(100, 2));
+        let a = ip("10.0.0.1");
+        let one = conns.admit(a).unwrap();
+        let two = conns.admit(a).unwrap();
+        // `one` has been receiving its body since before `two` went idle.
+        let _receiving = one.request(false);
+        drop(two.request(true));
+        let three = conns.admit(a).unwrap();
+        assert!(one.closing().is_cancelled(), "receiving since longest");
+        assert!(!two.closing().is_cancelled());
+        // A body that arrives whole makes its connection answering.
+        let r2 = two.request(false);
+        r2.body_done();
+        let _r3 = three.request(true);
+        assert_eq!(conns.admit(a).err(), Some(Refused::ClientFull(2)));
+        // Once an answer ends, the connection waits and may give way.
+        drop(r2);
+        assert!(conns.admit(a).is_ok());
+        assert!(two.closing().is_cancelled());
+        assert!(!three.closing().is_cancelled());
+    }
+
+    #[test]
+    fn the_total_cap_takes_from_any_client_and_refuses_when_all_answer() {
+        let conns = Conns::new(&limits(2, 2));
+        let one = conns.admit(ip("10.0.0.1")).unwrap();
+        let two = conns.admit(ip("10.0.0.2")).unwrap();
+        let three = conns.admit(ip("10.0.0.3")).unwrap();
+        assert!(one.closing().is_cancelled());
+        assert_eq!(conns.open(), 2);
+        let _a = two.request(true);
+        let _b = three.request(true);
+        assert_eq!(conns.admit(ip("10.0.0.4")).err(), Some(Refused::Full(2)));
+        assert_eq!(conns.open(), 2);
+    }
+
+    #[test]
+    fn closed_connections_free_their_places_once() {
+        let conns = Conns::new(&limits(2, 1));
+        let one = conns.admit(ip("10.0.0.1")).unwrap();
+        let two = conns.admit(ip("10.0.0.1")).unwrap();
+        assert!(one.closing().is_cancelled());
+        // The evicted one's ticket goes later: it must not free `two`'s place.
+        drop(one);
+        assert_eq!(conns.open(), 1);
+        let answering = two.request(true);
+        assert_eq!(
+            conns.admit(ip("10.0.0.1")).err(),
+            Some(Refused::ClientFull(1))
+        );
+        drop(answering);
+        drop(two);
+        assert_eq!(conns.open(), 0);
+        assert!(conns.table().clients.is_empty());
+        assert!(conns.table().yielding.is_empty());
+    }
+
+    #[test]
+    fn ipv6_clients_count_by_their_64_prefix() {
+        let conns = Conns::new(&limits(10, 1));
+        let one = conns.admit(ip("2001:db8::1")).unwrap();
+        let two = conns.admit(ip("2001:db8::ffff:2")).unwrap();
+        assert!(one.closing().is_cancelled(), "same /64");
+        let _three = conns.admit(ip("2001:db8:0:1::1")).unwrap();
+        assert!(!two.closing().is_cancelled(), "another /64");
+        // An IPv4-mapped address is the IPv4 client.
+        let four = conns.admit(ip("192.0.2.1")).unwrap();
+        let _five = conns.admit(ip("::ffff:192.0.2.1")).unwrap();
+        assert!(four.closing().is_cancelled());
+    }
+}
