@@ -259,6 +259,8 @@ struct Rotating {
     size: u64,
     max_bytes: u64,
     backups: u32,
+    /// The last rotation failed (said once until one succeeds).
+    rotation_failing: bool,
     /// `<path>.lock`, locked (`flock`) while this server runs: a second
     /// instance on the same log would interleave and rotate under the first.
     _lock: File,
@@ -278,6 +280,7 @@ impl Rotating {
             size,
             max_bytes,
             backups,
+            rotation_failing: false,
             _lock: lock,
         })
     }
@@ -288,7 +291,21 @@ impl Rotating {
             self.size = self.file.metadata()?.len();
         }
         if self.size > 0 && self.size + line.len() as u64 > self.max_bytes {
-            self.rotate()?;
+            // A rotation that cannot be done now (no descriptor free, the
+            // directory full) moves nothing: the line goes on in the current
+            // file, over the size, rather than be lost; the next line tries
+            // again.
+            match self.rotate() {
+                Ok(()) => self.rotation_failing = false,
+                Err(e) if !self.rotation_failing => {
+                    self.rotation_failing = true;
+                    tracing::warn!(
+                        "cannot rotate the audit log ({e}): lines go on in the current file until \
+                         it can"
+                    );
+                }
+                Err(_) => {}
+            }
         }
         self.file.write_all(line)?;
         self.size += line.len() as u64;
@@ -296,27 +313,46 @@ impl Rotating {
     }
 
     fn backup(&self, n: u32) -> PathBuf {
+        self.beside(&n.to_string())
+    }
+
+    /// `<path>.<suffix>`.
+    fn beside(&self, suffix: &str) -> PathBuf {
         let mut name = self.path.clone().into_os_string();
-        name.push(format!(".{n}"));
+        name.push(format!(".{suffix}"));
         PathBuf::from(name)
     }
 
+    /// Moves the live file to `.1` (and each backup one further) and goes on
+    /// in a new one. The new file is opened first, as `<path>.next`: if it
+    /// cannot be, nothing has moved and the current file stays the live one.
     fn rotate(&mut self) -> io::Result<()> {
         if self.backups == 0 {
             self.file.set_len(0)?;
-        } else {
-            for n in (1..self.backups).rev() {
-                let from = self.backup(n);
-                if from.exists() {
-                    fs::rename(&from, self.backup(n + 1))?;
-                }
-            }
-            fs::rename(&self.path, self.backup(1))?;
-            self.file = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&self.path)?;
+            self.size = 0;
+            return Ok(());
         }
+        let next_path = self.beside("next");
+        let next = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(&next_path)?;
+        // Left by a server killed mid-rotation: empty it.
+        next.set_len(0)?;
+        for n in (1..self.backups).rev() {
+            let from = self.backup(n);
+            if from.exists() {
+                fs::rename(&from, self.backup(n + 1))?;
+            }
+        }
+        fs::rename(&self.path, self.backup(1))?;
+        if let Err(e) = fs::rename(&next_path, &self.path) {
+            // The live name must not stay missing: the current file goes back.
+            fs::rename(self.backup(1), &self.path)?;
+            return Err(e);
+        }
+        self.file = next;
         self.size = 0;
         Ok(())
     }
@@ -424,6 +460,35 @@ mod tests {
         fs::read_to_string(path)
             .map(|t| t.lines().map(str::to_string).collect())
             .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_rotation_that_cannot_be_done_loses_no_line_and_moves_nothing() {
+        let tmp = TempDir::new().unwrap();
+        let path = tmp.path().join("audit.log");
+        let audit = Audit::open(&AuditTarget::File(path.clone()), 1024, 2).unwrap();
+        // The new file cannot be opened (as with no descriptor free).
+        fs::create_dir(tmp.path().join("audit.log.next")).unwrap();
+        for i in 0..40 {
+            let p = format!("file-{i}.txt");
+            audit.log(&Record::new("read_file", "docs", &p, Permission::Read));
+        }
+        assert_eq!(read_lines(&path).len(), 40, "every line in the live file");
+        assert!(fs::metadata(&path).unwrap().len() > 1024);
+        assert!(!tmp.path().join("audit.log.1").exists(), "nothing moved");
+        // Once it can, the next line rotates.
+        fs::remove_dir(tmp.path().join("audit.log.next")).unwrap();
+        audit.log(&Record::new(
+            "read_file",
+            "docs",
+            "last.txt",
+            Permission::Read,
+        ));
+        assert_eq!(read_lines(&tmp.path().join("audit.log.1")).len(), 40);
+        let live = read_lines(&path);
+        assert_eq!(live.len(), 1);
+        assert!(live[0].contains("last.txt"));
+        assert!(!tmp.path().join("audit.log.next").exists());
     }
 
     #[test]

@@ -93,6 +93,13 @@ pub enum LockError {
     },
     #[error("the call was cancelled")]
     Cancelled,
+    /// The lock file could not be opened for want of a descriptor: the
+    /// call stops rather than go on without the lock.
+    #[error(
+        "{}, so the call could not lock what it changes; nothing was changed; try again in a moment",
+        crate::runtime::NO_DESCRIPTORS
+    )]
+    NoDescriptors,
 }
 
 struct Held {
@@ -194,7 +201,7 @@ impl PathLocks {
         }
         let mut opened: Vec<(u64, u64)> = Vec::new();
         for root in roots {
-            let Some((file, identity)) = self.lock_file(root) else {
+            let Some((file, identity)) = self.lock_file(root)? else {
                 continue;
             };
             // Two roots on one folder (a bind mount): one description, or
@@ -242,15 +249,18 @@ impl PathLocks {
 
     /// A new open file description of `root`'s lock file (made if missing)
     /// and the file's identity, or `None` (said once) if it cannot be used.
-    fn lock_file(&self, root: &Root) -> Option<(OwnedFd, (u64, u64))> {
+    /// No descriptor free is an error, not an unusable file: the call must
+    /// not go on without the lock another server would honour.
+    fn lock_file(&self, root: &Root) -> Result<Option<LockFile>, LockError> {
         match open_lock_file(root) {
-            Ok(found) => Some(found),
-            // Not made here by design (see the module).
-            Err(e) if e.kind() == io::ErrorKind::NotFound && !may_make(root) => None,
-            Err(e) => {
-                self.unshared(root, &e);
-                None
-            }
+            Ok(found) => Ok(Some(found)),
+            Err(e) => match unusable(&e, may_make(root))? {
+                Unusable::Unmade => Ok(None),
+                Unusable::Unshared => {
+                    self.unshared(root, &e);
+                    Ok(None)
+                }
+            },
         }
     }
 
@@ -263,6 +273,30 @@ impl PathLocks {
                  apart within this server only, not from another server on the same folder"
             );
         }
+    }
+}
+
+/// Why a root's lock file cannot be used, when the call may go on without
+/// it (locked within this process only).
+#[derive(Debug, PartialEq, Eq)]
+enum Unusable {
+    /// Not made here by design (see the module): nothing to share.
+    Unmade,
+    /// It cannot be used (said once in the log).
+    Unshared,
+}
+
+/// What an error opening the lock file means for the call: no descriptor
+/// free stops it (the next attempt may find one, and going on would skip
+/// the lock another server honours); anything else leaves the lock file
+/// out.
+fn unusable(e: &io::Error, may_make: bool) -> Result<Unusable, LockError> {
+    if crate::runtime::out_of_descriptors(e) {
+        Err(LockError::NoDescriptors)
+    } else if e.kind() == io::ErrorKind::NotFound && !may_make {
+        Ok(Unusable::Unmade)
+    } else {
+        Ok(Unusable::Unshared)
     }
 }
 
@@ -306,7 +340,10 @@ fn may_make(root: &Root) -> bool {
     root.perms.contains(Permission::Write)
 }
 
-fn open_lock_file(root: &Root) -> io::Result<(OwnedFd, (u64, u64))> {
+/// A root's lock file, opened, and its identity (device, inode).
+type LockFile = (OwnedFd, (u64, u64));
+
+fn open_lock_file(root: &Root) -> io::Result<LockFile> {
     let root_fd = beneath::open_root(root)?;
     let mut flags = OFlags::RDWR | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
     let trash = if may_make(root) {
@@ -408,6 +445,25 @@ mod tests {
 
     fn root(dir: &Path, name: &str) -> Arc<Root> {
         Arc::new(Root::workspace_for_tests(name, dir))
+    }
+
+    #[test]
+    fn no_descriptor_free_stops_the_call_instead_of_skipping_the_lock() {
+        let errno = |e: rustix::io::Errno| io::Error::from_raw_os_error(e.raw_os_error());
+        for e in [rustix::io::Errno::MFILE, rustix::io::Errno::NFILE] {
+            for may_make in [true, false] {
+                assert_eq!(
+                    unusable(&errno(e), may_make).err().map(|e| e.to_string()),
+                    Some(LockError::NoDescriptors.to_string())
+                );
+            }
+        }
+        let missing = errno(rustix::io::Errno::NOENT);
+        assert_eq!(unusable(&missing, false).ok(), Some(Unusable::Unmade));
+        assert_eq!(unusable(&missing, true).ok(), Some(Unusable::Unshared));
+        let read_only = errno(rustix::io::Errno::ROFS);
+        assert_eq!(unusable(&read_only, true).ok(), Some(Unusable::Unshared));
+        assert!(LockError::NoDescriptors.to_string().contains("EMFILE"));
     }
 
     fn rt() -> tokio::runtime::Runtime {

@@ -391,6 +391,7 @@ impl Toolbox {
                     let rule = match e {
                         LockError::Busy { .. } => "locked",
                         LockError::Cancelled => "cancelled",
+                        LockError::NoDescriptors => "descriptors",
                     };
                     self.audit_refused(tool, &resolved, rule, client);
                     return Err(error_result(e.to_string()));
@@ -1036,7 +1037,6 @@ mod tests {
         }
     }
 
-    #[test]
     /// What a built-in tool echoes of the model's input (a glob, a regex, a
     /// field name) reaches the model neutralised.
     #[test]
