@@ -52,13 +52,18 @@ pub struct Rules {
 }
 
 impl Rules {
-    /// Whether `rel` (root-relative, below every directory of the chain) is
-    /// ignored. `is_dir`: whether it is a directory (a symlink is not).
+    /// Whether `rel` (root-relative) is ignored by the levels of the chain
+    /// whose directory holds it. `is_dir`: whether it is a directory (a symlink is not).
     pub fn is_ignored(chain: Option<&Rc<Rules>>, rel: &str, is_dir: bool) -> bool {
         let matched = |pick: fn(&Rules) -> &Gitignore| {
             let mut level = chain;
             while let Some(rules) = level {
-                let below = rel.strip_prefix(rules.dir.as_str()).unwrap_or(rel);
+                // A level whose directory does not hold `rel` says nothing
+                // of it (the walk never asks, but the chain must not lie).
+                let Some(below) = rel.strip_prefix(rules.dir.as_str()) else {
+                    level = rules.parent.as_ref();
+                    continue;
+                };
                 match pick(rules).matched(below, is_dir) {
                     Match::None => level = rules.parent.as_ref(),
                     Match::Ignore(_) => return Some(true),
@@ -247,4 +252,58 @@ pub fn parse(text: &[u8]) -> Gitignore {
         let _ = builder.add_line(None, line);
     }
     builder.build().unwrap_or_else(|_| Gitignore::empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A chain of (directory, .ignore, .gitignore) from the root down.
+    fn chain(levels: &[(&str, &str, &str)]) -> Option<Rc<Rules>> {
+        levels
+            .iter()
+            .fold(None, |parent, (dir, ignore, gitignore)| {
+                chained(
+                    dir,
+                    parse(ignore.as_bytes()),
+                    parse(gitignore.as_bytes()),
+                    parent,
+                )
+            })
+    }
+
+    #[test]
+    fn deeper_files_decide_first_and_ignore_beats_gitignore() {
+        let rules = chain(&[
+            (".", "", "*.log\n/build/\n"),
+            ("src", "!keep.log\n", "!*.log\n*.tmp\n"),
+        ]);
+        let ignored = |rel, is_dir| Rules::is_ignored(rules.as_ref(), rel, is_dir);
+        assert!(ignored("a.log", false));
+        assert!(!ignored("src/a.log", false), "src's negation is deeper");
+        assert!(ignored("build", true));
+        assert!(!ignored("build", false), "directory-only");
+        assert!(!ignored("src/build", true), "anchored to the root");
+        assert!(ignored("src/x.tmp", false));
+        let with_ignore = chain(&[(".", "!x.tmp\n", ""), ("src", "", "*.tmp\n")]);
+        assert!(
+            !Rules::is_ignored(with_ignore.as_ref(), "src/x.tmp", false),
+            "a .ignore anywhere comes before any .gitignore"
+        );
+    }
+
+    #[test]
+    fn parsing_follows_git() {
+        let rules = chain(&[(".", "", "\u{feff}a.txt\r\n# c\n\\#b\nc.txt   \n!\n")]);
+        let ignored = |rel| Rules::is_ignored(rules.as_ref(), rel, false);
+        assert!(ignored("a.txt"), "BOM and CR dropped");
+        assert!(ignored("#b") && ignored("c.txt"));
+        assert!(!ignored("d.txt"), "a bare ! re-includes nothing");
+        assert!(chain(&[(".", "", "# only a comment\n")]).is_none());
+        let not_utf8 = parse(b"\xff\xfe\nz.txt\n");
+        assert!(
+            not_utf8.matched("z.txt", false).is_ignore(),
+            "only the bad line skipped"
+        );
+    }
 }
