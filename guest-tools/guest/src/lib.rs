@@ -19,6 +19,7 @@
 //! [`loomfs_names::QUOTED_NOTE`], saying how to act on it: [`tool!`] adds it.
 
 pub mod content;
+pub mod ignores;
 pub mod sys;
 pub mod transfer;
 pub mod walk;

@@ -67,6 +67,20 @@ pub fn open_dir(path: &Path, follow: bool) -> Result<Descriptor, ErrorCode> {
     .unwrap_or(Err(ErrorCode::NoEntry))
 }
 
+/// Opens the file `path` (an absolute guest path under a preopen) for
+/// reading, following a final symlink only when `follow`.
+pub fn open_file(path: &Path, follow: bool) -> Result<Descriptor, ErrorCode> {
+    under_preopen(path, |dir, rest| {
+        dir.open_at(
+            path_flags(follow),
+            rest,
+            OpenFlags::empty(),
+            DescriptorFlags::READ,
+        )
+    })
+    .unwrap_or(Err(ErrorCode::NoEntry))
+}
+
 /// The kind of `path` as `wasi:filesystem` reports it.
 pub fn kind(path: &Path, follow: bool) -> Kind {
     Kind::from_wasi(stat(path, follow).map(|s| s.type_))

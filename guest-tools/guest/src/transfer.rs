@@ -20,7 +20,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::walk::{self, Flow};
+use crate::walk::{self, Flow, IgnoreFiles};
 use crate::write::{create_parents, publish_new_file, temp_beside};
 use crate::{Context, Kind, Located, PathArgument, Permission, ToolError, io_error, locate, shown};
 
@@ -170,7 +170,7 @@ pub fn copy_tree(
 ) -> Result<(), ToolError> {
     // List everything first: a copy never sees its own output.
     let mut entries = Vec::new();
-    let stats = walk::breadth_first(&source.full, &source.rel, u32::MAX, |e| {
+    let stats = walk::breadth_first(&source.full, &source.rel, u32::MAX, IgnoreFiles::Off, |e| {
         entries.push((e.rel.clone(), e.kind, e.full()));
         Flow::Continue
     })?;

@@ -9,14 +9,27 @@
 //! Directories are read with `wasi:filesystem` directly: each entry comes
 //! with its type, and nothing more is asked per entry unless the visitor
 //! asks for it ([`Entry::stat`]).
+//!
+//! With [`IgnoreFiles::Apply`], the walk tells the visitor which entries the
+//! root's ignore files exclude ([`Entry::ignored`], see [`crate::ignores`]):
+//! the rules of the directories above the start are read first, then a
+//! directory's `.gitignore` and `.ignore` are taken from the entries its read
+//! returned (no open is tried where there is none). The visitor decides what
+//! an ignored entry costs: `Prune` makes an ignored directory one match on
+//! its name. Below an ignored directory the visitor lets it descend into,
+//! everything is ignored (as git sees it), and no ignore file is read there.
+//! A start that is itself ignored was named: nothing below it is reported
+//! ignored ([`Stats::start_ignored`]).
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use wasip2::filesystem::types::{
     Descriptor, DescriptorFlags, DescriptorStat, ErrorCode, OpenFlags, PathFlags,
 };
 
+use crate::ignores::{self, Loader, Rules};
 use crate::{Kind, ToolError, io_error, shown, sys};
 
 /// One entry met by the walk.
@@ -27,6 +40,9 @@ pub struct Entry<'a> {
     pub depth: u32,
     /// The entry's own type (a symlink is `Symlink`, whatever it points to).
     pub kind: Kind,
+    /// Whether the root's ignore files exclude it, or a directory above it
+    /// within the walk (always false unless the walk applies them).
+    pub ignored: bool,
     /// The directory being read (open, and where the guest finds it), and
     /// the entry's name in it.
     dir: &'a Descriptor,
@@ -79,8 +95,25 @@ pub struct Stats {
     /// Entries skipped because their directory could not say what they are
     /// (a name that is not UTF-8, which WASI cannot carry).
     pub entries_skipped: u64,
+    /// Ignore files that exist but could not be read: their rules were
+    /// not applied.
+    pub ignore_files_unreadable: u64,
+    /// Whether the start directory is itself ignored (or lies in an
+    /// ignored directory): then no entry is reported ignored, since the
+    /// start was named and what is below it is reachable as it is.
+    pub start_ignored: bool,
     /// Whether the visitor stopped the walk early.
     pub stopped: bool,
+}
+
+/// Whether a walk applies the root's ignore files.
+#[derive(Clone, Copy)]
+pub enum IgnoreFiles<'a> {
+    /// Every entry is reported as not ignored; no ignore file is read.
+    Off,
+    /// Entries are matched against the ignore files inside the root, which
+    /// is mounted at `root`.
+    Apply { root: &'a Path },
 }
 
 impl Stats {
@@ -99,6 +132,21 @@ impl Stats {
                 "{} directory entries could not be read and were skipped (a name that is \
                  not UTF-8 cannot be shown)",
                 self.entries_skipped
+            ));
+        }
+        if self.start_ignored {
+            notes.push(
+                "the directory named is itself excluded by the root's .gitignore/.ignore \
+                 files: everything below it was included, since it was named"
+                    .to_string(),
+            );
+        }
+        if self.ignore_files_unreadable > 0 {
+            notes.push(format!(
+                "{} ignore files (.gitignore, .ignore) could not be read (unreadable, not \
+                 a regular file or larger than {} KiB): their rules were not applied",
+                self.ignore_files_unreadable,
+                ignores::MAX_FILE_BYTES / 1024
             ));
         }
         notes
@@ -134,20 +182,57 @@ fn entries(dir: &Descriptor) -> Option<(Vec<(String, Kind)>, u64)> {
     Some((entries, failed))
 }
 
+/// A directory waiting to be read: where the guest finds it, its
+/// root-relative path, its depth, the ignore rules above it and whether it
+/// is itself ignored.
+struct Pending {
+    full: PathBuf,
+    rel: String,
+    depth: u32,
+    rules: Option<Rc<Rules>>,
+    ignored: bool,
+}
+
 /// Walks `start` (root-relative `start_rel`, `.` for the root) breadth-first down to
 /// `max_depth` levels, calling `visit` on every entry. Symlinks on the way to
 /// `start` are followed (the host has checked them); none below it are.
-/// Fails only if `start` itself cannot be read.
+/// `start` itself is never ignored: it was named. Fails only if `start`
+/// itself cannot be read.
 pub fn breadth_first(
     start: &Path,
     start_rel: &str,
     max_depth: u32,
+    ignore_files: IgnoreFiles,
     mut visit: impl FnMut(&Entry) -> Flow,
 ) -> Result<Stats, ToolError> {
     let mut stats = Stats::default();
-    let mut queue: VecDeque<(PathBuf, String, u32)> = VecDeque::new();
-    queue.push_back((start.to_path_buf(), start_rel.to_string(), 0));
-    while let Some((dir_full, dir_rel, depth)) = queue.pop_front() {
+    let mut loader = Loader::default();
+    let (apply, rules) = match ignore_files {
+        IgnoreFiles::Off => (false, None),
+        IgnoreFiles::Apply { root } => match loader.ancestors(root, start_rel) {
+            Ok(rules) => (true, rules),
+            Err(ignores::StartIgnored) => {
+                stats.start_ignored = true;
+                (false, None)
+            }
+        },
+    };
+    let mut queue: VecDeque<Pending> = VecDeque::new();
+    queue.push_back(Pending {
+        full: start.to_path_buf(),
+        rel: start_rel.to_string(),
+        depth: 0,
+        rules,
+        ignored: false,
+    });
+    while let Some(pending) = queue.pop_front() {
+        let Pending {
+            full: dir_full,
+            rel: dir_rel,
+            depth,
+            rules,
+            ignored: dir_ignored,
+        } = pending;
         let read = sys::open_dir(&dir_full, depth == 0)
             .ok()
             .and_then(|dir| entries(&dir).map(|entries| (dir, entries)));
@@ -160,16 +245,35 @@ pub fn breadth_first(
         };
         stats.dirs_read += 1;
         stats.entries_skipped += failed;
+        // Inside an ignored directory everything is ignored: its own ignore
+        // files cannot change that.
+        let rules = if apply && !dir_ignored {
+            let present: Vec<&str> = ignores::FILE_NAMES
+                .into_iter()
+                .filter(|name| {
+                    entries
+                        .binary_search_by(|(n, _)| n.as_str().cmp(name))
+                        .is_ok_and(|i| entries[i].1 == Kind::File)
+                })
+                .collect();
+            loader.for_dir(&dir, &dir_rel, &present, rules)
+        } else {
+            rules
+        };
         for (name, kind) in &entries {
             let rel = if dir_rel == "." {
                 name.clone()
             } else {
                 format!("{dir_rel}/{name}")
             };
+            let ignored = apply
+                && (dir_ignored
+                    || Rules::is_ignored(rules.as_ref(), &rel, *kind == Kind::Directory));
             let entry = Entry {
                 rel,
                 depth: depth + 1,
                 kind: *kind,
+                ignored,
                 dir: &dir,
                 dir_full: &dir_full,
                 name,
@@ -177,17 +281,25 @@ pub fn breadth_first(
             match visit(&entry) {
                 Flow::Stop => {
                     stats.stopped = true;
+                    stats.ignore_files_unreadable = loader.unreadable;
                     return Ok(stats);
                 }
                 Flow::Prune => {}
                 Flow::Continue => {
                     if *kind == Kind::Directory && depth + 1 < max_depth {
-                        queue.push_back((entry.full(), entry.rel, depth + 1));
+                        queue.push_back(Pending {
+                            full: entry.full(),
+                            rel: entry.rel,
+                            depth: depth + 1,
+                            rules: rules.clone(),
+                            ignored,
+                        });
                     }
                 }
             }
         }
     }
+    stats.ignore_files_unreadable = loader.unreadable;
     Ok(stats)
 }
 

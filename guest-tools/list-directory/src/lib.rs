@@ -5,10 +5,16 @@
 //! followed. The walk is breadth-first, so a listing cut at the entry limit
 //! keeps what lies closest to the start and says it was cut. Denied names
 //! never appear: the host's filesystem does not return them.
+//!
+//! Entries the root's ignore files (`.gitignore`, `.ignore`) exclude are
+//! listed once, marked `ignored`, and by default not descended: a person
+//! looking at a folder expects to see `target/`, not its million files.
+//! `ignored: "include"` lists inside them (still marked).
 
 use std::cmp::Ordering;
+use std::path::Path;
 
-use loomfs_guest::walk::{self, Flow};
+use loomfs_guest::walk::{self, Flow, IgnoreFiles};
 use loomfs_guest::{
     Context, Descriptor, Guest, Kind, Output, Permission, READ_ONLY, ToolError, human_bytes,
     io_error, locate, modified_at, parse_args, root_and_path, shown, to_json,
@@ -28,6 +34,19 @@ struct Args {
     path: Option<String>,
     #[serde(default)]
     depth: Option<u32>,
+    #[serde(default)]
+    ignored: Ignored,
+}
+
+/// Whether to list inside directories the root's ignore files exclude.
+#[derive(Deserialize, Clone, Copy, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+enum Ignored {
+    /// Show them, marked, without descending.
+    #[default]
+    Skip,
+    /// Descend them like any other directory (entries still marked).
+    Include,
 }
 
 #[derive(Serialize)]
@@ -37,6 +56,7 @@ struct Entry {
     kind: &'static str,
     size: Option<u64>,
     modified: Option<String>,
+    ignored: bool,
 }
 
 #[derive(Serialize)]
@@ -45,6 +65,7 @@ struct Listing {
     entries: Vec<Entry>,
     truncated: bool,
     unreadable_dirs: u64,
+    ignored: u64,
     note: Option<String>,
 }
 
@@ -53,7 +74,8 @@ const INPUT_SCHEMA: &str = r#"{
   "properties": {
     "root": {"type": "string", "description": "Name of the root (see list_roots)."},
     "path": {"type": "string", "description": "Directory relative to the root; default: the root itself."},
-    "depth": {"type": "integer", "minimum": 1, "maximum": 10, "description": "Levels to list; default 1 (direct entries only)."}
+    "depth": {"type": "integer", "minimum": 1, "maximum": 10, "description": "Levels to list; default 1 (direct entries only)."},
+    "ignored": {"type": "string", "enum": ["skip", "include"], "description": "Directories excluded by the root's .gitignore/.ignore files are always listed, marked `ignored`: `skip` (default) does not list inside them; `include` does. A `path` named directly is listed even if ignored."}
   },
   "required": ["root"],
   "additionalProperties": false
@@ -69,15 +91,17 @@ const OUTPUT_SCHEMA: &str = r#"{
         "path": {"type": "string", "description": "Relative to the root."},
         "type": {"type": "string", "enum": ["file", "directory", "symlink", "fifo", "socket", "char_device", "block_device", "unknown"]},
         "size": {"type": ["integer", "null"]},
-        "modified": {"type": ["string", "null"], "description": "RFC 3339, UTC."}
+        "modified": {"type": ["string", "null"], "description": "RFC 3339, UTC."},
+        "ignored": {"type": "boolean", "description": "Excluded by the root's .gitignore/.ignore files (or inside a directory that is)."}
       },
-      "required": ["path", "type", "size", "modified"]
+      "required": ["path", "type", "size", "modified", "ignored"]
     }},
     "truncated": {"type": "boolean", "description": "True when the entry limit cut the listing."},
     "unreadable_dirs": {"type": "integer"},
+    "ignored": {"type": "integer", "description": "Entries listed marked `ignored`."},
     "note": {"type": ["string", "null"]}
   },
-  "required": ["path", "entries", "truncated", "unreadable_dirs", "note"]
+  "required": ["path", "entries", "truncated", "unreadable_dirs", "ignored", "note"]
 }"#;
 
 impl Guest for ListDirectory {
@@ -86,7 +110,9 @@ impl Guest for ListDirectory {
             name: "list_directory".into(),
             description: "List a directory's entries with type, size and modification time, \
                           sorted; `depth` (1-10) lists subdirectories too. Symlinks are shown, \
-                          not followed."
+                          not followed. Entries the root's .gitignore/.ignore files exclude \
+                          are shown marked `ignored`, and ignored directories are not listed \
+                          inside unless `ignored: \"include\"`."
                 .into(),
             input_schema: INPUT_SCHEMA.into(),
             output_schema: Some(OUTPUT_SCHEMA.into()),
@@ -118,11 +144,16 @@ impl Guest for ListDirectory {
         let max_entries = ctx.limits.max_entries as usize;
         let mut entries = Vec::new();
         let mut truncated = false;
-        let stats = walk::breadth_first(&at.full, rel, depth, |e| {
+        let (mut ignored, mut unlisted) = (0, 0);
+        let ignore_files = IgnoreFiles::Apply {
+            root: Path::new(&at.mount.dir),
+        };
+        let stats = walk::breadth_first(&at.full, rel, depth, ignore_files, |e| {
             if entries.len() == max_entries {
                 truncated = true;
                 return Flow::Stop;
             }
+            ignored += u64::from(e.ignored);
             let stat = e.stat();
             let is_file = e.kind == Kind::File;
             entries.push(Entry {
@@ -130,7 +161,13 @@ impl Guest for ListDirectory {
                 kind: e.kind.name(),
                 size: stat.as_ref().filter(|_| is_file).map(|s| s.size),
                 modified: stat.as_ref().and_then(modified_at),
+                ignored: e.ignored,
             });
+            if e.ignored && args.ignored == Ignored::Skip {
+                // Not listed inside: said when the depth would have.
+                unlisted += u64::from(e.kind == Kind::Directory && e.depth < depth);
+                return Flow::Prune;
+            }
             Flow::Continue
         })?;
         entries.sort_by(|a, b| tree_order(&a.path, &b.path));
@@ -142,11 +179,19 @@ impl Guest for ListDirectory {
                  subdirectory or use a smaller depth to see the rest"
             ));
         }
+        if unlisted > 0 {
+            notes.push(format!(
+                "{unlisted} ignored directories (excluded by the root's .gitignore/.ignore \
+                 files) are shown but not listed inside: pass ignored: \"include\" to list \
+                 them"
+            ));
+        }
         notes.extend(stats.notes());
         let listing = Listing {
             path: rel.to_string(),
             truncated,
             unreadable_dirs: stats.dirs_unreadable,
+            ignored,
             note: (!notes.is_empty()).then(|| notes.join("; ")),
             entries,
         };
@@ -172,16 +217,24 @@ fn render(listing: &Listing) -> String {
     if listing.entries.is_empty() {
         return format!("'{}' is empty", shown(&listing.path));
     }
+    // A column of its own, before the path: a name cannot forge it. Only
+    // when something is ignored, so other listings look as they always did.
+    let marks = listing.entries.iter().any(|e| e.ignored);
     let mut out = String::new();
     for e in &listing.entries {
         let size = e.size.map(human_bytes).unwrap_or_default();
+        let mark = match (marks, e.ignored) {
+            (false, _) => "",
+            (true, true) => "ignored  ",
+            (true, false) => "         ",
+        };
         let path = if e.kind == "directory" {
             shown(&format!("{}/", e.path)).into_owned()
         } else {
             shown(&e.path).into_owned()
         };
         out.push_str(&format!(
-            "{:<9} {:>10}  {:<20}  {path}\n",
+            "{:<9} {:>10}  {:<20}  {mark}{path}\n",
             e.kind,
             size,
             e.modified.as_deref().unwrap_or("-"),

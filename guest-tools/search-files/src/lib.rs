@@ -10,14 +10,21 @@
 //!
 //! A search that stops early (result limit, byte budget, time limit) says so
 //! in `truncated` and `note`: a truncated result never looks complete.
+//!
+//! By default the root's ignore files (`.gitignore`, `.ignore`) apply: an
+//! ignored directory costs one match on its name, like a denied one, and the
+//! result counts what it left out (`ignored`, and the `note` saying how to
+//! include it). `ignored: "include"` searches everything; then no ignore file
+//! is read.
 
 mod needle;
 mod pattern;
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use loomfs_guest::content::{SNIFF_BYTES, is_binary};
-use loomfs_guest::walk::{self, Flow};
+use loomfs_guest::walk::{self, Flow, IgnoreFiles};
 use loomfs_guest::{
     Context, Descriptor, Guest, Kind, Output, Permission, READ_ONLY, ToolError, human_bytes,
     io_error, locate, parse_args, root_and_path, shown, to_json,
@@ -46,6 +53,19 @@ struct Args {
     regex: bool,
     #[serde(default)]
     max_results: Option<u32>,
+    #[serde(default)]
+    ignored: Ignored,
+}
+
+/// What to do with entries the root's ignore files exclude.
+#[derive(Deserialize, Clone, Copy, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+enum Ignored {
+    /// Leave them out, and ignored directories unsearched (counted).
+    #[default]
+    Skip,
+    /// Search them like any other entry.
+    Include,
 }
 
 #[derive(Serialize)]
@@ -66,6 +86,8 @@ struct Found {
     scanned_bytes: u64,
     skipped_too_large: u64,
     skipped_binary: u64,
+    /// Ignored entries left out: directories, and files whose path matched.
+    ignored: u64,
     note: Option<String>,
 }
 
@@ -85,7 +107,8 @@ const INPUT_SCHEMA: &str = r#"{
     "path": {"type": "string", "description": "Directory to search, relative to the root; default: the root itself."},
     "contains": {"type": "string", "description": "Only files holding these bytes (exact, case-sensitive); each matching line is returned."},
     "regex": {"type": "boolean", "description": "Treat `contains` as a regular expression (Rust regex syntax, linear time; `^`/`$` match at line ends; `(?i)` for case-insensitive)."},
-    "max_results": {"type": "integer", "minimum": 1, "description": "Most matches to return; default and ceiling: the server's max_search_results."}
+    "max_results": {"type": "integer", "minimum": 1, "description": "Most matches to return; default and ceiling: the server's max_search_results."},
+    "ignored": {"type": "string", "enum": ["skip", "include"], "description": "Entries excluded by the root's .gitignore/.ignore files: `skip` (default) leaves them out and does not enter ignored directories (the result counts them in `ignored`); `include` searches them too. A `path` named directly is searched even if ignored."}
   },
   "required": ["root", "pattern"],
   "additionalProperties": false
@@ -108,9 +131,10 @@ const OUTPUT_SCHEMA: &str = r#"{
     "scanned_bytes": {"type": "integer"},
     "skipped_too_large": {"type": "integer"},
     "skipped_binary": {"type": "integer"},
+    "ignored": {"type": "integer", "description": "Entries left out because the root's ignore files exclude them: directories (not entered; their contents are not counted) and files whose path matched the pattern. Always 0 with `ignored: include`."},
     "note": {"type": ["string", "null"]}
   },
-  "required": ["matches", "truncated", "examined_files", "scanned_bytes", "skipped_too_large", "skipped_binary", "note"]
+  "required": ["matches", "truncated", "examined_files", "scanned_bytes", "skipped_too_large", "skipped_binary", "ignored", "note"]
 }"#;
 
 impl Guest for SearchFiles {
@@ -122,8 +146,10 @@ impl Guest for SearchFiles {
                           `regex: true`), with the line and a preview of each match. \
                           Breadth-first, sorted: the nearest matches come first. Symlinks are \
                           not followed; denied names (.git, .venv, node_modules, secrets, ...) \
-                          are never searched. A result cut short says so in `truncated` and \
-                          `note`."
+                          are never searched. Entries the root's .gitignore/.ignore files \
+                          exclude (build output, ...) are skipped by default and counted in \
+                          `ignored`; `ignored: \"include\"` searches them. A result cut short \
+                          says so in `truncated` and `note`."
                 .into(),
             input_schema: INPUT_SCHEMA.into(),
             output_schema: Some(OUTPUT_SCHEMA.into()),
@@ -188,7 +214,13 @@ impl Guest for SearchFiles {
             unreadable_files: 0,
             buffer: Vec::new(),
         };
-        let stats = walk::breadth_first(&at.full, rel, u32::MAX, |entry| {
+        let ignore_files = match args.ignored {
+            Ignored::Skip => IgnoreFiles::Apply {
+                root: Path::new(&at.mount.dir),
+            },
+            Ignored::Include => IgnoreFiles::Off,
+        };
+        let stats = walk::breadth_first(&at.full, rel, u32::MAX, ignore_files, |entry| {
             if Instant::now() >= soft_deadline {
                 search.cut = Some(Cut::Time);
                 return Flow::Stop;
@@ -266,6 +298,14 @@ fn note(
             unreadable_files
         ));
     }
+    if found.ignored > 0 {
+        notes.push(format!(
+            "{} ignored entries were left out (excluded by the root's .gitignore/.ignore \
+             files; an ignored directory counts once and was not searched): pass \
+             ignored: \"include\" to search them",
+            found.ignored
+        ));
+    }
     notes.extend(stats.notes());
     (!notes.is_empty()).then(|| notes.join("; "))
 }
@@ -289,6 +329,21 @@ struct Search<'a> {
 
 impl Search<'_> {
     fn visit(&mut self, entry: &walk::Entry) -> Flow {
+        let rel = entry
+            .rel
+            .strip_prefix(&self.start_prefix)
+            .unwrap_or(&entry.rel);
+        if entry.ignored {
+            // Counted when it could have been a match or held one: a
+            // directory always, a file if its path matches.
+            let counts = match entry.kind {
+                Kind::Directory => true,
+                Kind::File => self.pattern.matches(rel),
+                _ => false,
+            };
+            self.found.ignored += u64::from(counts);
+            return Flow::Prune;
+        }
         let is_dir = match entry.kind {
             Kind::File => false,
             // Searched below whether or not it matches.
@@ -296,10 +351,6 @@ impl Search<'_> {
             // Symlinks are never followed; special files never opened.
             _ => return Flow::Continue,
         };
-        let rel = entry
-            .rel
-            .strip_prefix(&self.start_prefix)
-            .unwrap_or(&entry.rel);
         if !self.pattern.matches(rel) {
             return Flow::Continue;
         }

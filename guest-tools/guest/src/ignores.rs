@@ -1,0 +1,309 @@
+//! A root's own ignore rules: its `.gitignore` and `.ignore` files.
+//!
+//! Matching is the `ignore` crate's `gitignore` module (BurntSushi's, what
+//! ripgrep uses): negation, anchoring, directory-only patterns, the last
+//! matching line of a file winning. This module only decides *which* files
+//! apply and in which order, as ripgrep does:
+//!
+//! - each directory's files apply to the paths below it, a deeper directory's
+//!   before a shallower one's (the first that matches decides);
+//! - any `.ignore` match, at any level, comes before any `.gitignore` match;
+//! - the rules apply in every root, git repository or not (the guest cannot
+//!   see `.git`, and a root is often a folder inside a repository).
+//!
+//! Not read: anything above the root (it is outside the root), `.git/info/
+//! exclude` and git's global excludes file. Ignore files are read through
+//! the host's filesystem like any other file, so a denied one is missing and
+//! an unreadable one is counted, never fatal. A symlinked ignore file is not
+//! followed, as git does not follow one. A path is never matched against its
+//! parents here: the walk does not descend an ignored directory, which is
+//! also what makes git's "a file inside an excluded directory cannot be
+//! re-included" hold.
+
+use std::path::Path;
+use std::rc::Rc;
+
+use ignore::Match;
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use wasip2::filesystem::types::{
+    Descriptor, DescriptorFlags, DescriptorType, ErrorCode, OpenFlags, PathFlags,
+};
+
+use crate::sys;
+
+/// The ignore files, in the order they are read in each directory. The
+/// first is the one that takes precedence.
+pub const FILE_NAMES: [&str; 2] = [".ignore", ".gitignore"];
+
+/// Largest ignore file read; a larger one is counted as unreadable (a real
+/// one is a few KiB).
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
+
+/// What one directory's ignore files say, and what its ancestors' say.
+/// Shared (`Rc`) by every directory below it that has no ignore file of its
+/// own.
+pub struct Rules {
+    /// The directory, root-relative with a trailing `/`; empty for the root.
+    dir: String,
+    /// Its `.ignore` and `.gitignore`, each empty when absent.
+    ignore: Gitignore,
+    gitignore: Gitignore,
+    parent: Option<Rc<Rules>>,
+}
+
+impl Rules {
+    /// Whether `rel` (root-relative) is ignored by the levels of the chain
+    /// whose directory holds it. `is_dir`: whether it is a directory (a symlink is not).
+    pub fn is_ignored(chain: Option<&Rc<Rules>>, rel: &str, is_dir: bool) -> bool {
+        let matched = |pick: fn(&Rules) -> &Gitignore| {
+            let mut level = chain;
+            while let Some(rules) = level {
+                // A level whose directory does not hold `rel` says nothing
+                // of it (the walk never asks, but the chain must not lie).
+                let Some(below) = rel.strip_prefix(rules.dir.as_str()) else {
+                    level = rules.parent.as_ref();
+                    continue;
+                };
+                match pick(rules).matched(below, is_dir) {
+                    Match::None => level = rules.parent.as_ref(),
+                    Match::Ignore(_) => return Some(true),
+                    Match::Whitelist(_) => return Some(false),
+                }
+            }
+            None
+        };
+        matched(|r| &r.ignore)
+            .or_else(|| matched(|r| &r.gitignore))
+            .unwrap_or(false)
+    }
+}
+
+/// The start of a walk is ignored, or lies in an ignored directory: it was
+/// named, so what is below it is not judged by ignore files at all (inside
+/// an ignored directory everything is ignored).
+#[derive(Debug)]
+pub struct StartIgnored;
+
+/// Reads ignore files and counts those that could not be read.
+#[derive(Default)]
+pub struct Loader {
+    /// Ignore files that exist but could not be read (unreadable, too
+    /// large, not a regular file): their rules are not applied.
+    pub unreadable: u64,
+}
+
+impl Loader {
+    /// The chain for the directory `dir_rel` (root-relative, `.` for the
+    /// root) whose entries named in `present` are ignore files, opened in
+    /// `dir`; `parent` when there is none, or none could be read.
+    pub fn for_dir(
+        &mut self,
+        dir: &Descriptor,
+        dir_rel: &str,
+        present: &[&str],
+        parent: Option<Rc<Rules>>,
+    ) -> Option<Rc<Rules>> {
+        if present.is_empty() {
+            return parent;
+        }
+        let [ignore, gitignore] = FILE_NAMES.map(|name| {
+            if present.contains(&name) {
+                self.parse(dir.open_at(
+                    PathFlags::empty(),
+                    name,
+                    OpenFlags::empty(),
+                    DescriptorFlags::READ,
+                ))
+            } else {
+                Gitignore::empty()
+            }
+        });
+        chained(dir_rel, ignore, gitignore, parent)
+    }
+
+    /// The chain of every directory from the root down to the parent of
+    /// `start_rel` (root-relative; the root is mounted at `root`): the
+    /// rules a walk starting at `start_rel` inherits. The start's own
+    /// files are among the entries the walk reads. `Err(StartIgnored)`
+    /// when the start, or a directory on the way, is itself ignored.
+    ///
+    /// A path with a `..` inherits nothing: where it lies depends on the
+    /// symlinks it crosses, which the guest cannot see (the host resolved
+    /// it), so the rules above it cannot be placed.
+    pub fn ancestors(
+        &mut self,
+        root: &Path,
+        start_rel: &str,
+    ) -> Result<Option<Rc<Rules>>, StartIgnored> {
+        if start_rel == "." || start_rel.split('/').any(|p| p == "..") {
+            return Ok(None);
+        }
+        let mut chain = None;
+        let mut dir_rel = String::from(".");
+        for part in start_rel.split('/') {
+            let dir = if dir_rel == "." {
+                root.to_path_buf()
+            } else {
+                root.join(&dir_rel)
+            };
+            let [ignore, gitignore] =
+                FILE_NAMES.map(|name| self.parse(sys::open_file(&dir.join(name), false)));
+            chain = chained(&dir_rel, ignore, gitignore, chain);
+            let child = if dir_rel == "." {
+                part.to_string()
+            } else {
+                format!("{dir_rel}/{part}")
+            };
+            if Rules::is_ignored(chain.as_ref(), &child, true) {
+                return Err(StartIgnored);
+            }
+            dir_rel = child;
+        }
+        Ok(chain)
+    }
+
+    /// The rules of one opened ignore file; empty when it is missing, or
+    /// when it cannot be read (then counted).
+    fn parse(&mut self, opened: Result<Descriptor, ErrorCode>) -> Gitignore {
+        match opened {
+            // Missing, or denied (which answers as missing); a symlink
+            // (not followed) or a directory: not an ignore file.
+            Err(ErrorCode::NoEntry | ErrorCode::Loop | ErrorCode::IsDirectory) => {
+                Gitignore::empty()
+            }
+            Ok(file) if !is_regular(&file) => Gitignore::empty(),
+            Err(_) => {
+                self.unreadable += 1;
+                Gitignore::empty()
+            }
+            Ok(file) => match read_small(&file) {
+                Some(text) => parse(&text),
+                None => {
+                    self.unreadable += 1;
+                    Gitignore::empty()
+                }
+            },
+        }
+    }
+}
+
+/// A new level on `parent`, unless both files are empty.
+fn chained(
+    dir_rel: &str,
+    ignore: Gitignore,
+    gitignore: Gitignore,
+    parent: Option<Rc<Rules>>,
+) -> Option<Rc<Rules>> {
+    if ignore.is_empty() && gitignore.is_empty() {
+        return parent;
+    }
+    let dir = if dir_rel == "." {
+        String::new()
+    } else {
+        format!("{dir_rel}/")
+    };
+    Some(Rc::new(Rules {
+        dir,
+        ignore,
+        gitignore,
+        parent,
+    }))
+}
+
+fn is_regular(file: &Descriptor) -> bool {
+    file.get_type() == Ok(DescriptorType::RegularFile)
+}
+
+/// The whole content of a file of at most [`MAX_FILE_BYTES`].
+fn read_small(file: &Descriptor) -> Option<Vec<u8>> {
+    if file.stat().ok()?.size > MAX_FILE_BYTES {
+        return None;
+    }
+    let mut content = Vec::new();
+    loop {
+        let (chunk, end) = file.read(64 * 1024, content.len() as u64).ok()?;
+        content.extend_from_slice(&chunk);
+        if content.len() as u64 > MAX_FILE_BYTES {
+            return None;
+        }
+        if end || chunk.is_empty() {
+            return Some(content);
+        }
+    }
+}
+
+/// Parses the text of an ignore file as `GitignoreBuilder::add` does
+/// (lines split at `\n`, a trailing `\r` and a leading BOM dropped, lines
+/// that are not UTF-8 or not a valid glob skipped), from bytes read here.
+/// Paths are then matched relative to the file's directory.
+pub fn parse(text: &[u8]) -> Gitignore {
+    let mut builder = GitignoreBuilder::new(".");
+    for (i, line) in text.split(|&b| b == b'\n').enumerate() {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let Ok(line) = std::str::from_utf8(line) else {
+            continue;
+        };
+        let line = if i == 0 {
+            line.trim_start_matches('\u{feff}')
+        } else {
+            line
+        };
+        // A line that is not a valid glob is skipped, as git skips it.
+        let _ = builder.add_line(None, line);
+    }
+    builder.build().unwrap_or_else(|_| Gitignore::empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A chain of (directory, .ignore, .gitignore) from the root down.
+    fn chain(levels: &[(&str, &str, &str)]) -> Option<Rc<Rules>> {
+        levels
+            .iter()
+            .fold(None, |parent, (dir, ignore, gitignore)| {
+                chained(
+                    dir,
+                    parse(ignore.as_bytes()),
+                    parse(gitignore.as_bytes()),
+                    parent,
+                )
+            })
+    }
+
+    #[test]
+    fn deeper_files_decide_first_and_ignore_beats_gitignore() {
+        let rules = chain(&[
+            (".", "", "*.log\n/build/\n"),
+            ("src", "!keep.log\n", "!*.log\n*.tmp\n"),
+        ]);
+        let ignored = |rel, is_dir| Rules::is_ignored(rules.as_ref(), rel, is_dir);
+        assert!(ignored("a.log", false));
+        assert!(!ignored("src/a.log", false), "src's negation is deeper");
+        assert!(ignored("build", true));
+        assert!(!ignored("build", false), "directory-only");
+        assert!(!ignored("src/build", true), "anchored to the root");
+        assert!(ignored("src/x.tmp", false));
+        let with_ignore = chain(&[(".", "!x.tmp\n", ""), ("src", "", "*.tmp\n")]);
+        assert!(
+            !Rules::is_ignored(with_ignore.as_ref(), "src/x.tmp", false),
+            "a .ignore anywhere comes before any .gitignore"
+        );
+    }
+
+    #[test]
+    fn parsing_follows_git() {
+        let rules = chain(&[(".", "", "\u{feff}a.txt\r\n# c\n\\#b\nc.txt   \n!\n")]);
+        let ignored = |rel| Rules::is_ignored(rules.as_ref(), rel, false);
+        assert!(ignored("a.txt"), "BOM and CR dropped");
+        assert!(ignored("#b") && ignored("c.txt"));
+        assert!(!ignored("d.txt"), "a bare ! re-includes nothing");
+        assert!(chain(&[(".", "", "# only a comment\n")]).is_none());
+        let not_utf8 = parse(b"\xff\xfe\nz.txt\n");
+        assert!(
+            not_utf8.matched("z.txt", false).is_ignore(),
+            "only the bad line skipped"
+        );
+    }
+}
