@@ -11,7 +11,10 @@
 //!
 //! Within that, [`Conns`] admits a connection while there are fewer than
 //! `max` in all and fewer than `per_client` from its address. Beyond either
-//! cap, the connection that has waited longest gives way: waiting for a
+//! cap, the connection that has waited longest gives way (beyond the total
+//! cap, the longest waiting of the address holding the most connections,
+//! so that one address's flood closes its own connections, not the
+//! kept-alive ones of other clients): waiting for a
 //! request's head since it opened, kept alive since its last answer, or
 //! receiving a request body since its head (no call has started for it
 //! yet). A client's connection that was just answered and is about to be
@@ -24,6 +27,7 @@
 //! The time limits that close the waiting ones anyway are hyper's header
 //! timeout and the body's least rate (see [`super::body`]).
 
+use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -166,7 +170,6 @@ struct Table {
     tick: u64,
     conns: HashMap<u64, Conn>,
     clients: HashMap<IpAddr, Client>,
-    yielding: Queue,
 }
 
 impl Table {
@@ -195,12 +198,26 @@ impl Table {
         let client = self.client(key);
         if let Stage::Waiting { since } = old {
             client.yielding.remove(&(since, id));
-            self.yielding.remove(&(since, id));
         }
         if let Stage::Waiting { since } = stage {
-            self.client(key).yielding.insert((since, id));
-            self.yielding.insert((since, id));
+            client.yielding.insert((since, id));
         }
+    }
+
+    /// Who gives way when the total cap is full: the longest-waiting
+    /// connection of the address holding the most connections (of those
+    /// with one that may give way; ties: the longest waiting), so that a
+    /// flood from one address closes its own connections, not other
+    /// clients' kept-alive ones.
+    fn heaviest_yielding(&self) -> Option<u64> {
+        self.clients
+            .values()
+            .filter_map(|c| {
+                let &(since, id) = c.yielding.first()?;
+                Some((c.open, Reverse(since), id))
+            })
+            .max()
+            .map(|(_, _, id)| id)
     }
 
     /// Forgets `id`; its task closes it if it is still open.
@@ -208,13 +225,10 @@ impl Table {
         let Some(conn) = self.conns.remove(&id) else {
             return;
         };
-        if let Stage::Waiting { since } = conn.stage {
-            self.yielding.remove(&(since, id));
-            if let Some(client) = self.clients.get_mut(&conn.client) {
+        if let Some(client) = self.clients.get_mut(&conn.client) {
+            if let Stage::Waiting { since } = conn.stage {
                 client.yielding.remove(&(since, id));
             }
-        }
-        if let Some(client) = self.clients.get_mut(&conn.client) {
             client.open -= 1;
             if client.open == 0 {
                 self.clients.remove(&conn.client);
@@ -259,8 +273,8 @@ impl Conns {
                 None => return Err(Refused::ClientFull(self.per_client)),
             }
         } else if table.conns.len() >= self.max {
-            match table.yielding.first().copied() {
-                Some((_, id)) => table.remove(id),
+            match table.heaviest_yielding() {
+                Some(id) => table.remove(id),
                 None => return Err(Refused::Full(self.max)),
             }
         }
@@ -466,6 +480,43 @@ mod tests {
     }
 
     #[test]
+    fn the_total_cap_takes_from_the_address_holding_the_most() {
+        let conns = Conns::new(&limits(4, 4));
+        // A legitimate client's kept-alive connection, idle the longest.
+        let legit = conns.admit(ip("10.0.0.1")).unwrap();
+        let flood: Vec<_> = (0..3)
+            .map(|_| conns.admit(ip("10.0.0.9")).unwrap())
+            .collect();
+        // Full: the flooder's own longest-waiting connection goes.
+        let _next = conns.admit(ip("10.0.0.9")).unwrap();
+        assert!(!legit.closing().is_cancelled());
+        assert!(flood[0].closing().is_cancelled());
+        assert!(!flood[1].closing().is_cancelled());
+        // A newcomer too takes from the flooder, not from the legit client.
+        let _other = conns.admit(ip("10.0.0.2")).unwrap();
+        assert!(!legit.closing().is_cancelled());
+        assert!(flood[1].closing().is_cancelled());
+        assert_eq!(conns.open(), 4);
+        // Ties (one connection each): the longest waiting goes.
+        let conns = Conns::new(&limits(2, 2));
+        let one = conns.admit(ip("10.0.0.1")).unwrap();
+        let two = conns.admit(ip("10.0.0.2")).unwrap();
+        let _three = conns.admit(ip("10.0.0.3")).unwrap();
+        assert!(one.closing().is_cancelled());
+        assert!(!two.closing().is_cancelled());
+        // An address whose connections are all answering is passed over.
+        let conns = Conns::new(&limits(3, 3));
+        let busy: Vec<_> = (0..2)
+            .map(|_| conns.admit(ip("10.0.0.9")).unwrap())
+            .collect();
+        let _answering: Vec<_> = busy.iter().map(|t| t.request(true)).collect();
+        let idle = conns.admit(ip("10.0.0.1")).unwrap();
+        let _new = conns.admit(ip("10.0.0.2")).unwrap();
+        assert!(idle.closing().is_cancelled());
+        assert!(busy.iter().all(|t| !t.closing().is_cancelled()));
+    }
+
+    #[test]
     fn closed_connections_free_their_places_once() {
         let conns = Conns::new(&limits(2, 1));
         let one = conns.admit(ip("10.0.0.1")).unwrap();
@@ -483,7 +534,6 @@ mod tests {
         drop(two);
         assert_eq!(conns.open(), 0);
         assert!(conns.table().clients.is_empty());
-        assert!(conns.table().yielding.is_empty());
     }
 
     #[test]
