@@ -711,6 +711,9 @@ const HEADER_SECS: u64 = 2;
 /// The time a connection gets, beyond the header timeout, for the server to
 /// close it: scheduling on a loaded machine, not a performance figure.
 const SLACK: Duration = Duration::from_secs(4);
+/// The slack for a lone connection (no flood): below the 5 s default
+/// header timeout, so the tests tell that the flag is honoured.
+const TIGHT_SLACK: Duration = Duration::from_millis(2500);
 /// How long a real client's request may take during a flood before the
 /// test calls it a hang.
 const SERVED_WITHIN: Duration = Duration::from_secs(15);
@@ -1027,7 +1030,7 @@ fn bodies_sent_a_byte_a_second_are_cut_and_clients_served() {
         start_limited(&config, FLOOD_NOFILE, &["--header-timeout-secs", &header]);
     assert_caps_below_limit(&banner);
     assert!(
-        banner.contains("a body at 1024 bytes/s or more once 2 s have passed"),
+        banner.contains("a body at 1024 bytes/s or more over every 2 s; a whole body within 60 s"),
         "{banner}"
     );
     let addr = server.addr;
@@ -1094,6 +1097,68 @@ fn bodies_sent_a_byte_a_second_are_cut_and_clients_served() {
     );
 }
 
+/// Reads `stream` until the server closes it, at most `limit`: what it
+/// said, and when it closed (`None`: not within `limit`).
+fn answer_and_close(
+    stream: &mut TcpStream,
+    since: Instant,
+    limit: Duration,
+) -> (String, Option<Duration>) {
+    stream
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    while since.elapsed() < limit {
+        match stream.read(&mut buf) {
+            Ok(0) => return (lossy(&answer), Some(since.elapsed())),
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => return (lossy(&answer), Some(since.elapsed())),
+        }
+    }
+    (lossy(&answer), None)
+}
+
+fn lossy(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A body sent all but its last byte at once, then held: the bytes sent
+/// buy no time beyond the window (the header timeout), so it is cut with
+/// 408 one window later, not after the minutes an average since the body
+/// began would allow (while the body sits in the server's memory).
+#[test]
+fn a_body_sent_at_once_then_held_is_cut_within_a_window() {
+    let (_env, config) = flood_fixture();
+    let header = HEADER_SECS.to_string();
+    let server = start(&config, &["--header-timeout-secs", &header]);
+    let addr = server.addr;
+    let len = 100_000;
+    let mut stream = TcpStream::connect(addr).unwrap();
+    let mut request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Type: application/json\r\nContent-Length: {len}\r\n\r\n"
+    )
+    .into_bytes();
+    request.extend(std::iter::repeat_n(b' ', len - 1));
+    stream.write_all(&request).unwrap();
+    let since = Instant::now();
+    let (answer, closed) = answer_and_close(&mut stream, since, Duration::from_secs(30));
+    let closed = closed.unwrap_or_else(|| panic!("not cut within 30 s: {answer}"));
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("--min-body-rate"), "{answer}");
+    let window = Duration::from_secs(HEADER_SECS);
+    assert!(
+        closed >= window - Duration::from_millis(500) && closed < window + TIGHT_SLACK,
+        "cut after {closed:?}"
+    );
+}
+
 /// `check --transport http` shows the limits, and says when the descriptor
 /// limit cannot give the connections what they are allowed.
 #[test]
@@ -1116,7 +1181,8 @@ fn check_shows_the_connection_limits() {
     assert!(
         stdout.contains(
             "  time limits: a request's head within 7 s of the connection or of the previous \
-             answer (so idle connections close after 7 s); no least body rate"
+             answer (so idle connections close after 7 s); no least body rate; a whole body \
+             within 60 s"
         ),
         "{stdout}"
     );

@@ -35,6 +35,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use super::body::BodyLimits;
 use crate::runtime::fs::MAX_DESCRIPTORS;
 
 /// Descriptors the server holds whatever it serves: stdin, stdout and
@@ -123,9 +124,22 @@ pub struct ConnLimits {
     /// start or the end of the previous response (so also how long a
     /// kept-alive connection may sit idle).
     pub header_timeout: Duration,
-    /// Least average rate of a request body, bytes per second, once the
-    /// header timeout has passed since it began; 0: none.
+    /// Least rate of a request body, bytes per second, over each window of
+    /// the header timeout; 0: none.
     pub min_body_rate: u64,
+    /// The most a whole request body may take.
+    pub body_timeout: Duration,
+}
+
+impl ConnLimits {
+    /// What a request body must keep up.
+    pub fn body(&self) -> BodyLimits {
+        BodyLimits {
+            rate: self.min_body_rate,
+            window: self.header_timeout,
+            whole: self.body_timeout,
+        }
+    }
 }
 
 /// Why a connection was refused.
@@ -381,6 +395,7 @@ mod tests {
             per_client,
             header_timeout: Duration::from_secs(5),
             min_body_rate: 1024,
+            body_timeout: Duration::from_secs(60),
         }
     }
 

@@ -25,7 +25,7 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::pin::pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use axum::Router;
@@ -53,7 +53,7 @@ use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 
 use crate::mcp::Server;
-use body::{Held, MinRate, TooSlow};
+use body::{Held, MinRate};
 use conns::{ConnLimits, Conns, Ticket};
 
 /// How the endpoint is served. (No `Debug`: it holds the token.)
@@ -362,37 +362,36 @@ impl Connection {
         }
     }
 
-    /// One request: its body under the least rate, the client's address
+    /// One request: its body under the least rate and the whole-body
+    /// time, the client's address
     /// for the guard, and the connection marked busy until the answer is
-    /// out. A body cut for slowness gets 408 and the connection closes.
+    /// out. A body cut for slowness or lateness gets 408 and the connection
+    /// closes.
     async fn handle(
         self: Arc<Self>,
         request: axum::http::Request<hyper::body::Incoming>,
     ) -> Result<Response<Held<Body>>, Infallible> {
         let busy = Arc::new(self.ticket.request(request.body().is_end_stream()));
-        let cut = Arc::new(AtomicBool::new(false));
-        let limits = self.limits;
+        let cut = Arc::new(OnceLock::new());
+        let limits = self.limits.body();
         let mut request = request.map(|incoming| {
             Body::new(MinRate::new(
                 incoming,
-                limits.min_body_rate,
-                limits.header_timeout,
+                limits,
                 Arc::clone(&busy),
                 Arc::clone(&cut),
             ))
         });
         request.extensions_mut().insert(ConnectInfo(self.peer));
         let response = self.app.call(request).await?;
-        let response = if cut.load(Ordering::Relaxed) {
-            let why = TooSlow(limits.min_body_rate);
-            (
+        let response = match cut.get() {
+            Some(why) => (
                 StatusCode::REQUEST_TIMEOUT,
                 [(header::CONNECTION, "close")],
-                format!("{why} (--min-body-rate)\n"),
+                format!("{why}\n"),
             )
-                .into_response()
-        } else {
-            response
+                .into_response(),
+            None => response,
         };
         Ok(response.map(|body| Held::new(body, busy)))
     }
