@@ -1030,7 +1030,10 @@ fn bodies_sent_a_byte_a_second_are_cut_and_clients_served() {
         start_limited(&config, FLOOD_NOFILE, &["--header-timeout-secs", &header]);
     assert_caps_below_limit(&banner);
     assert!(
-        banner.contains("a body at 1024 bytes/s or more over every 2 s; a whole body within 60 s"),
+        banner.contains(
+            "a body at 1024 bytes/s or more over every 2 s; a whole body within 60 s; an \
+             answer's write waits at most 30 s for the client to read"
+        ),
         "{banner}"
     );
     let addr = server.addr;
@@ -1159,6 +1162,78 @@ fn a_body_sent_at_once_then_held_is_cut_within_a_window() {
     );
 }
 
+/// A client that asks for a large result and never reads it (a tiny
+/// receive buffer): the server's write stalls, and the connection is
+/// closed once it has made no progress for the send timeout, the answer
+/// cut short; it would otherwise stay answering, never giving way, for
+/// ever. Another client is served meanwhile, under a cap of two.
+#[test]
+fn an_answer_nobody_reads_is_cut_after_the_send_timeout() {
+    let env = Env::new();
+    // 12 MiB: more than the loopback socket buffers hold (4 MiB to send).
+    let line = "x".repeat(1023) + "\n";
+    env.write("docs/big.txt", line.repeat(12 * 1024));
+    let config = env.config(
+        "audit_log = \"audit.log\"\n\
+         [[roots]]\nname = \"docs\"\npath = \"docs\"\nrole = \"reference\"\n\
+         max_read_bytes = 16777216\n",
+    );
+    let send_secs = 2;
+    let server = start(
+        &config,
+        &[
+            "--send-timeout-secs",
+            &send_secs.to_string(),
+            "--max-connections",
+            "2",
+            "--max-connections-per-client",
+            "2",
+        ],
+    );
+    let addr = server.addr;
+    let session = open_session(addr);
+
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    socket.connect(&addr.into()).unwrap();
+    let mut stalled: TcpStream = socket.into();
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "read_file", "arguments": {"root": "docs", "path": "big.txt"}}})
+    .to_string();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Type: application/json\r\nMcp-Session-Id: {session}\r\n\
+         MCP-Protocol-Version: 2025-11-25\r\nContent-Length: {}\r\n\r\n{call}",
+        call.len()
+    );
+    stalled.write_all(head.as_bytes()).unwrap();
+    let since = Instant::now();
+
+    // Served meanwhile, beside the stalled connection.
+    std::thread::sleep(Duration::from_secs(1));
+    let health = send_within(addr, "GET", "/health", &[], b"", Duration::from_secs(5));
+    assert_eq!(health.status, 200);
+
+    // Reading only once the server has had the send timeout (and time to
+    // make the result) to give up: a server that waited gives it all.
+    std::thread::sleep(Duration::from_secs(send_secs + 5).saturating_sub(since.elapsed()));
+    let (answer, closed) = answer_and_close(&mut stalled, Instant::now(), Duration::from_secs(30));
+    assert!(closed.is_some(), "the server kept the stalled connection");
+    assert!(
+        answer.starts_with("HTTP/1.1 200"),
+        "{}",
+        &answer[..answer.len().min(300)]
+    );
+    assert!(
+        answer.len() < 12 << 20,
+        "the whole answer went out ({} bytes): the write was never cut",
+        answer.len()
+    );
+    // The place is free again.
+    let health = send_within(addr, "GET", "/health", &[], b"", Duration::from_secs(5));
+    assert_eq!(health.status, 200);
+}
+
 /// `check --transport http` shows the limits, and says when the descriptor
 /// limit cannot give the connections what they are allowed.
 #[test]
@@ -1182,7 +1257,7 @@ fn check_shows_the_connection_limits() {
         stdout.contains(
             "  time limits: a request's head within 7 s of the connection or of the previous \
              answer (so idle connections close after 7 s); no least body rate; a whole body \
-             within 60 s"
+             within 60 s; an answer's write waits at most 30 s for the client to read"
         ),
         "{stdout}"
     );

@@ -165,6 +165,16 @@ struct HttpArgs {
         env = "LOOMFS_BODY_TIMEOUT_SECS"
     )]
     body_timeout_secs: u64,
+    /// Seconds a write of an answer may wait without the client reading any
+    /// of it (then the connection closes).
+    #[arg(
+        long,
+        global = true,
+        value_name = "SECONDS",
+        default_value_t = 30,
+        env = "LOOMFS_SEND_TIMEOUT_SECS"
+    )]
+    send_timeout_secs: u64,
     /// Most HTTP connections open at once [default: what the descriptor
     /// limit leaves once tool calls have their share, at most 4096].
     #[arg(long, global = true, value_name = "N", env = "LOOMFS_MAX_CONNECTIONS")]
@@ -836,6 +846,10 @@ fn http_options(
         "--body-timeout-secs must be at least 1"
     );
     anyhow::ensure!(
+        args.send_timeout_secs > 0,
+        "--send-timeout-secs must be at least 1"
+    );
+    anyhow::ensure!(
         args.max_connections != Some(0),
         "--max-connections must be at least 1"
     );
@@ -869,6 +883,7 @@ fn http_options(
             header_timeout: std::time::Duration::from_secs(args.header_timeout_secs),
             min_body_rate: args.min_body_rate,
             body_timeout: std::time::Duration::from_secs(args.body_timeout_secs),
+            send_timeout: std::time::Duration::from_secs(args.send_timeout_secs),
         },
     })
 }
@@ -891,7 +906,8 @@ fn limit_lines(limits: &ConnLimits, budget: &DescriptorBudget) -> Vec<String> {
         ),
         format!(
             "time limits: a request's head within {secs} s of the connection or of the previous \
-             answer (so idle connections close after {secs} s); {}; a whole body within {} s",
+             answer (so idle connections close after {secs} s); {}; a whole body within {} s; \
+             an answer's write waits at most {} s for the client to read",
             if limits.min_body_rate == 0 {
                 "no least body rate".to_string()
             } else {
@@ -901,6 +917,7 @@ fn limit_lines(limits: &ConnLimits, budget: &DescriptorBudget) -> Vec<String> {
                 )
             },
             limits.body_timeout.as_secs(),
+            limits.send_timeout.as_secs(),
         ),
     ]
 }

@@ -264,6 +264,7 @@ mod tests {
             header_timeout: Duration::from_secs(1),
             min_body_rate: 1,
             body_timeout: Duration::from_secs(60),
+            send_timeout: Duration::from_secs(30),
         });
         let ticket = conns.admit("127.0.0.1".parse().unwrap()).unwrap();
         Arc::new(ticket.request(false))

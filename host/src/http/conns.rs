@@ -129,6 +129,8 @@ pub struct ConnLimits {
     pub min_body_rate: u64,
     /// The most a whole request body may take.
     pub body_timeout: Duration,
+    /// The most a write of an answer may wait without progress.
+    pub send_timeout: Duration,
 }
 
 impl ConnLimits {
@@ -396,6 +398,7 @@ mod tests {
             header_timeout: Duration::from_secs(5),
             min_body_rate: 1024,
             body_timeout: Duration::from_secs(60),
+            send_timeout: Duration::from_secs(30),
         }
     }
 

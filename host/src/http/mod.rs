@@ -14,12 +14,14 @@
 //! `/health` answers `ok` without touching any root or the toolbox.
 //!
 //! Connections are served here, not by `axum::serve`, for the limits it
-//! cannot set: hyper's header timeout, the least body rate ([`body`]) and
-//! the connection caps ([`conns`]), so that clients that never finish a
-//! request cannot take the descriptors the tool calls need.
+//! cannot set: hyper's header timeout, the least body rate ([`body`]), the
+//! send timeout ([`send`]) and the connection caps ([`conns`]), so that
+//! clients that never finish a request, or never read its answer, cannot
+//! take the descriptors the tool calls need.
 
 pub mod body;
 pub mod conns;
+pub mod send;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -55,6 +57,7 @@ use tokio_util::sync::CancellationToken;
 use crate::mcp::Server;
 use body::{Held, MinRate};
 use conns::{ConnLimits, Conns, Ticket};
+use send::SendTimeout;
 
 /// How the endpoint is served. (No `Debug`: it holds the token.)
 #[derive(Clone)]
@@ -341,9 +344,11 @@ impl Connection {
         _open: tokio::sync::watch::Receiver<()>,
     ) {
         let closing = self.ticket.closing().clone();
+        let send_timeout = self.limits.send_timeout;
         let this = Arc::new(self);
         let service = hyper::service::service_fn(move |request| Arc::clone(&this).handle(request));
-        let mut conn = pin!(http.serve_connection(TokioIo::new(stream), service));
+        let io = TokioIo::new(SendTimeout::new(stream, send_timeout));
+        let mut conn = pin!(http.serve_connection(io, service));
         let mut draining = false;
         loop {
             tokio::select! {
