@@ -1234,6 +1234,72 @@ fn an_answer_nobody_reads_is_cut_after_the_send_timeout() {
     assert_eq!(health.status, 200);
 }
 
+/// Event streams (`GET /mcp`, open for as long as the client keeps them)
+/// have caps of their own, a quarter of the connection caps: beyond the
+/// client's, its oldest stream closes, so streams never hold the
+/// connections and a client always gets the stream it just asked for.
+#[test]
+fn event_streams_beyond_their_cap_close_the_oldest() {
+    let (_env, config) = fixture();
+    let (server, banner) = start_on(
+        &config,
+        "127.0.0.1:0",
+        &[
+            "--max-connections",
+            "16",
+            "--max-connections-per-client",
+            "8",
+        ],
+    );
+    assert!(
+        banner.contains("event streams (GET /mcp): at most 4, 2 per client address"),
+        "{banner}"
+    );
+    let addr = server.addr;
+    let session = open_session(addr);
+    let open_stream = || {
+        let mut stream = TcpStream::connect(addr).unwrap();
+        let head = format!(
+            "GET /mcp HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\
+             Mcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25\r\n\r\n"
+        );
+        stream.write_all(head.as_bytes()).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !lossy(&got).contains("\r\n\r\n") {
+            let n = stream.read(&mut buf).expect("a stream's head");
+            assert!(n > 0, "closed before its head: {}", lossy(&got));
+            got.extend_from_slice(&buf[..n]);
+        }
+        let got = lossy(&got);
+        assert!(got.starts_with("HTTP/1.1 200"), "{got}");
+        assert!(got.to_lowercase().contains("text/event-stream"), "{got}");
+        stream.set_nonblocking(true).unwrap();
+        stream
+    };
+    let mut first = open_stream();
+    let mut second = open_stream();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!closed_by_server(&mut first));
+    let mut third = open_stream();
+    let since = Instant::now();
+    while !closed_by_server(&mut first) {
+        assert!(
+            since.elapsed() < Duration::from_secs(5),
+            "the oldest stream was not closed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!closed_by_server(&mut second));
+    assert!(!closed_by_server(&mut third));
+    // The session is still served.
+    let list = in_session(addr, &session, 2, "tools/list", json!({}));
+    assert_eq!(list.status, 200, "{}", list.body);
+}
+
 /// `check --transport http` shows the limits, and says when the descriptor
 /// limit cannot give the connections what they are allowed.
 #[test]

@@ -880,6 +880,8 @@ fn http_options(
         conns: ConnLimits {
             max,
             per_client,
+            max_streams: conns::default_streams(max),
+            per_client_streams: conns::default_streams(per_client),
             header_timeout: std::time::Duration::from_secs(args.header_timeout_secs),
             min_body_rate: args.min_body_rate,
             body_timeout: std::time::Duration::from_secs(args.body_timeout_secs),
@@ -903,6 +905,11 @@ fn limit_lines(limits: &ConnLimits, budget: &DescriptorBudget) -> Vec<String> {
             budget.concurrent_calls,
             plural(budget.concurrent_calls as usize, "call", "calls"),
             budget.server,
+        ),
+        format!(
+            "event streams (GET /mcp): at most {}, {} per client address (beyond them, the \
+             client's oldest closes)",
+            limits.max_streams, limits.per_client_streams,
         ),
         format!(
             "time limits: a request's head within {secs} s of the connection or of the previous \

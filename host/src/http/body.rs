@@ -261,6 +261,8 @@ mod tests {
         let conns = Conns::new(&ConnLimits {
             max: 4,
             per_client: 4,
+            max_streams: 1,
+            per_client_streams: 1,
             header_timeout: Duration::from_secs(1),
             min_body_rate: 1,
             body_timeout: Duration::from_secs(60),

@@ -26,6 +26,13 @@
 //! closed at once: a client gets a slot or a fast failure, never a hang.
 //! The time limits that close the waiting ones anyway are hyper's header
 //! timeout and the body's least rate (see [`super::body`]).
+//!
+//! An event stream (`GET /mcp`) is being answered for as long as the client
+//! keeps it, and rmcp lets a session open one again and again: so streams
+//! have caps of their own, a quarter of the connection caps, beyond which
+//! the client's oldest stream closes (beyond the total, the oldest of the
+//! address holding the most). Streams thus never hold more than a quarter
+//! of the connections.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap};
@@ -113,6 +120,13 @@ pub fn default_per_client(max: usize) -> usize {
     (max / 4).max(1)
 }
 
+/// The most event streams (`GET /mcp`) for a connection cap: a quarter of
+/// it, so that streams, which are answering for as long as they are open,
+/// never hold more than that share of the connections.
+pub fn default_streams(connections: usize) -> usize {
+    (connections / 4).max(1)
+}
+
 /// The limits on the endpoint's connections.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConnLimits {
@@ -120,6 +134,9 @@ pub struct ConnLimits {
     pub max: usize,
     /// Most connections open at once from one client address.
     pub per_client: usize,
+    /// Most event streams open at once, and from one client address.
+    pub max_streams: usize,
+    pub per_client_streams: usize,
     /// How long a request's head may take to arrive, from the connection's
     /// start or the end of the previous response (so also how long a
     /// kept-alive connection may sit idle).
@@ -168,6 +185,8 @@ enum Stage {
 struct Conn {
     client: IpAddr,
     stage: Stage,
+    /// Since when it has carried an event stream, if it does.
+    stream: Option<u64>,
     close: CancellationToken,
 }
 
@@ -178,6 +197,8 @@ type Queue = BTreeSet<(u64, u64)>;
 struct Client {
     open: usize,
     yielding: Queue,
+    /// Its event streams, the oldest first.
+    streams: Queue,
 }
 
 #[derive(Default)]
@@ -186,6 +207,8 @@ struct Table {
     tick: u64,
     conns: HashMap<u64, Conn>,
     clients: HashMap<IpAddr, Client>,
+    /// Event streams open.
+    streams: usize,
 }
 
 impl Table {
@@ -198,10 +221,55 @@ impl Table {
         self.tick
     }
 
-    /// `id` starts waiting now.
+    /// `id` starts waiting now (and carries no event stream).
     fn wait(&mut self, id: u64) {
+        self.end_stream(id);
         let since = self.next_tick();
         self.set_stage(id, Stage::Waiting { since });
+    }
+
+    /// `id` carries an event stream from now on. Beyond the caps, the
+    /// oldest stream of its client's closes, or beyond the total, the
+    /// oldest of the address holding the most.
+    fn start_stream(&mut self, id: u64, max: usize, per_client: usize) {
+        let Some(key) = self.conns.get(&id).map(|c| c.client) else {
+            return;
+        };
+        let client = self.client(key);
+        let victim = if client.streams.len() >= per_client {
+            client.streams.first().map(|&(_, id)| id)
+        } else if self.streams >= max {
+            self.clients
+                .values()
+                .filter_map(|c| {
+                    let &(since, id) = c.streams.first()?;
+                    Some((c.streams.len(), Reverse(since), id))
+                })
+                .max()
+                .map(|(_, _, id)| id)
+        } else {
+            None
+        };
+        if let Some(victim) = victim {
+            self.remove(victim);
+        }
+        let since = self.next_tick();
+        if let Some(conn) = self.conns.get_mut(&id) {
+            conn.stream = Some(since);
+            self.streams += 1;
+            self.client(key).streams.insert((since, id));
+        }
+    }
+
+    fn end_stream(&mut self, id: u64) {
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return;
+        };
+        let (Some(since), key) = (conn.stream.take(), conn.client) else {
+            return;
+        };
+        self.streams -= 1;
+        self.client(key).streams.remove(&(since, id));
     }
 
     /// Moves `id` to `stage`, in and out of the queues of who may yield.
@@ -238,6 +306,7 @@ impl Table {
 
     /// Forgets `id`; its task closes it if it is still open.
     fn remove(&mut self, id: u64) {
+        self.end_stream(id);
         let Some(conn) = self.conns.remove(&id) else {
             return;
         };
@@ -259,6 +328,8 @@ pub struct Conns {
     table: Mutex<Table>,
     max: usize,
     per_client: usize,
+    max_streams: usize,
+    per_client_streams: usize,
 }
 
 impl Conns {
@@ -267,6 +338,10 @@ impl Conns {
             table: Mutex::new(Table::default()),
             max: limits.max.max(1),
             per_client: limits.per_client.clamp(1, limits.max.max(1)),
+            max_streams: limits.max_streams.max(1),
+            per_client_streams: limits
+                .per_client_streams
+                .clamp(1, limits.max_streams.max(1)),
         })
     }
 
@@ -301,6 +376,7 @@ impl Conns {
             Conn {
                 client: key,
                 stage: Stage::Answering,
+                stream: None,
                 close: close.clone(),
             },
         );
@@ -316,6 +392,11 @@ impl Conns {
     /// How many connections are open.
     pub fn open(&self) -> usize {
         self.table().conns.len()
+    }
+
+    /// How many event streams are open.
+    pub fn streams(&self) -> usize {
+        self.table().streams
     }
 }
 
@@ -378,6 +459,15 @@ impl Request {
     pub fn body_done(&self) {
         self.conns.table().set_stage(self.id, Stage::Answering);
     }
+
+    /// The answer is an event stream (`GET /mcp`), open until the request
+    /// ends: it counts against the stream caps, and beyond them the oldest
+    /// stream of the client (of the heaviest client, beyond the total)
+    /// closes.
+    pub fn streaming(&self) {
+        let (max, per_client) = (self.conns.max_streams, self.conns.per_client_streams);
+        self.conns.table().start_stream(self.id, max, per_client);
+    }
 }
 
 impl Drop for Request {
@@ -395,6 +485,8 @@ mod tests {
         ConnLimits {
             max,
             per_client,
+            max_streams: default_streams(max),
+            per_client_streams: default_streams(per_client),
             header_timeout: Duration::from_secs(5),
             min_body_rate: 1024,
             body_timeout: Duration::from_secs(60),
@@ -532,6 +624,72 @@ mod tests {
         let _new = conns.admit(ip("10.0.0.2")).unwrap();
         assert!(idle.closing().is_cancelled());
         assert!(busy.iter().all(|t| !t.closing().is_cancelled()));
+    }
+
+    #[test]
+    fn event_streams_are_capped_and_the_oldest_closes() {
+        // 16 connections, 4 per client: 4 streams, 1 per client.
+        let conns = Conns::new(&limits(16, 4));
+        let a = ip("10.0.0.1");
+        let stream = |ip| {
+            let ticket = conns.admit(ip).unwrap();
+            let request = ticket.request(true);
+            request.streaming();
+            (ticket, request)
+        };
+        let (old, _r) = stream(a);
+        let (new, _r2) = stream(a);
+        // One per client: the client's older stream closes, not the new one.
+        assert!(old.closing().is_cancelled());
+        assert!(!new.closing().is_cancelled());
+        assert_eq!(conns.streams(), 1);
+        // The total: 4 streams from 4 addresses, then a fifth address takes
+        // the place of the oldest (each address holds one).
+        let others: Vec<_> = ["10.0.0.2", "10.0.0.3", "10.0.0.4"]
+            .iter()
+            .map(|s| stream(ip(s)))
+            .collect();
+        assert_eq!(conns.streams(), 4);
+        let _fifth = stream(ip("10.0.0.5"));
+        assert!(new.closing().is_cancelled(), "the oldest stream");
+        assert!(others.iter().all(|(t, _)| !t.closing().is_cancelled()));
+        assert_eq!(conns.streams(), 4);
+        // A stream that ends frees its place and its connection waits.
+        drop(others);
+        assert_eq!(conns.streams(), 1);
+        // A streaming connection never gives way to a connection.
+        let conns = Conns::new(&limits(2, 2));
+        let s1 = conns.admit(a).unwrap();
+        let r1 = s1.request(true);
+        r1.streaming();
+        let _idle = conns.admit(a).unwrap();
+        let _third = conns.admit(a).unwrap();
+        assert!(!s1.closing().is_cancelled());
+        drop(r1);
+        assert_eq!(conns.streams(), 0);
+    }
+
+    #[test]
+    fn the_heaviest_client_gives_its_oldest_stream_beyond_the_total() {
+        // 8 streams in all, 4 per client.
+        let conns = Conns::new(&limits(32, 16));
+        let stream = |ip| {
+            let ticket = conns.admit(ip).unwrap();
+            let request = ticket.request(true);
+            request.streaming();
+            (ticket, request)
+        };
+        let legit = stream(ip("10.0.0.1"));
+        let heavy: Vec<_> = (0..4).map(|_| stream(ip("10.0.0.9"))).collect();
+        let others: Vec<_> = (0..3).map(|_| stream(ip("10.0.0.2"))).collect();
+        assert_eq!(conns.streams(), 8);
+        let _new = stream(ip("10.0.0.3"));
+        // Not the oldest of all (legit's), but the oldest of the heaviest.
+        assert!(!legit.0.closing().is_cancelled());
+        assert!(heavy[0].0.closing().is_cancelled());
+        assert!(heavy[1..].iter().all(|(t, _)| !t.closing().is_cancelled()));
+        assert!(others.iter().all(|(t, _)| !t.closing().is_cancelled()));
+        assert_eq!(conns.streams(), 8);
     }
 
     #[test]

@@ -368,15 +368,16 @@ impl Connection {
     }
 
     /// One request: its body under the least rate and the whole-body
-    /// time, the client's address
-    /// for the guard, and the connection marked busy until the answer is
-    /// out. A body cut for slowness or lateness gets 408 and the connection
-    /// closes.
+    /// time, the client's address for the guard, the connection marked
+    /// busy until the answer is out, and an event stream counted against
+    /// the stream caps. A body cut for slowness or lateness gets 408 and
+    /// the connection closes.
     async fn handle(
         self: Arc<Self>,
         request: axum::http::Request<hyper::body::Incoming>,
     ) -> Result<Response<Held<Body>>, Infallible> {
         let busy = Arc::new(self.ticket.request(request.body().is_end_stream()));
+        let standalone = request.method() == Method::GET && request.uri().path() == "/mcp";
         let cut = Arc::new(OnceLock::new());
         let limits = self.limits.body();
         let mut request = request.map(|incoming| {
@@ -398,8 +399,20 @@ impl Connection {
                 .into_response(),
             None => response,
         };
+        // Counted once rmcp has opened it, so that a request refused (no
+        // token, no session) never closes another client's stream.
+        if standalone && response.status() == StatusCode::OK && is_event_stream(&response) {
+            busy.streaming();
+        }
         Ok(response.map(|body| Held::new(body, busy)))
     }
+}
+
+fn is_event_stream<B>(response: &Response<B>) -> bool {
+    response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"text/event-stream"))
 }
 
 /// Auth, the session cap, and the client's address, before rmcp sees the
