@@ -1322,6 +1322,7 @@ fn check_shows_the_connection_limits() {
         .arg(&config)
         .args(["--transport", "http", "--header-timeout-secs", "7"])
         .args(["--max-connections", "100", "--min-body-rate", "0"])
+        .args(["--send-timeout-secs", "9", "--body-timeout-secs", "11"])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -1332,9 +1333,16 @@ fn check_shows_the_connection_limits() {
     );
     assert!(
         stdout.contains(
+            "  event streams (GET /mcp): at most 25, 6 per client address (beyond them, the \
+             client's oldest closes)"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
             "  time limits: a request's head within 7 s of the connection or of the previous \
              answer (so idle connections close after 7 s); no least body rate; a whole body \
-             within 60 s; an answer's write waits at most 30 s for the client to read"
+             within 11 s; an answer's write waits at most 9 s for the client to read"
         ),
         "{stdout}"
     );
