@@ -24,6 +24,10 @@
 //! connection whose request is being answered never gives way. Only when
 //! every connection in the way is being answered is the new one refused,
 //! closed at once: a client gets a slot or a fast failure, never a hang.
+//! A connection told to close stays counted until its task has closed it
+//! (its [`Ticket`] drops), and the new one waits for that (briefly, in the
+//! accept loop, not yet served), so the sockets open never exceed the caps;
+//! while one closes for a cap, no other is closed for that cap.
 //! The time limits that close the waiting ones anyway are hyper's header
 //! timeout and the body's least rate (see [`super::body`]).
 //!
@@ -170,6 +174,10 @@ pub enum Refused {
         "all {0} connections of this client are answering requests (--max-connections-per-client)"
     )]
     ClientFull(usize),
+    /// Not refused yet: a connection is closing to make room; try again
+    /// once a ticket drops ([`Conns::freed`]).
+    #[error("a connection is closing to make room for it")]
+    Closing,
 }
 
 /// Where a connection is.
@@ -180,6 +188,10 @@ enum Stage {
     Waiting { since: u64 },
     /// A request is being answered: never closed for another.
     Answering,
+    /// Told to close for another, and counted until its ticket drops (its
+    /// task closes the socket), so that the sockets open never exceed the
+    /// caps.
+    Closing,
 }
 
 struct Conn {
@@ -195,7 +207,9 @@ type Queue = BTreeSet<(u64, u64)>;
 
 #[derive(Default)]
 struct Client {
+    /// Its connections, closing ones included.
     open: usize,
+    closing: usize,
     yielding: Queue,
     /// Its event streams, the oldest first.
     streams: Queue,
@@ -209,6 +223,8 @@ struct Table {
     clients: HashMap<IpAddr, Client>,
     /// Event streams open.
     streams: usize,
+    /// Connections told to close whose tickets have not dropped yet.
+    closing: usize,
 }
 
 impl Table {
@@ -232,7 +248,12 @@ impl Table {
     /// oldest stream of its client's closes, or beyond the total, the
     /// oldest of the address holding the most.
     fn start_stream(&mut self, id: u64, max: usize, per_client: usize) {
-        let Some(key) = self.conns.get(&id).map(|c| c.client) else {
+        let Some(key) = self
+            .conns
+            .get(&id)
+            .filter(|c| c.stage != Stage::Closing)
+            .map(|c| c.client)
+        else {
             return;
         };
         let client = self.client(key);
@@ -251,7 +272,7 @@ impl Table {
             None
         };
         if let Some(victim) = victim {
-            self.remove(victim);
+            self.close(victim);
         }
         let since = self.next_tick();
         if let Some(conn) = self.conns.get_mut(&id) {
@@ -277,6 +298,9 @@ impl Table {
         let Some(conn) = self.conns.get_mut(&id) else {
             return;
         };
+        if conn.stage == Stage::Closing {
+            return;
+        }
         let (old, key) = (conn.stage, conn.client);
         conn.stage = stage;
         let client = self.client(key);
@@ -304,15 +328,43 @@ impl Table {
             .map(|(_, _, id)| id)
     }
 
-    /// Forgets `id`; its task closes it if it is still open.
+    /// Tells `id` to close: it stays counted, and gives way no more, until
+    /// its ticket drops.
+    fn close(&mut self, id: u64) {
+        if self
+            .conns
+            .get(&id)
+            .is_none_or(|c| c.stage == Stage::Closing)
+        {
+            return;
+        }
+        self.end_stream(id);
+        self.set_stage(id, Stage::Closing);
+        let Some(conn) = self.conns.get(&id) else {
+            return;
+        };
+        let (key, close) = (conn.client, conn.close.clone());
+        self.closing += 1;
+        self.client(key).closing += 1;
+        close.cancel();
+    }
+
+    /// Forgets `id`, once its ticket drops.
     fn remove(&mut self, id: u64) {
         self.end_stream(id);
         let Some(conn) = self.conns.remove(&id) else {
             return;
         };
+        if conn.stage == Stage::Closing {
+            self.closing -= 1;
+        }
         if let Some(client) = self.clients.get_mut(&conn.client) {
-            if let Stage::Waiting { since } = conn.stage {
-                client.yielding.remove(&(since, id));
+            match conn.stage {
+                Stage::Waiting { since } => {
+                    client.yielding.remove(&(since, id));
+                }
+                Stage::Closing => client.closing -= 1,
+                Stage::Answering => {}
             }
             client.open -= 1;
             if client.open == 0 {
@@ -326,6 +378,8 @@ impl Table {
 /// The connections of one endpoint.
 pub struct Conns {
     table: Mutex<Table>,
+    /// Told whenever a ticket drops.
+    freed: tokio::sync::Notify,
     max: usize,
     per_client: usize,
     max_streams: usize,
@@ -336,6 +390,7 @@ impl Conns {
     pub fn new(limits: &ConnLimits) -> Arc<Conns> {
         Arc::new(Conns {
             table: Mutex::new(Table::default()),
+            freed: tokio::sync::Notify::new(),
             max: limits.max.max(1),
             per_client: limits.per_client.clamp(1, limits.max.max(1)),
             max_streams: limits.max_streams.max(1),
@@ -351,23 +406,41 @@ impl Conns {
         self.table.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Admits a connection from `ip`, closing another one if a cap is
-    /// reached (see the module docs), or refuses it.
+    /// Admits a connection from `ip`, or refuses it. At a cap, another
+    /// connection is told to close (see the module docs) and this one must
+    /// wait for it ([`Refused::Closing`]: try again once [`Conns::freed`]);
+    /// while one closes for a cap, no other is closed for it.
     pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Ticket, Refused> {
         let key = client_key(ip);
         let mut table = self.table();
-        let client_full = table.clients.get(&key).map_or(0, |c| c.open) >= self.per_client;
-        if client_full {
+        let (open, closing) = table
+            .clients
+            .get(&key)
+            .map_or((0, 0), |c| (c.open, c.closing));
+        if open >= self.per_client {
+            if closing > 0 {
+                return Err(Refused::Closing);
+            }
             let oldest = table.client(key).yielding.first().copied();
-            match oldest {
-                Some((_, id)) => table.remove(id),
-                None => return Err(Refused::ClientFull(self.per_client)),
+            return match oldest {
+                Some((_, id)) => {
+                    table.close(id);
+                    Err(Refused::Closing)
+                }
+                None => Err(Refused::ClientFull(self.per_client)),
+            };
+        }
+        if table.conns.len() >= self.max {
+            if table.closing > 0 {
+                return Err(Refused::Closing);
             }
-        } else if table.conns.len() >= self.max {
-            match table.heaviest_yielding() {
-                Some(id) => table.remove(id),
-                None => return Err(Refused::Full(self.max)),
-            }
+            return match table.heaviest_yielding() {
+                Some(id) => {
+                    table.close(id);
+                    Err(Refused::Closing)
+                }
+                None => Err(Refused::Full(self.max)),
+            };
         }
         let id = table.next_tick();
         let close = CancellationToken::new();
@@ -389,7 +462,13 @@ impl Conns {
         })
     }
 
-    /// How many connections are open.
+    /// Fires when a ticket drops: a connection admitted with
+    /// [`Refused::Closing`] may try again.
+    pub fn freed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.freed.notified()
+    }
+
+    /// How many connections are open, closing ones included.
     pub fn open(&self) -> usize {
         self.table().conns.len()
     }
@@ -445,6 +524,7 @@ impl Ticket {
 impl Drop for Ticket {
     fn drop(&mut self) {
         self.conns.table().remove(self.id);
+        self.conns.freed.notify_waiters();
     }
 }
 
@@ -525,6 +605,15 @@ mod tests {
         assert_eq!(default_per_client(3), 1);
     }
 
+    /// Admits from `ip` where `victim` must make room: it is told to
+    /// close, the new one waits until its ticket drops.
+    fn make_room(conns: &Arc<Conns>, ip: IpAddr, victim: Ticket) -> Ticket {
+        assert_eq!(conns.admit(ip).err(), Some(Refused::Closing));
+        assert!(victim.closing().is_cancelled());
+        drop(victim);
+        conns.admit(ip).unwrap()
+    }
+
     #[test]
     fn a_full_client_gives_way_longest_waiting_first() {
         let conns = Conns::new(&limits(100, 3));
@@ -535,14 +624,11 @@ mod tests {
         // `first` waits for a head since it opened; `second` was answered
         // just now: `first` goes, though `second` opened after it.
         drop(second.request(true));
-        let fourth = conns.admit(a).unwrap();
-        assert!(first.closing().is_cancelled());
+        let fourth = make_room(&conns, a, first);
         assert!(!second.closing().is_cancelled());
         // `third` has waited longest now, then `second`.
-        let _fifth = conns.admit(a).unwrap();
-        assert!(third.closing().is_cancelled());
-        let _sixth = conns.admit(a).unwrap();
-        assert!(second.closing().is_cancelled());
+        let _fifth = make_room(&conns, a, third);
+        let _sixth = make_room(&conns, a, second);
         assert!(!fourth.closing().is_cancelled());
         assert_eq!(conns.open(), 3);
         // Another address is not touched by one client's cap.
@@ -560,8 +646,7 @@ mod tests {
         // `one` has been receiving its body since before `two` went idle.
         let _receiving = one.request(false);
         drop(two.request(true));
-        let three = conns.admit(a).unwrap();
-        assert!(one.closing().is_cancelled(), "receiving since longest");
+        let three = make_room(&conns, a, one);
         assert!(!two.closing().is_cancelled());
         // A body that arrives whole makes its connection answering.
         let r2 = two.request(false);
@@ -570,8 +655,7 @@ mod tests {
         assert_eq!(conns.admit(a).err(), Some(Refused::ClientFull(2)));
         // Once an answer ends, the connection waits and may give way.
         drop(r2);
-        assert!(conns.admit(a).is_ok());
-        assert!(two.closing().is_cancelled());
+        make_room(&conns, a, two);
         assert!(!three.closing().is_cancelled());
     }
 
@@ -580,8 +664,7 @@ mod tests {
         let conns = Conns::new(&limits(2, 2));
         let one = conns.admit(ip("10.0.0.1")).unwrap();
         let two = conns.admit(ip("10.0.0.2")).unwrap();
-        let three = conns.admit(ip("10.0.0.3")).unwrap();
-        assert!(one.closing().is_cancelled());
+        let three = make_room(&conns, ip("10.0.0.3"), one);
         assert_eq!(conns.open(), 2);
         let _a = two.request(true);
         let _b = three.request(true);
@@ -594,25 +677,22 @@ mod tests {
         let conns = Conns::new(&limits(4, 4));
         // A legitimate client's kept-alive connection, idle the longest.
         let legit = conns.admit(ip("10.0.0.1")).unwrap();
-        let flood: Vec<_> = (0..3)
+        let mut flood: Vec<_> = (0..3)
             .map(|_| conns.admit(ip("10.0.0.9")).unwrap())
             .collect();
         // Full: the flooder's own longest-waiting connection goes.
-        let _next = conns.admit(ip("10.0.0.9")).unwrap();
+        let _next = make_room(&conns, ip("10.0.0.9"), flood.remove(0));
         assert!(!legit.closing().is_cancelled());
-        assert!(flood[0].closing().is_cancelled());
-        assert!(!flood[1].closing().is_cancelled());
+        assert!(!flood[0].closing().is_cancelled());
         // A newcomer too takes from the flooder, not from the legit client.
-        let _other = conns.admit(ip("10.0.0.2")).unwrap();
+        let _other = make_room(&conns, ip("10.0.0.2"), flood.remove(0));
         assert!(!legit.closing().is_cancelled());
-        assert!(flood[1].closing().is_cancelled());
         assert_eq!(conns.open(), 4);
         // Ties (one connection each): the longest waiting goes.
         let conns = Conns::new(&limits(2, 2));
         let one = conns.admit(ip("10.0.0.1")).unwrap();
         let two = conns.admit(ip("10.0.0.2")).unwrap();
-        let _three = conns.admit(ip("10.0.0.3")).unwrap();
-        assert!(one.closing().is_cancelled());
+        let _three = make_room(&conns, ip("10.0.0.3"), one);
         assert!(!two.closing().is_cancelled());
         // An address whose connections are all answering is passed over.
         let conns = Conns::new(&limits(3, 3));
@@ -621,8 +701,7 @@ mod tests {
             .collect();
         let _answering: Vec<_> = busy.iter().map(|t| t.request(true)).collect();
         let idle = conns.admit(ip("10.0.0.1")).unwrap();
-        let _new = conns.admit(ip("10.0.0.2")).unwrap();
-        assert!(idle.closing().is_cancelled());
+        let _new = make_room(&conns, ip("10.0.0.2"), idle);
         assert!(busy.iter().all(|t| !t.closing().is_cancelled()));
     }
 
@@ -662,8 +741,8 @@ mod tests {
         let s1 = conns.admit(a).unwrap();
         let r1 = s1.request(true);
         r1.streaming();
-        let _idle = conns.admit(a).unwrap();
-        let _third = conns.admit(a).unwrap();
+        let idle = conns.admit(a).unwrap();
+        let _third = make_room(&conns, a, idle);
         assert!(!s1.closing().is_cancelled());
         drop(r1);
         assert_eq!(conns.streams(), 0);
@@ -693,36 +772,53 @@ mod tests {
     }
 
     #[test]
-    fn closed_connections_free_their_places_once() {
+    fn a_closing_connection_stays_counted_and_no_other_closes_for_it() {
         let conns = Conns::new(&limits(2, 1));
-        let one = conns.admit(ip("10.0.0.1")).unwrap();
-        let two = conns.admit(ip("10.0.0.1")).unwrap();
+        let a = ip("10.0.0.1");
+        let one = conns.admit(a).unwrap();
+        assert_eq!(conns.admit(a).err(), Some(Refused::Closing));
         assert!(one.closing().is_cancelled());
-        // The evicted one's ticket goes later: it must not free `two`'s place.
-        drop(one);
+        // Counted until its ticket drops; asking again closes nothing more.
         assert_eq!(conns.open(), 1);
+        assert_eq!(conns.admit(a).err(), Some(Refused::Closing));
+        // Its request ending does not make it wait (and give way) again.
+        drop(one.request(true));
+        drop(one);
+        assert_eq!(conns.open(), 0);
+        let two = conns.admit(a).unwrap();
         let answering = two.request(true);
-        assert_eq!(
-            conns.admit(ip("10.0.0.1")).err(),
-            Some(Refused::ClientFull(1))
-        );
+        assert_eq!(conns.admit(a).err(), Some(Refused::ClientFull(1)));
         drop(answering);
         drop(two);
         assert_eq!(conns.open(), 0);
         assert!(conns.table().clients.is_empty());
+        assert_eq!(conns.table().closing, 0);
+
+        // The total cap: one closing for it, the next newcomer waits too,
+        // and no other connection is closed on its account.
+        let conns = Conns::new(&limits(2, 2));
+        let one = conns.admit(ip("10.0.0.1")).unwrap();
+        let two = conns.admit(ip("10.0.0.2")).unwrap();
+        assert_eq!(conns.admit(ip("10.0.0.3")).err(), Some(Refused::Closing));
+        assert_eq!(conns.admit(ip("10.0.0.4")).err(), Some(Refused::Closing));
+        assert!(one.closing().is_cancelled());
+        assert!(!two.closing().is_cancelled());
+        assert_eq!(conns.open(), 2);
+        drop(one);
+        let _four = conns.admit(ip("10.0.0.4")).unwrap();
+        assert_eq!(conns.open(), 2);
     }
 
     #[test]
     fn ipv6_clients_count_by_their_64_prefix() {
         let conns = Conns::new(&limits(10, 1));
         let one = conns.admit(ip("2001:db8::1")).unwrap();
-        let two = conns.admit(ip("2001:db8::ffff:2")).unwrap();
-        assert!(one.closing().is_cancelled(), "same /64");
+        // Same /64.
+        let two = make_room(&conns, ip("2001:db8::ffff:2"), one);
         let _three = conns.admit(ip("2001:db8:0:1::1")).unwrap();
         assert!(!two.closing().is_cancelled(), "another /64");
         // An IPv4-mapped address is the IPv4 client.
         let four = conns.admit(ip("192.0.2.1")).unwrap();
-        let _five = conns.admit(ip("::ffff:192.0.2.1")).unwrap();
-        assert!(four.closing().is_cancelled());
+        let _five = make_room(&conns, ip("::ffff:192.0.2.1"), four);
     }
 }

@@ -288,7 +288,7 @@ async fn accept(
                 }
             },
         };
-        match conns.admit(peer.ip()) {
+        match admit(&conns, peer).await {
             Ok(ticket) => {
                 let connection = Connection {
                     ticket: Arc::new(ticket),
@@ -306,6 +306,28 @@ async fn accept(
     drop(open);
     all_closed.closed().await;
     Ok(())
+}
+
+/// Admits a connection from `peer`, waiting (at most a second: the accept
+/// loop waits meanwhile, new connections stay in the listen queue, out of
+/// the descriptor table) while another closes to make room for it.
+async fn admit(conns: &Arc<Conns>, peer: SocketAddr) -> Result<Ticket, conns::Refused> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+    loop {
+        let freed = conns.freed();
+        let mut freed = pin!(freed);
+        // Registered before the attempt, so a ticket dropped in between
+        // is not missed.
+        freed.as_mut().enable();
+        match conns.admit(peer.ip()) {
+            Err(conns::Refused::Closing) => {
+                if tokio::time::timeout_at(deadline, freed).await.is_err() {
+                    return Err(conns::Refused::Closing);
+                }
+            }
+            admitted => return admitted,
+        }
+    }
 }
 
 /// Out of descriptors (or memory) for a new connection: connections
