@@ -711,6 +711,9 @@ const HEADER_SECS: u64 = 2;
 /// The time a connection gets, beyond the header timeout, for the server to
 /// close it: scheduling on a loaded machine, not a performance figure.
 const SLACK: Duration = Duration::from_secs(4);
+/// The slack for a lone connection (no flood): below the 5 s default
+/// header timeout, so the tests tell that the flag is honoured.
+const TIGHT_SLACK: Duration = Duration::from_millis(2500);
 /// How long a real client's request may take during a flood before the
 /// test calls it a hang.
 const SERVED_WITHIN: Duration = Duration::from_secs(15);
@@ -980,14 +983,25 @@ fn half_open_requests_beyond_the_descriptor_limit_are_closed_and_clients_served(
         ("a half-open head", half),
         ("an idle kept-alive connection", idle),
     ];
+    // Closed by the timeout given, not the 5 s default: no earlier than it,
+    // and before the default would.
+    let header_timeout = Duration::from_secs(HEADER_SECS);
     while !open.is_empty() {
         std::thread::sleep(Duration::from_millis(100));
         open.retain_mut(|(what, stream)| {
             assert!(
-                since.elapsed() < Duration::from_secs(HEADER_SECS) + SLACK,
+                since.elapsed() < header_timeout + TIGHT_SLACK,
                 "{what} was not closed by the header timeout"
             );
-            !closed_by_server(stream)
+            if !closed_by_server(stream) {
+                return true;
+            }
+            let at = since.elapsed();
+            assert!(
+                at >= header_timeout - Duration::from_millis(500),
+                "{what} was closed after {at:?}, before the header timeout"
+            );
+            false
         });
     }
 
@@ -1027,7 +1041,10 @@ fn bodies_sent_a_byte_a_second_are_cut_and_clients_served() {
         start_limited(&config, FLOOD_NOFILE, &["--header-timeout-secs", &header]);
     assert_caps_below_limit(&banner);
     assert!(
-        banner.contains("a body at 1024 bytes/s or more once 2 s have passed"),
+        banner.contains(
+            "a body at 1024 bytes/s or more over every 2 s; a whole body within 60 s; an \
+             answer's write waits at most 30 s for the client to read"
+        ),
         "{banner}"
     );
     let addr = server.addr;
@@ -1094,6 +1111,206 @@ fn bodies_sent_a_byte_a_second_are_cut_and_clients_served() {
     );
 }
 
+/// Reads `stream` until the server closes it, at most `limit`: what it
+/// said, and when it closed (`None`: not within `limit`).
+fn answer_and_close(
+    stream: &mut TcpStream,
+    since: Instant,
+    limit: Duration,
+) -> (String, Option<Duration>) {
+    stream
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    while since.elapsed() < limit {
+        match stream.read(&mut buf) {
+            Ok(0) => return (lossy(&answer), Some(since.elapsed())),
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => return (lossy(&answer), Some(since.elapsed())),
+        }
+    }
+    (lossy(&answer), None)
+}
+
+fn lossy(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A body sent all but its last byte at once, then held: the bytes sent
+/// buy no time beyond the window (the header timeout), so it is cut with
+/// 408 one window later, not after the minutes an average since the body
+/// began would allow (while the body sits in the server's memory).
+#[test]
+fn a_body_sent_at_once_then_held_is_cut_within_a_window() {
+    let (_env, config) = flood_fixture();
+    let header = HEADER_SECS.to_string();
+    let server = start(&config, &["--header-timeout-secs", &header]);
+    let addr = server.addr;
+    let len = 100_000;
+    let mut stream = TcpStream::connect(addr).unwrap();
+    let mut request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Type: application/json\r\nContent-Length: {len}\r\n\r\n"
+    )
+    .into_bytes();
+    request.extend(std::iter::repeat_n(b' ', len - 1));
+    stream.write_all(&request).unwrap();
+    let since = Instant::now();
+    let (answer, closed) = answer_and_close(&mut stream, since, Duration::from_secs(30));
+    let closed = closed.unwrap_or_else(|| panic!("not cut within 30 s: {answer}"));
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("--min-body-rate"), "{answer}");
+    let window = Duration::from_secs(HEADER_SECS);
+    assert!(
+        closed >= window - Duration::from_millis(500) && closed < window + TIGHT_SLACK,
+        "cut after {closed:?}"
+    );
+}
+
+/// A client that asks for a large result and never reads it (a tiny
+/// receive buffer): the server's write stalls, and the connection is
+/// closed once it has made no progress for the send timeout, the answer
+/// cut short; it would otherwise stay answering, never giving way, for
+/// ever. Another client is served meanwhile, under a cap of two.
+#[test]
+fn an_answer_nobody_reads_is_cut_after_the_send_timeout() {
+    let env = Env::new();
+    // 12 MiB: more than the loopback socket buffers hold (4 MiB to send).
+    let line = "x".repeat(1023) + "\n";
+    env.write("docs/big.txt", line.repeat(12 * 1024));
+    let config = env.config(
+        "audit_log = \"audit.log\"\n\
+         [[roots]]\nname = \"docs\"\npath = \"docs\"\nrole = \"reference\"\n\
+         max_read_bytes = 16777216\n",
+    );
+    let send_secs = 2;
+    let server = start(
+        &config,
+        &[
+            "--send-timeout-secs",
+            &send_secs.to_string(),
+            "--max-connections",
+            "2",
+            "--max-connections-per-client",
+            "2",
+        ],
+    );
+    let addr = server.addr;
+    let session = open_session(addr);
+
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    socket.connect(&addr.into()).unwrap();
+    let mut stalled: TcpStream = socket.into();
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "read_file", "arguments": {"root": "docs", "path": "big.txt"}}})
+    .to_string();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Type: application/json\r\nMcp-Session-Id: {session}\r\n\
+         MCP-Protocol-Version: 2025-11-25\r\nContent-Length: {}\r\n\r\n{call}",
+        call.len()
+    );
+    stalled.write_all(head.as_bytes()).unwrap();
+    let since = Instant::now();
+
+    // Served meanwhile, beside the stalled connection.
+    std::thread::sleep(Duration::from_secs(1));
+    let health = send_within(addr, "GET", "/health", &[], b"", Duration::from_secs(5));
+    assert_eq!(health.status, 200);
+
+    // Reading only once the server has had the send timeout (and time to
+    // make the result) to give up: a server that waited gives it all.
+    std::thread::sleep(Duration::from_secs(send_secs + 5).saturating_sub(since.elapsed()));
+    let (answer, closed) = answer_and_close(&mut stalled, Instant::now(), Duration::from_secs(30));
+    assert!(closed.is_some(), "the server kept the stalled connection");
+    assert!(
+        answer.starts_with("HTTP/1.1 200"),
+        "{}",
+        &answer[..answer.len().min(300)]
+    );
+    assert!(
+        answer.len() < 12 << 20,
+        "the whole answer went out ({} bytes): the write was never cut",
+        answer.len()
+    );
+    // The place is free again.
+    let health = send_within(addr, "GET", "/health", &[], b"", Duration::from_secs(5));
+    assert_eq!(health.status, 200);
+}
+
+/// Event streams (`GET /mcp`, open for as long as the client keeps them)
+/// have caps of their own, a quarter of the connection caps: beyond the
+/// client's, its oldest stream closes, so streams never hold the
+/// connections and a client always gets the stream it just asked for.
+#[test]
+fn event_streams_beyond_their_cap_close_the_oldest() {
+    let (_env, config) = fixture();
+    let (server, banner) = start_on(
+        &config,
+        "127.0.0.1:0",
+        &[
+            "--max-connections",
+            "16",
+            "--max-connections-per-client",
+            "8",
+        ],
+    );
+    assert!(
+        banner.contains("event streams (GET /mcp): at most 4, 2 per client address"),
+        "{banner}"
+    );
+    let addr = server.addr;
+    let session = open_session(addr);
+    let open_stream = || {
+        let mut stream = TcpStream::connect(addr).unwrap();
+        let head = format!(
+            "GET /mcp HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\
+             Mcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25\r\n\r\n"
+        );
+        stream.write_all(head.as_bytes()).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !lossy(&got).contains("\r\n\r\n") {
+            let n = stream.read(&mut buf).expect("a stream's head");
+            assert!(n > 0, "closed before its head: {}", lossy(&got));
+            got.extend_from_slice(&buf[..n]);
+        }
+        let got = lossy(&got);
+        assert!(got.starts_with("HTTP/1.1 200"), "{got}");
+        assert!(got.to_lowercase().contains("text/event-stream"), "{got}");
+        stream.set_nonblocking(true).unwrap();
+        stream
+    };
+    let mut first = open_stream();
+    let mut second = open_stream();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!closed_by_server(&mut first));
+    let mut third = open_stream();
+    let since = Instant::now();
+    while !closed_by_server(&mut first) {
+        assert!(
+            since.elapsed() < Duration::from_secs(5),
+            "the oldest stream was not closed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!closed_by_server(&mut second));
+    assert!(!closed_by_server(&mut third));
+    // The session is still served.
+    let list = in_session(addr, &session, 2, "tools/list", json!({}));
+    assert_eq!(list.status, 200, "{}", list.body);
+}
+
 /// `check --transport http` shows the limits, and says when the descriptor
 /// limit cannot give the connections what they are allowed.
 #[test]
@@ -1105,6 +1322,7 @@ fn check_shows_the_connection_limits() {
         .arg(&config)
         .args(["--transport", "http", "--header-timeout-secs", "7"])
         .args(["--max-connections", "100", "--min-body-rate", "0"])
+        .args(["--send-timeout-secs", "9", "--body-timeout-secs", "11"])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -1115,8 +1333,16 @@ fn check_shows_the_connection_limits() {
     );
     assert!(
         stdout.contains(
+            "  event streams (GET /mcp): at most 25, 6 per client address (beyond them, the \
+             client's oldest closes)"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
             "  time limits: a request's head within 7 s of the connection or of the previous \
-             answer (so idle connections close after 7 s); no least body rate"
+             answer (so idle connections close after 7 s); no least body rate; a whole body \
+             within 11 s; an answer's write waits at most 9 s for the client to read"
         ),
         "{stdout}"
     );

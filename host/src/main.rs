@@ -144,9 +144,9 @@ struct HttpArgs {
         env = "LOOMFS_HEADER_TIMEOUT_SECS"
     )]
     header_timeout_secs: u64,
-    /// Least average rate of a request body once the header timeout has
-    /// passed since it began, in bytes per second (slower: 408, closed); 0
-    /// for none.
+    /// Least rate of a request body, in bytes per second: every window of
+    /// --header-timeout-secs must bring the rate × the window (slower: 408,
+    /// closed); 0 for none.
     #[arg(
         long,
         global = true,
@@ -155,6 +155,26 @@ struct HttpArgs {
         env = "LOOMFS_MIN_BODY_RATE"
     )]
     min_body_rate: u64,
+    /// Seconds a whole request body may take to arrive, however fast it
+    /// goes (later: 408, closed).
+    #[arg(
+        long,
+        global = true,
+        value_name = "SECONDS",
+        default_value_t = 60,
+        env = "LOOMFS_BODY_TIMEOUT_SECS"
+    )]
+    body_timeout_secs: u64,
+    /// Seconds a write of an answer may wait without the client reading any
+    /// of it (then the connection closes).
+    #[arg(
+        long,
+        global = true,
+        value_name = "SECONDS",
+        default_value_t = 30,
+        env = "LOOMFS_SEND_TIMEOUT_SECS"
+    )]
+    send_timeout_secs: u64,
     /// Most HTTP connections open at once [default: what the descriptor
     /// limit leaves once tool calls have their share, at most 4096].
     #[arg(long, global = true, value_name = "N", env = "LOOMFS_MAX_CONNECTIONS")]
@@ -822,6 +842,14 @@ fn http_options(
         "--header-timeout-secs must be at least 1"
     );
     anyhow::ensure!(
+        args.body_timeout_secs > 0,
+        "--body-timeout-secs must be at least 1"
+    );
+    anyhow::ensure!(
+        args.send_timeout_secs > 0,
+        "--send-timeout-secs must be at least 1"
+    );
+    anyhow::ensure!(
         args.max_connections != Some(0),
         "--max-connections must be at least 1"
     );
@@ -852,8 +880,12 @@ fn http_options(
         conns: ConnLimits {
             max,
             per_client,
+            max_streams: conns::default_streams(max),
+            per_client_streams: conns::default_streams(per_client),
             header_timeout: std::time::Duration::from_secs(args.header_timeout_secs),
             min_body_rate: args.min_body_rate,
+            body_timeout: std::time::Duration::from_secs(args.body_timeout_secs),
+            send_timeout: std::time::Duration::from_secs(args.send_timeout_secs),
         },
     })
 }
@@ -875,16 +907,24 @@ fn limit_lines(limits: &ConnLimits, budget: &DescriptorBudget) -> Vec<String> {
             budget.server,
         ),
         format!(
+            "event streams (GET /mcp): at most {}, {} per client address (beyond them, the \
+             client's oldest closes)",
+            limits.max_streams, limits.per_client_streams,
+        ),
+        format!(
             "time limits: a request's head within {secs} s of the connection or of the previous \
-             answer (so idle connections close after {secs} s); {}",
+             answer (so idle connections close after {secs} s); {}; a whole body within {} s; \
+             an answer's write waits at most {} s for the client to read",
             if limits.min_body_rate == 0 {
                 "no least body rate".to_string()
             } else {
                 format!(
-                    "a body at {} bytes/s or more once {secs} s have passed",
+                    "a body at {} bytes/s or more over every {secs} s",
                     limits.min_body_rate
                 )
-            }
+            },
+            limits.body_timeout.as_secs(),
+            limits.send_timeout.as_secs(),
         ),
     ]
 }

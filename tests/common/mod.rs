@@ -43,7 +43,7 @@ pub fn command() -> std::process::Command {
 
 /// The environment counterparts of the command-line flags: a test's server
 /// sees only the flags the test gives it.
-pub const FLAG_VARS: [&str; 16] = [
+pub const FLAG_VARS: [&str; 18] = [
     "LOOMFS_CONFIG",
     "LOOMFS_READ_ONLY",
     "LOOMFS_ALLOW_ROOT",
@@ -58,6 +58,8 @@ pub const FLAG_VARS: [&str; 16] = [
     "LOOMFS_SESSION_IDLE_SECS",
     "LOOMFS_HEADER_TIMEOUT_SECS",
     "LOOMFS_MIN_BODY_RATE",
+    "LOOMFS_BODY_TIMEOUT_SECS",
+    "LOOMFS_SEND_TIMEOUT_SECS",
     "LOOMFS_MAX_CONNECTIONS",
     "LOOMFS_MAX_CONNECTIONS_PER_CLIENT",
 ];

@@ -11,7 +11,10 @@
 //!
 //! Within that, [`Conns`] admits a connection while there are fewer than
 //! `max` in all and fewer than `per_client` from its address. Beyond either
-//! cap, the connection that has waited longest gives way: waiting for a
+//! cap, the connection that has waited longest gives way (beyond the total
+//! cap, the longest waiting of the address holding the most connections,
+//! so that one address's flood closes its own connections, not the
+//! kept-alive ones of other clients): waiting for a
 //! request's head since it opened, kept alive since its last answer, or
 //! receiving a request body since its head (no call has started for it
 //! yet). A client's connection that was just answered and is about to be
@@ -21,9 +24,21 @@
 //! connection whose request is being answered never gives way. Only when
 //! every connection in the way is being answered is the new one refused,
 //! closed at once: a client gets a slot or a fast failure, never a hang.
+//! A connection told to close stays counted until its task has closed it
+//! (its [`Ticket`] drops), and the new one waits for that (briefly, in the
+//! accept loop, not yet served), so the sockets open never exceed the caps;
+//! while one closes for a cap, no other is closed for that cap.
 //! The time limits that close the waiting ones anyway are hyper's header
 //! timeout and the body's least rate (see [`super::body`]).
+//!
+//! An event stream (`GET /mcp`) is being answered for as long as the client
+//! keeps it, and rmcp lets a session open one again and again: so streams
+//! have caps of their own, a quarter of the connection caps, beyond which
+//! the client's oldest stream closes (beyond the total, the oldest of the
+//! address holding the most). Streams thus never hold more than a quarter
+//! of the connections.
 
+use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -31,6 +46,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use super::body::BodyLimits;
 use crate::runtime::fs::MAX_DESCRIPTORS;
 
 /// Descriptors the server holds whatever it serves: stdin, stdout and
@@ -108,6 +124,13 @@ pub fn default_per_client(max: usize) -> usize {
     (max / 4).max(1)
 }
 
+/// The most event streams (`GET /mcp`) for a connection cap: a quarter of
+/// it, so that streams, which are answering for as long as they are open,
+/// never hold more than that share of the connections.
+pub fn default_streams(connections: usize) -> usize {
+    (connections / 4).max(1)
+}
+
 /// The limits on the endpoint's connections.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConnLimits {
@@ -115,13 +138,31 @@ pub struct ConnLimits {
     pub max: usize,
     /// Most connections open at once from one client address.
     pub per_client: usize,
+    /// Most event streams open at once, and from one client address.
+    pub max_streams: usize,
+    pub per_client_streams: usize,
     /// How long a request's head may take to arrive, from the connection's
     /// start or the end of the previous response (so also how long a
     /// kept-alive connection may sit idle).
     pub header_timeout: Duration,
-    /// Least average rate of a request body, bytes per second, once the
-    /// header timeout has passed since it began; 0: none.
+    /// Least rate of a request body, bytes per second, over each window of
+    /// the header timeout; 0: none.
     pub min_body_rate: u64,
+    /// The most a whole request body may take.
+    pub body_timeout: Duration,
+    /// The most a write of an answer may wait without progress.
+    pub send_timeout: Duration,
+}
+
+impl ConnLimits {
+    /// What a request body must keep up.
+    pub fn body(&self) -> BodyLimits {
+        BodyLimits {
+            rate: self.min_body_rate,
+            window: self.header_timeout,
+            whole: self.body_timeout,
+        }
+    }
 }
 
 /// Why a connection was refused.
@@ -133,6 +174,10 @@ pub enum Refused {
         "all {0} connections of this client are answering requests (--max-connections-per-client)"
     )]
     ClientFull(usize),
+    /// Not refused yet: a connection is closing to make room; try again
+    /// once a ticket drops ([`Conns::freed`]).
+    #[error("a connection is closing to make room for it")]
+    Closing,
 }
 
 /// Where a connection is.
@@ -143,11 +188,17 @@ enum Stage {
     Waiting { since: u64 },
     /// A request is being answered: never closed for another.
     Answering,
+    /// Told to close for another, and counted until its ticket drops (its
+    /// task closes the socket), so that the sockets open never exceed the
+    /// caps.
+    Closing,
 }
 
 struct Conn {
     client: IpAddr,
     stage: Stage,
+    /// Since when it has carried an event stream, if it does.
+    stream: Option<u64>,
     close: CancellationToken,
 }
 
@@ -156,8 +207,12 @@ type Queue = BTreeSet<(u64, u64)>;
 
 #[derive(Default)]
 struct Client {
+    /// Its connections, closing ones included.
     open: usize,
+    closing: usize,
     yielding: Queue,
+    /// Its event streams, the oldest first.
+    streams: Queue,
 }
 
 #[derive(Default)]
@@ -166,7 +221,10 @@ struct Table {
     tick: u64,
     conns: HashMap<u64, Conn>,
     clients: HashMap<IpAddr, Client>,
-    yielding: Queue,
+    /// Event streams open.
+    streams: usize,
+    /// Connections told to close whose tickets have not dropped yet.
+    closing: usize,
 }
 
 impl Table {
@@ -179,10 +237,60 @@ impl Table {
         self.tick
     }
 
-    /// `id` starts waiting now.
+    /// `id` starts waiting now (and carries no event stream).
     fn wait(&mut self, id: u64) {
+        self.end_stream(id);
         let since = self.next_tick();
         self.set_stage(id, Stage::Waiting { since });
+    }
+
+    /// `id` carries an event stream from now on. Beyond the caps, the
+    /// oldest stream of its client's closes, or beyond the total, the
+    /// oldest of the address holding the most.
+    fn start_stream(&mut self, id: u64, max: usize, per_client: usize) {
+        let Some(key) = self
+            .conns
+            .get(&id)
+            .filter(|c| c.stage != Stage::Closing)
+            .map(|c| c.client)
+        else {
+            return;
+        };
+        let client = self.client(key);
+        let victim = if client.streams.len() >= per_client {
+            client.streams.first().map(|&(_, id)| id)
+        } else if self.streams >= max {
+            self.clients
+                .values()
+                .filter_map(|c| {
+                    let &(since, id) = c.streams.first()?;
+                    Some((c.streams.len(), Reverse(since), id))
+                })
+                .max()
+                .map(|(_, _, id)| id)
+        } else {
+            None
+        };
+        if let Some(victim) = victim {
+            self.close(victim);
+        }
+        let since = self.next_tick();
+        if let Some(conn) = self.conns.get_mut(&id) {
+            conn.stream = Some(since);
+            self.streams += 1;
+            self.client(key).streams.insert((since, id));
+        }
+    }
+
+    fn end_stream(&mut self, id: u64) {
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return;
+        };
+        let (Some(since), key) = (conn.stream.take(), conn.client) else {
+            return;
+        };
+        self.streams -= 1;
+        self.client(key).streams.remove(&(since, id));
     }
 
     /// Moves `id` to `stage`, in and out of the queues of who may yield.
@@ -190,31 +298,74 @@ impl Table {
         let Some(conn) = self.conns.get_mut(&id) else {
             return;
         };
+        if conn.stage == Stage::Closing {
+            return;
+        }
         let (old, key) = (conn.stage, conn.client);
         conn.stage = stage;
         let client = self.client(key);
         if let Stage::Waiting { since } = old {
             client.yielding.remove(&(since, id));
-            self.yielding.remove(&(since, id));
         }
         if let Stage::Waiting { since } = stage {
-            self.client(key).yielding.insert((since, id));
-            self.yielding.insert((since, id));
+            client.yielding.insert((since, id));
         }
     }
 
-    /// Forgets `id`; its task closes it if it is still open.
+    /// Who gives way when the total cap is full: the longest-waiting
+    /// connection of the address holding the most connections (of those
+    /// with one that may give way; ties: the longest waiting), so that a
+    /// flood from one address closes its own connections, not other
+    /// clients' kept-alive ones.
+    fn heaviest_yielding(&self) -> Option<u64> {
+        self.clients
+            .values()
+            .filter_map(|c| {
+                let &(since, id) = c.yielding.first()?;
+                Some((c.open, Reverse(since), id))
+            })
+            .max()
+            .map(|(_, _, id)| id)
+    }
+
+    /// Tells `id` to close: it stays counted, and gives way no more, until
+    /// its ticket drops.
+    fn close(&mut self, id: u64) {
+        if self
+            .conns
+            .get(&id)
+            .is_none_or(|c| c.stage == Stage::Closing)
+        {
+            return;
+        }
+        self.end_stream(id);
+        self.set_stage(id, Stage::Closing);
+        let Some(conn) = self.conns.get(&id) else {
+            return;
+        };
+        let (key, close) = (conn.client, conn.close.clone());
+        self.closing += 1;
+        self.client(key).closing += 1;
+        close.cancel();
+    }
+
+    /// Forgets `id`, once its ticket drops.
     fn remove(&mut self, id: u64) {
+        self.end_stream(id);
         let Some(conn) = self.conns.remove(&id) else {
             return;
         };
-        if let Stage::Waiting { since } = conn.stage {
-            self.yielding.remove(&(since, id));
-            if let Some(client) = self.clients.get_mut(&conn.client) {
-                client.yielding.remove(&(since, id));
-            }
+        if conn.stage == Stage::Closing {
+            self.closing -= 1;
         }
         if let Some(client) = self.clients.get_mut(&conn.client) {
+            match conn.stage {
+                Stage::Waiting { since } => {
+                    client.yielding.remove(&(since, id));
+                }
+                Stage::Closing => client.closing -= 1,
+                Stage::Answering => {}
+            }
             client.open -= 1;
             if client.open == 0 {
                 self.clients.remove(&conn.client);
@@ -227,16 +378,25 @@ impl Table {
 /// The connections of one endpoint.
 pub struct Conns {
     table: Mutex<Table>,
+    /// Told whenever a ticket drops.
+    freed: tokio::sync::Notify,
     max: usize,
     per_client: usize,
+    max_streams: usize,
+    per_client_streams: usize,
 }
 
 impl Conns {
     pub fn new(limits: &ConnLimits) -> Arc<Conns> {
         Arc::new(Conns {
             table: Mutex::new(Table::default()),
+            freed: tokio::sync::Notify::new(),
             max: limits.max.max(1),
             per_client: limits.per_client.clamp(1, limits.max.max(1)),
+            max_streams: limits.max_streams.max(1),
+            per_client_streams: limits
+                .per_client_streams
+                .clamp(1, limits.max_streams.max(1)),
         })
     }
 
@@ -246,23 +406,41 @@ impl Conns {
         self.table.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Admits a connection from `ip`, closing another one if a cap is
-    /// reached (see the module docs), or refuses it.
+    /// Admits a connection from `ip`, or refuses it. At a cap, another
+    /// connection is told to close (see the module docs) and this one must
+    /// wait for it ([`Refused::Closing`]: try again once [`Conns::freed`]);
+    /// while one closes for a cap, no other is closed for it.
     pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Ticket, Refused> {
         let key = client_key(ip);
         let mut table = self.table();
-        let client_full = table.clients.get(&key).map_or(0, |c| c.open) >= self.per_client;
-        if client_full {
+        let (open, closing) = table
+            .clients
+            .get(&key)
+            .map_or((0, 0), |c| (c.open, c.closing));
+        if open >= self.per_client {
+            if closing > 0 {
+                return Err(Refused::Closing);
+            }
             let oldest = table.client(key).yielding.first().copied();
-            match oldest {
-                Some((_, id)) => table.remove(id),
-                None => return Err(Refused::ClientFull(self.per_client)),
+            return match oldest {
+                Some((_, id)) => {
+                    table.close(id);
+                    Err(Refused::Closing)
+                }
+                None => Err(Refused::ClientFull(self.per_client)),
+            };
+        }
+        if table.conns.len() >= self.max {
+            if table.closing > 0 {
+                return Err(Refused::Closing);
             }
-        } else if table.conns.len() >= self.max {
-            match table.yielding.first().copied() {
-                Some((_, id)) => table.remove(id),
-                None => return Err(Refused::Full(self.max)),
-            }
+            return match table.heaviest_yielding() {
+                Some(id) => {
+                    table.close(id);
+                    Err(Refused::Closing)
+                }
+                None => Err(Refused::Full(self.max)),
+            };
         }
         let id = table.next_tick();
         let close = CancellationToken::new();
@@ -271,6 +449,7 @@ impl Conns {
             Conn {
                 client: key,
                 stage: Stage::Answering,
+                stream: None,
                 close: close.clone(),
             },
         );
@@ -283,9 +462,20 @@ impl Conns {
         })
     }
 
-    /// How many connections are open.
+    /// Fires when a ticket drops: a connection admitted with
+    /// [`Refused::Closing`] may try again.
+    pub fn freed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.freed.notified()
+    }
+
+    /// How many connections are open, closing ones included.
     pub fn open(&self) -> usize {
         self.table().conns.len()
+    }
+
+    /// How many event streams are open.
+    pub fn streams(&self) -> usize {
+        self.table().streams
     }
 }
 
@@ -334,6 +524,7 @@ impl Ticket {
 impl Drop for Ticket {
     fn drop(&mut self) {
         self.conns.table().remove(self.id);
+        self.conns.freed.notify_waiters();
     }
 }
 
@@ -347,6 +538,15 @@ impl Request {
     /// The whole body has arrived: from now on the connection is answering.
     pub fn body_done(&self) {
         self.conns.table().set_stage(self.id, Stage::Answering);
+    }
+
+    /// The answer is an event stream (`GET /mcp`), open until the request
+    /// ends: it counts against the stream caps, and beyond them the oldest
+    /// stream of the client (of the heaviest client, beyond the total)
+    /// closes.
+    pub fn streaming(&self) {
+        let (max, per_client) = (self.conns.max_streams, self.conns.per_client_streams);
+        self.conns.table().start_stream(self.id, max, per_client);
     }
 }
 
@@ -365,8 +565,12 @@ mod tests {
         ConnLimits {
             max,
             per_client,
+            max_streams: default_streams(max),
+            per_client_streams: default_streams(per_client),
             header_timeout: Duration::from_secs(5),
             min_body_rate: 1024,
+            body_timeout: Duration::from_secs(60),
+            send_timeout: Duration::from_secs(30),
         }
     }
 
@@ -401,6 +605,15 @@ mod tests {
         assert_eq!(default_per_client(3), 1);
     }
 
+    /// Admits from `ip` where `victim` must make room: it is told to
+    /// close, the new one waits until its ticket drops.
+    fn make_room(conns: &Arc<Conns>, ip: IpAddr, victim: Ticket) -> Ticket {
+        assert_eq!(conns.admit(ip).err(), Some(Refused::Closing));
+        assert!(victim.closing().is_cancelled());
+        drop(victim);
+        conns.admit(ip).unwrap()
+    }
+
     #[test]
     fn a_full_client_gives_way_longest_waiting_first() {
         let conns = Conns::new(&limits(100, 3));
@@ -411,14 +624,11 @@ mod tests {
         // `first` waits for a head since it opened; `second` was answered
         // just now: `first` goes, though `second` opened after it.
         drop(second.request(true));
-        let fourth = conns.admit(a).unwrap();
-        assert!(first.closing().is_cancelled());
+        let fourth = make_room(&conns, a, first);
         assert!(!second.closing().is_cancelled());
         // `third` has waited longest now, then `second`.
-        let _fifth = conns.admit(a).unwrap();
-        assert!(third.closing().is_cancelled());
-        let _sixth = conns.admit(a).unwrap();
-        assert!(second.closing().is_cancelled());
+        let _fifth = make_room(&conns, a, third);
+        let _sixth = make_room(&conns, a, second);
         assert!(!fourth.closing().is_cancelled());
         assert_eq!(conns.open(), 3);
         // Another address is not touched by one client's cap.
@@ -436,8 +646,7 @@ mod tests {
         // `one` has been receiving its body since before `two` went idle.
         let _receiving = one.request(false);
         drop(two.request(true));
-        let three = conns.admit(a).unwrap();
-        assert!(one.closing().is_cancelled(), "receiving since longest");
+        let three = make_room(&conns, a, one);
         assert!(!two.closing().is_cancelled());
         // A body that arrives whole makes its connection answering.
         let r2 = two.request(false);
@@ -446,8 +655,7 @@ mod tests {
         assert_eq!(conns.admit(a).err(), Some(Refused::ClientFull(2)));
         // Once an answer ends, the connection waits and may give way.
         drop(r2);
-        assert!(conns.admit(a).is_ok());
-        assert!(two.closing().is_cancelled());
+        make_room(&conns, a, two);
         assert!(!three.closing().is_cancelled());
     }
 
@@ -456,8 +664,7 @@ mod tests {
         let conns = Conns::new(&limits(2, 2));
         let one = conns.admit(ip("10.0.0.1")).unwrap();
         let two = conns.admit(ip("10.0.0.2")).unwrap();
-        let three = conns.admit(ip("10.0.0.3")).unwrap();
-        assert!(one.closing().is_cancelled());
+        let three = make_room(&conns, ip("10.0.0.3"), one);
         assert_eq!(conns.open(), 2);
         let _a = two.request(true);
         let _b = three.request(true);
@@ -466,37 +673,152 @@ mod tests {
     }
 
     #[test]
-    fn closed_connections_free_their_places_once() {
-        let conns = Conns::new(&limits(2, 1));
+    fn the_total_cap_takes_from_the_address_holding_the_most() {
+        let conns = Conns::new(&limits(4, 4));
+        // A legitimate client's kept-alive connection, idle the longest.
+        let legit = conns.admit(ip("10.0.0.1")).unwrap();
+        let mut flood: Vec<_> = (0..3)
+            .map(|_| conns.admit(ip("10.0.0.9")).unwrap())
+            .collect();
+        // Full: the flooder's own longest-waiting connection goes.
+        let _next = make_room(&conns, ip("10.0.0.9"), flood.remove(0));
+        assert!(!legit.closing().is_cancelled());
+        assert!(!flood[0].closing().is_cancelled());
+        // A newcomer too takes from the flooder, not from the legit client.
+        let _other = make_room(&conns, ip("10.0.0.2"), flood.remove(0));
+        assert!(!legit.closing().is_cancelled());
+        assert_eq!(conns.open(), 4);
+        // Ties (one connection each): the longest waiting goes.
+        let conns = Conns::new(&limits(2, 2));
         let one = conns.admit(ip("10.0.0.1")).unwrap();
-        let two = conns.admit(ip("10.0.0.1")).unwrap();
+        let two = conns.admit(ip("10.0.0.2")).unwrap();
+        let _three = make_room(&conns, ip("10.0.0.3"), one);
+        assert!(!two.closing().is_cancelled());
+        // An address whose connections are all answering is passed over.
+        let conns = Conns::new(&limits(3, 3));
+        let busy: Vec<_> = (0..2)
+            .map(|_| conns.admit(ip("10.0.0.9")).unwrap())
+            .collect();
+        let _answering: Vec<_> = busy.iter().map(|t| t.request(true)).collect();
+        let idle = conns.admit(ip("10.0.0.1")).unwrap();
+        let _new = make_room(&conns, ip("10.0.0.2"), idle);
+        assert!(busy.iter().all(|t| !t.closing().is_cancelled()));
+    }
+
+    #[test]
+    fn event_streams_are_capped_and_the_oldest_closes() {
+        // 16 connections, 4 per client: 4 streams, 1 per client.
+        let conns = Conns::new(&limits(16, 4));
+        let a = ip("10.0.0.1");
+        let stream = |ip| {
+            let ticket = conns.admit(ip).unwrap();
+            let request = ticket.request(true);
+            request.streaming();
+            (ticket, request)
+        };
+        let (old, _r) = stream(a);
+        let (new, _r2) = stream(a);
+        // One per client: the client's older stream closes, not the new one.
+        assert!(old.closing().is_cancelled());
+        assert!(!new.closing().is_cancelled());
+        assert_eq!(conns.streams(), 1);
+        // The total: 4 streams from 4 addresses, then a fifth address takes
+        // the place of the oldest (each address holds one).
+        let others: Vec<_> = ["10.0.0.2", "10.0.0.3", "10.0.0.4"]
+            .iter()
+            .map(|s| stream(ip(s)))
+            .collect();
+        assert_eq!(conns.streams(), 4);
+        let _fifth = stream(ip("10.0.0.5"));
+        assert!(new.closing().is_cancelled(), "the oldest stream");
+        assert!(others.iter().all(|(t, _)| !t.closing().is_cancelled()));
+        assert_eq!(conns.streams(), 4);
+        // A stream that ends frees its place and its connection waits.
+        drop(others);
+        assert_eq!(conns.streams(), 1);
+        // A streaming connection never gives way to a connection.
+        let conns = Conns::new(&limits(2, 2));
+        let s1 = conns.admit(a).unwrap();
+        let r1 = s1.request(true);
+        r1.streaming();
+        let idle = conns.admit(a).unwrap();
+        let _third = make_room(&conns, a, idle);
+        assert!(!s1.closing().is_cancelled());
+        drop(r1);
+        assert_eq!(conns.streams(), 0);
+    }
+
+    #[test]
+    fn the_heaviest_client_gives_its_oldest_stream_beyond_the_total() {
+        // 8 streams in all, 4 per client.
+        let conns = Conns::new(&limits(32, 16));
+        let stream = |ip| {
+            let ticket = conns.admit(ip).unwrap();
+            let request = ticket.request(true);
+            request.streaming();
+            (ticket, request)
+        };
+        let legit = stream(ip("10.0.0.1"));
+        let heavy: Vec<_> = (0..4).map(|_| stream(ip("10.0.0.9"))).collect();
+        let others: Vec<_> = (0..3).map(|_| stream(ip("10.0.0.2"))).collect();
+        assert_eq!(conns.streams(), 8);
+        let _new = stream(ip("10.0.0.3"));
+        // Not the oldest of all (legit's), but the oldest of the heaviest.
+        assert!(!legit.0.closing().is_cancelled());
+        assert!(heavy[0].0.closing().is_cancelled());
+        assert!(heavy[1..].iter().all(|(t, _)| !t.closing().is_cancelled()));
+        assert!(others.iter().all(|(t, _)| !t.closing().is_cancelled()));
+        assert_eq!(conns.streams(), 8);
+    }
+
+    #[test]
+    fn a_closing_connection_stays_counted_and_no_other_closes_for_it() {
+        let conns = Conns::new(&limits(2, 1));
+        let a = ip("10.0.0.1");
+        let one = conns.admit(a).unwrap();
+        assert_eq!(conns.admit(a).err(), Some(Refused::Closing));
         assert!(one.closing().is_cancelled());
-        // The evicted one's ticket goes later: it must not free `two`'s place.
-        drop(one);
+        // Counted until its ticket drops; asking again closes nothing more.
         assert_eq!(conns.open(), 1);
+        assert_eq!(conns.admit(a).err(), Some(Refused::Closing));
+        // Its request ending does not make it wait (and give way) again.
+        drop(one.request(true));
+        drop(one);
+        assert_eq!(conns.open(), 0);
+        let two = conns.admit(a).unwrap();
         let answering = two.request(true);
-        assert_eq!(
-            conns.admit(ip("10.0.0.1")).err(),
-            Some(Refused::ClientFull(1))
-        );
+        assert_eq!(conns.admit(a).err(), Some(Refused::ClientFull(1)));
         drop(answering);
         drop(two);
         assert_eq!(conns.open(), 0);
         assert!(conns.table().clients.is_empty());
-        assert!(conns.table().yielding.is_empty());
+        assert_eq!(conns.table().closing, 0);
+
+        // The total cap: one closing for it, the next newcomer waits too,
+        // and no other connection is closed on its account.
+        let conns = Conns::new(&limits(2, 2));
+        let one = conns.admit(ip("10.0.0.1")).unwrap();
+        let two = conns.admit(ip("10.0.0.2")).unwrap();
+        assert_eq!(conns.admit(ip("10.0.0.3")).err(), Some(Refused::Closing));
+        assert_eq!(conns.admit(ip("10.0.0.4")).err(), Some(Refused::Closing));
+        assert!(one.closing().is_cancelled());
+        assert!(!two.closing().is_cancelled());
+        assert_eq!(conns.open(), 2);
+        drop(one);
+        let _four = conns.admit(ip("10.0.0.4")).unwrap();
+        assert_eq!(conns.open(), 2);
     }
 
     #[test]
     fn ipv6_clients_count_by_their_64_prefix() {
         let conns = Conns::new(&limits(10, 1));
         let one = conns.admit(ip("2001:db8::1")).unwrap();
-        let two = conns.admit(ip("2001:db8::ffff:2")).unwrap();
-        assert!(one.closing().is_cancelled(), "same /64");
+        // Same /64.
+        let two = make_room(&conns, ip("2001:db8::ffff:2"), one);
         let _three = conns.admit(ip("2001:db8:0:1::1")).unwrap();
         assert!(!two.closing().is_cancelled(), "another /64");
         // An IPv4-mapped address is the IPv4 client.
         let four = conns.admit(ip("192.0.2.1")).unwrap();
-        let _five = conns.admit(ip("::ffff:192.0.2.1")).unwrap();
-        assert!(four.closing().is_cancelled());
+        let _five = make_room(&conns, ip("::ffff:192.0.2.1"), four);
     }
 }

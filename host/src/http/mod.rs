@@ -14,18 +14,20 @@
 //! `/health` answers `ok` without touching any root or the toolbox.
 //!
 //! Connections are served here, not by `axum::serve`, for the limits it
-//! cannot set: hyper's header timeout, the least body rate ([`body`]) and
-//! the connection caps ([`conns`]), so that clients that never finish a
-//! request cannot take the descriptors the tool calls need.
+//! cannot set: hyper's header timeout, the least body rate ([`body`]), the
+//! send timeout ([`send`]) and the connection caps ([`conns`]), so that
+//! clients that never finish a request, or never read its answer, cannot
+//! take the descriptors the tool calls need.
 
 pub mod body;
 pub mod conns;
+pub mod send;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::pin::pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use axum::Router;
@@ -53,8 +55,9 @@ use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 
 use crate::mcp::Server;
-use body::{Held, MinRate, TooSlow};
+use body::{Held, MinRate};
 use conns::{ConnLimits, Conns, Ticket};
+use send::SendTimeout;
 
 /// How the endpoint is served. (No `Debug`: it holds the token.)
 #[derive(Clone)]
@@ -285,7 +288,7 @@ async fn accept(
                 }
             },
         };
-        match conns.admit(peer.ip()) {
+        match admit(&conns, peer).await {
             Ok(ticket) => {
                 let connection = Connection {
                     ticket: Arc::new(ticket),
@@ -303,6 +306,28 @@ async fn accept(
     drop(open);
     all_closed.closed().await;
     Ok(())
+}
+
+/// Admits a connection from `peer`, waiting (at most a second: the accept
+/// loop waits meanwhile, new connections stay in the listen queue, out of
+/// the descriptor table) while another closes to make room for it.
+async fn admit(conns: &Arc<Conns>, peer: SocketAddr) -> Result<Ticket, conns::Refused> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+    loop {
+        let freed = conns.freed();
+        let mut freed = pin!(freed);
+        // Registered before the attempt, so a ticket dropped in between
+        // is not missed.
+        freed.as_mut().enable();
+        match conns.admit(peer.ip()) {
+            Err(conns::Refused::Closing) => {
+                if tokio::time::timeout_at(deadline, freed).await.is_err() {
+                    return Err(conns::Refused::Closing);
+                }
+            }
+            admitted => return admitted,
+        }
+    }
 }
 
 /// Out of descriptors (or memory) for a new connection: connections
@@ -341,9 +366,11 @@ impl Connection {
         _open: tokio::sync::watch::Receiver<()>,
     ) {
         let closing = self.ticket.closing().clone();
+        let send_timeout = self.limits.send_timeout;
         let this = Arc::new(self);
         let service = hyper::service::service_fn(move |request| Arc::clone(&this).handle(request));
-        let mut conn = pin!(http.serve_connection(TokioIo::new(stream), service));
+        let io = TokioIo::new(SendTimeout::new(stream, send_timeout));
+        let mut conn = pin!(http.serve_connection(io, service));
         let mut draining = false;
         loop {
             tokio::select! {
@@ -362,40 +389,52 @@ impl Connection {
         }
     }
 
-    /// One request: its body under the least rate, the client's address
-    /// for the guard, and the connection marked busy until the answer is
-    /// out. A body cut for slowness gets 408 and the connection closes.
+    /// One request: its body under the least rate and the whole-body
+    /// time, the client's address for the guard, the connection marked
+    /// busy until the answer is out, and an event stream counted against
+    /// the stream caps. A body cut for slowness or lateness gets 408 and
+    /// the connection closes.
     async fn handle(
         self: Arc<Self>,
         request: axum::http::Request<hyper::body::Incoming>,
     ) -> Result<Response<Held<Body>>, Infallible> {
         let busy = Arc::new(self.ticket.request(request.body().is_end_stream()));
-        let cut = Arc::new(AtomicBool::new(false));
-        let limits = self.limits;
+        let standalone = request.method() == Method::GET && request.uri().path() == "/mcp";
+        let cut = Arc::new(OnceLock::new());
+        let limits = self.limits.body();
         let mut request = request.map(|incoming| {
             Body::new(MinRate::new(
                 incoming,
-                limits.min_body_rate,
-                limits.header_timeout,
+                limits,
                 Arc::clone(&busy),
                 Arc::clone(&cut),
             ))
         });
         request.extensions_mut().insert(ConnectInfo(self.peer));
         let response = self.app.call(request).await?;
-        let response = if cut.load(Ordering::Relaxed) {
-            let why = TooSlow(limits.min_body_rate);
-            (
+        let response = match cut.get() {
+            Some(why) => (
                 StatusCode::REQUEST_TIMEOUT,
                 [(header::CONNECTION, "close")],
-                format!("{why} (--min-body-rate)\n"),
+                format!("{why}\n"),
             )
-                .into_response()
-        } else {
-            response
+                .into_response(),
+            None => response,
         };
+        // Counted once rmcp has opened it, so that a request refused (no
+        // token, no session) never closes another client's stream.
+        if standalone && response.status() == StatusCode::OK && is_event_stream(&response) {
+            busy.streaming();
+        }
         Ok(response.map(|body| Held::new(body, busy)))
     }
+}
+
+fn is_event_stream<B>(response: &Response<B>) -> bool {
+    response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"text/event-stream"))
 }
 
 /// Auth, the session cap, and the client's address, before rmcp sees the
