@@ -938,6 +938,33 @@ fn served_while_flooding(addr: SocketAddr, started: &AtomicUsize) {
     eprintln!("a real client served {rounds} times during the flood");
 }
 
+/// Once the flood is under way, a real client is served while it goes on;
+/// then it is stopped, and every one of its connections must have peaked
+/// above the server's descriptor limit and been closed in time.
+fn served_until_the_flood_ends(
+    addr: SocketAddr,
+    started: &AtomicUsize,
+    stop: &AtomicBool,
+    flooding: std::thread::JoinHandle<Flooded>,
+) {
+    wait_for_flood(started, FLOOD);
+    served_while_flooding(addr, started);
+    stop.store(true, Ordering::Relaxed);
+    let flooded = flooding.join().unwrap();
+    eprintln!(
+        "the flood opened {} connections, {} at most at once",
+        flooded.opened, flooded.peak
+    );
+    assert!(flooded.peak as u64 > FLOOD_NOFILE);
+    assert!(
+        flooded.late.is_empty(),
+        "{} of {} not closed in time: {:?}",
+        flooded.late.len(),
+        flooded.opened,
+        &flooded.late[..flooded.late.len().min(5)]
+    );
+}
+
 /// The descriptor limit applied and announced: the caps leave the calls'
 /// reserve free.
 fn assert_caps_below_limit(banner: &str) -> (usize, usize) {
@@ -1008,22 +1035,7 @@ fn half_open_requests_beyond_the_descriptor_limit_are_closed_and_clients_served(
     let stop = Arc::new(AtomicBool::new(false));
     let started = Arc::new(AtomicUsize::new(0));
     let flooding = flood(addr, begin, None, Arc::clone(&stop), Arc::clone(&started));
-    wait_for_flood(&started, FLOOD);
-    served_while_flooding(addr, &started);
-    stop.store(true, Ordering::Relaxed);
-    let flooded = flooding.join().unwrap();
-    eprintln!(
-        "the flood opened {} connections, {} at most at once",
-        flooded.opened, flooded.peak
-    );
-    assert!(flooded.peak as u64 > FLOOD_NOFILE);
-    assert!(
-        flooded.late.is_empty(),
-        "{} of {} not closed in time: {:?}",
-        flooded.late.len(),
-        flooded.opened,
-        &flooded.late[..flooded.late.len().min(5)]
-    );
+    served_until_the_flood_ends(addr, &started, &stop, flooding);
     // And the server is well, with a fresh connection.
     let health = send_within(addr, "GET", "/health", &[], b"", SERVED_WITHIN);
     assert_eq!(health.status, 200);
@@ -1093,22 +1105,7 @@ fn bodies_sent_a_byte_a_second_are_cut_and_clients_served() {
         Arc::clone(&stop),
         Arc::clone(&started),
     );
-    wait_for_flood(&started, FLOOD);
-    served_while_flooding(addr, &started);
-    stop.store(true, Ordering::Relaxed);
-    let flooded = flooding.join().unwrap();
-    eprintln!(
-        "the flood opened {} connections, {} at most at once",
-        flooded.opened, flooded.peak
-    );
-    assert!(flooded.peak as u64 > FLOOD_NOFILE);
-    assert!(
-        flooded.late.is_empty(),
-        "{} of {} not closed in time: {:?}",
-        flooded.late.len(),
-        flooded.opened,
-        &flooded.late[..flooded.late.len().min(5)]
-    );
+    served_until_the_flood_ends(addr, &started, &stop, flooding);
 }
 
 /// Reads `stream` until the server closes it, at most `limit`: what it

@@ -34,7 +34,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::Value;
-use session::Session;
+use session::{Session, printed_paths};
 
 const TOKEN: &str = "LOOMFS_IGNORED_NEEDLE_51c2";
 const SEED: u64 = 0x19_1e0;
@@ -167,15 +167,7 @@ fn bench(c: &mut Criterion) {
     );
 
     // Both sides find the same things before anything is timed.
-    let prefix = format!("{}/", root.display());
-    let printed = |out: String| -> Vec<String> {
-        let mut paths: Vec<String> = out
-            .lines()
-            .map(|l| l.strip_prefix(&prefix).unwrap().to_string())
-            .collect();
-        paths.sort();
-        paths
-    };
+    let printed = |out: String| printed_paths(&out, &root);
     let mut s = Session::open(&config);
     let mut found = |request: &str| -> (Vec<String>, Value) {
         s.request(request);

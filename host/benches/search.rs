@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::Value;
-use session::Session;
+use session::{Session, printed_paths};
 
 const TOKEN: &str = "LOOMFS_NEEDLE_7f3a";
 const SEED: u64 = 0x10_0f5;
@@ -168,15 +168,7 @@ fn bench(c: &mut Criterion) {
     );
 
     // Both sides find the same things before anything is timed.
-    let prefix = format!("{}/", root.display());
-    let printed = |out: String| -> Vec<String> {
-        let mut paths: Vec<String> = out
-            .lines()
-            .map(|l| l.strip_prefix(&prefix).unwrap().to_string())
-            .collect();
-        paths.sort();
-        paths
-    };
+    let printed = |out: String| printed_paths(&out, &root);
     let mut s = Session::open(&config);
     let mut found = |request: &str| -> Vec<String> {
         s.request(request);

@@ -78,6 +78,20 @@ impl Rules {
     }
 }
 
+/// A call's `ignored` argument: what to do with entries the root's ignore
+/// files exclude.
+#[derive(serde::Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Ignored {
+    /// Searches leave them out and listings show them marked; neither
+    /// enters an ignored directory (counted either way).
+    #[default]
+    Skip,
+    /// Searched and listed inside like any other entry (listings still
+    /// mark them).
+    Include,
+}
+
 /// The start of a walk is ignored, or lies in an ignored directory: it was
 /// named, so what is below it is not judged by ignore files at all (inside
 /// an ignored directory everything is ignored).

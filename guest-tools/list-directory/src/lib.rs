@@ -14,6 +14,7 @@
 use std::cmp::Ordering;
 use std::path::Path;
 
+use loomfs_guest::ignores::Ignored;
 use loomfs_guest::walk::{self, Flow, IgnoreFiles};
 use loomfs_guest::{
     Context, Descriptor, Guest, Kind, Output, Permission, READ_ONLY, ToolError, human_bytes,
@@ -36,17 +37,6 @@ struct Args {
     depth: Option<u32>,
     #[serde(default)]
     ignored: Ignored,
-}
-
-/// Whether to list inside directories the root's ignore files exclude.
-#[derive(Deserialize, Clone, Copy, Default, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-enum Ignored {
-    /// Show them, marked, without descending.
-    #[default]
-    Skip,
-    /// Descend them like any other directory (entries still marked).
-    Include,
 }
 
 #[derive(Serialize)]

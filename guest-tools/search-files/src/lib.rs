@@ -24,6 +24,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use loomfs_guest::content::{SNIFF_BYTES, is_binary};
+use loomfs_guest::ignores::Ignored;
 use loomfs_guest::walk::{self, Flow, IgnoreFiles};
 use loomfs_guest::{
     Context, Descriptor, Guest, Kind, Output, Permission, READ_ONLY, ToolError, human_bytes,
@@ -55,17 +56,6 @@ struct Args {
     max_results: Option<u32>,
     #[serde(default)]
     ignored: Ignored,
-}
-
-/// What to do with entries the root's ignore files exclude.
-#[derive(Deserialize, Clone, Copy, Default, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-enum Ignored {
-    /// Leave them out, and ignored directories unsearched (counted).
-    #[default]
-    Skip,
-    /// Search them like any other entry.
-    Include,
 }
 
 #[derive(Serialize)]

@@ -93,3 +93,17 @@ impl Drop for Session {
         let _ = self.child.wait();
     }
 }
+
+/// The paths a reference tool (find, grep, rg) printed one a line under
+/// `root`, relative to it and sorted, to compare with the server's. (Not
+/// every bench compares with a reference tool.)
+#[allow(dead_code)]
+pub fn printed_paths(out: &str, root: &Path) -> Vec<String> {
+    let prefix = format!("{}/", root.display());
+    let mut paths: Vec<String> = out
+        .lines()
+        .map(|l| l.strip_prefix(&prefix).unwrap().to_string())
+        .collect();
+    paths.sort();
+    paths
+}
