@@ -34,7 +34,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::Value;
-use session::{Session, printed_paths};
+use session::{Session, code_text, printed_paths};
 
 const TOKEN: &str = "LOOMFS_IGNORED_NEEDLE_51c2";
 const SEED: u64 = 0x19_1e0;
@@ -42,30 +42,15 @@ const SEED: u64 = 0x19_1e0;
 const BUILD_FILES: usize = 16_384;
 const BUILD_FILE_BYTES: usize = 64 * 1024;
 
+/// Words of the generated code-like text.
+const WORDS: &[&str] = &[
+    "fn", "let", "mut", "self", "use", "pub", "impl", "match", "Some", "None", "if", "else",
+    "return", "=", "(", ")", "{", "}", ";", "value",
+];
+
 /// Text of `len` bytes made of code-like lines, with the token when asked.
 fn text(rng: &mut fastrand::Rng, len: usize, token: bool) -> String {
-    const WORDS: &[&str] = &[
-        "fn", "let", "mut", "self", "use", "pub", "impl", "match", "Some", "None", "if", "else",
-        "return", "=", "(", ")", "{", "}", ";", "value",
-    ];
-    let mut out = String::with_capacity(len + 64);
-    let at = rng.usize(0..len.max(1));
-    while out.len() < len {
-        if token && out.len() >= at && !out.contains(TOKEN) {
-            out.push_str(TOKEN);
-            out.push('\n');
-        }
-        for _ in 0..rng.usize(3..10) {
-            out.push_str(WORDS[rng.usize(..WORDS.len())]);
-            out.push(' ');
-        }
-        out.push('\n');
-    }
-    if token && !out.contains(TOKEN) {
-        out.push_str(TOKEN);
-        out.push('\n');
-    }
-    out
+    code_text(rng, len, WORDS, token.then_some(TOKEN))
 }
 
 fn write(path: &Path, content: &[u8]) {

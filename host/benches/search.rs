@@ -30,36 +30,20 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::Value;
-use session::{Session, printed_paths};
+use session::{Session, code_text, printed_paths};
 
 const TOKEN: &str = "LOOMFS_NEEDLE_7f3a";
 const SEED: u64 = 0x10_0f5;
 
+/// Words of the generated code-like text.
+const WORDS: &[&str] = &[
+    "def", "return", "self", "import", "value", "config", "for", "in", "if", "else", "items",
+    "result", "path", "name", "=", "(", ")", ":", "None", "True",
+];
+
 /// Text of `len` bytes made of code-like lines, with the token when asked.
 fn text(rng: &mut fastrand::Rng, len: usize, token: bool) -> String {
-    const WORDS: &[&str] = &[
-        "def", "return", "self", "import", "value", "config", "for", "in", "if", "else", "items",
-        "result", "path", "name", "=", "(", ")", ":", "None", "True",
-    ];
-    let mut out = String::with_capacity(len + 64);
-    let at = rng.usize(0..len.max(1));
-    while out.len() < len {
-        if token && out.len() >= at && !out.contains(TOKEN) {
-            out.push_str(TOKEN);
-            out.push('\n');
-        }
-        let words = rng.usize(3..10);
-        for _ in 0..words {
-            out.push_str(WORDS[rng.usize(..WORDS.len())]);
-            out.push(' ');
-        }
-        out.push('\n');
-    }
-    if token && !out.contains(TOKEN) {
-        out.push_str(TOKEN);
-        out.push('\n');
-    }
-    out
+    code_text(rng, len, WORDS, token.then_some(TOKEN))
 }
 
 fn write(path: &Path, content: &str) {

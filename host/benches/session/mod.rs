@@ -107,3 +107,39 @@ pub fn printed_paths(out: &str, root: &Path) -> Vec<String> {
     paths.sort();
     paths
 }
+
+/// Text of `len` bytes made of code-like lines of `words`, holding `token`
+/// once (on a line of its own, at a random place) when one is given.
+#[allow(dead_code)]
+pub fn code_text(
+    rng: &mut fastrand::Rng,
+    len: usize,
+    words: &[&str],
+    token: Option<&str>,
+) -> String {
+    let mut out = String::with_capacity(len + 64);
+    let at = rng.usize(0..len.max(1));
+    let mut placed = false;
+    while out.len() < len {
+        if let Some(token) = token
+            && !placed
+            && out.len() >= at
+        {
+            out.push_str(token);
+            out.push('\n');
+            placed = true;
+        }
+        for _ in 0..rng.usize(3..10) {
+            out.push_str(words[rng.usize(..words.len())]);
+            out.push(' ');
+        }
+        out.push('\n');
+    }
+    if let Some(token) = token
+        && !placed
+    {
+        out.push_str(token);
+        out.push('\n');
+    }
+    out
+}
