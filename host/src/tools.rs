@@ -34,7 +34,7 @@ use crate::policy::{
 };
 use crate::quota::{self, Quota};
 use crate::runtime::{
-    self, Activity, CallError, CallMount, CallRequest, GuestLimits, Runtime, ToolError,
+    self, Activity, CallError, CallMount, CallRequest, DiskError, GuestLimits, Runtime, ToolError,
 };
 use crate::slots::{SlotError, Slots};
 use crate::staging::{CallDir, Staging};
@@ -428,7 +428,7 @@ impl Toolbox {
 
     /// A staging directory in each root the call writes, for a tool that
     /// keeps history (its mounts get their paths).
-    fn stage(&self, mounts: &mut [CallMount]) -> Result<Vec<CallDir>, String> {
+    fn stage(&self, mounts: &mut [CallMount], activity: &Activity) -> Result<Vec<CallDir>, String> {
         let mut dirs = Vec::new();
         for m in mounts {
             if !Perms::up_to(m.op)
@@ -446,6 +446,10 @@ impl Toolbox {
                     tracing::warn!(root = %m.root.name, "cannot make a staging directory: {e}");
                     let why = if runtime::out_of_descriptors(&e) {
                         runtime::NO_DESCRIPTORS.to_string()
+                    } else if let Some(disk) = DiskError::of_io(&e) {
+                        // The call's result names it, and its audit line.
+                        activity.mark_disk_error(disk, &m.root.name);
+                        disk.text(&m.root.name)
                     } else {
                         e.kind().to_string()
                     };
@@ -540,7 +544,7 @@ impl Toolbox {
             let _slot = slot;
             let stamp = request.stamp.clone();
             let staged = match stamp {
-                Some(_) => this.stage(&mut request.mounts),
+                Some(_) => this.stage(&mut request.mounts, &request.activity),
                 None => Ok(Vec::new()),
             };
             let outcome = match staged {
@@ -567,9 +571,14 @@ impl Toolbox {
         };
         let out_of_quota = activity.out_of_quota();
         let out_of_descriptors = activity.out_of_descriptors();
+        // A disk error says what happened only where the call failed: a tool
+        // that met one and went another way (a copy where a link failed)
+        // still did what it says.
+        let disk = activity.disk_error().filter(|_| outcome.result.is_err());
         let stopped = match &outcome.result {
             _ if out_of_quota => Some("quota"),
             _ if out_of_descriptors => Some("descriptors"),
+            _ if disk.is_some() => Some("disk"),
             Err(CallError::Cancelled) => Some("cancelled"),
             Err(CallError::Timeout(_)) => Some("timeout"),
             Err(CallError::Memory(_)) => Some("memory"),
@@ -578,8 +587,8 @@ impl Toolbox {
             _ => None,
         };
         let built_in = self.runtime.tools()[index].is_built_in();
-        let (result, bytes) = match (outcome.result, &self.quota) {
-            (_, Some(q)) if out_of_quota => (error_result(ran_out_of_quota(q, &activity)), 0),
+        let (result, bytes) = match (outcome.result, &self.quota, &disk) {
+            (_, Some(q), _) if out_of_quota => (error_result(ran_out_of_quota(q, &activity)), 0),
             // Whatever the tool made of it: a search would have skipped a
             // directory, and its result would look complete.
             _ if out_of_descriptors => {
@@ -590,10 +599,14 @@ impl Toolbox {
                 );
                 (error_result(ran_out_of_descriptors()), 0)
             }
-            (Ok(output), _) => {
+            (_, _, Some((error, root))) => {
+                tracing::warn!(tool, root = %root, "a call met a disk error: {error:?}");
+                (error_result(disk_failed(*error, root)), 0)
+            }
+            (Ok(output), _, _) => {
                 to_result(tool, output, self.config.limits.max_output_bytes, built_in)
             }
-            (Err(e), _) => (error_result(call_error_text(tool, e, built_in)), 0),
+            (Err(e), _, _) => (error_result(call_error_text(tool, e, built_in)), 0),
         };
         for r in &resolved {
             let path = clip(r.requested());
@@ -739,6 +752,16 @@ fn ran_out_of_descriptors() -> String {
     format!(
         "{} during the call, so it could not finish; try again in a moment. {UNFINISHED}",
         runtime::NO_DESCRIPTORS
+    )
+}
+
+/// What a call that failed on a disk error answers, whatever the tool made
+/// of the error (its own text would say only that an operation failed).
+fn disk_failed(error: DiskError, root: &str) -> String {
+    format!(
+        "{}, so the call could not finish. What it was replacing is unchanged and no partial \
+         file is left: {UNFINISHED}",
+        error.text(root)
     )
 }
 

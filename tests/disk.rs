@@ -1,0 +1,214 @@
+//! End to end: a full or read-only disk under a root, on a small tmpfs the
+//! test mounts (the development machines and CI run as root). Every change
+//! that does not fit answers a sentence naming the disk error and the root,
+//! leaves the original byte for byte, and leaves no file behind, in the
+//! root, its staging area or its trash. Where mounting is not allowed the
+//! test says so on stderr and passes.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+use serde_json::json;
+
+/// A tmpfs mounted on a directory for the test's life.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    /// Mounts a tmpfs of `size` (as `mount -o size=` takes it) on `dir`,
+    /// or says on stderr why it cannot and gives `None`.
+    fn mount(dir: &Path, size: &str) -> Option<Tmpfs> {
+        std::fs::create_dir_all(dir).unwrap();
+        let out = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0755"),
+                "tmpfs",
+            ])
+            .arg(dir)
+            .output();
+        match out {
+            Ok(out) if out.status.success() => Some(Tmpfs(dir.to_path_buf())),
+            Ok(out) => {
+                eprintln!(
+                    "SKIPPED: cannot mount a tmpfs here ({}); the disk tests need root",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+                None
+            }
+            Err(e) => {
+                eprintln!("SKIPPED: cannot run mount ({e}); the disk tests need it");
+                None
+            }
+        }
+    }
+
+    fn remount(&self, opts: &str) {
+        let st = Command::new("mount")
+            .args(["-o", &format!("remount,{opts}")])
+            .arg(&self.0)
+            .status()
+            .unwrap();
+        assert!(st.success(), "remount {opts}");
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// Every regular file under `dir`, relative to it, with its content, but
+/// the root's lock file (the server's own).
+fn files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    snapshot_dir(dir)
+        .into_iter()
+        .filter(|(p, _)| p != Path::new(".mcp-trash/.locks"))
+        .filter_map(|(p, c)| c.map(|c| (p, c)))
+        .collect()
+}
+
+const BIG: usize = 1_000_000;
+
+/// A workspace root on a 2 MiB tmpfs holding `big.txt` (1,000,000 bytes,
+/// `MARKER` at its end) and `fill.bin` (600 KiB): about 450 KiB are free,
+/// so no new copy of `big.txt` fits.
+fn full_disk(head: &str) -> Option<(Env, Tmpfs, PathBuf)> {
+    let env = Env::new();
+    let tmpfs = Tmpfs::mount(&env.path("ws"), "2m")?;
+    let fs = rustix::fs::statvfs(env.path("ws")).unwrap();
+    assert_eq!(
+        fs.f_blocks * fs.f_frsize,
+        2 << 20,
+        "the root is the small tmpfs"
+    );
+    let mut big = "x".repeat(BIG - 7);
+    big.push_str("MARKER\n");
+    env.write("ws/big.txt", big)
+        .write("ws/fill.bin", vec![7u8; 600 * 1024])
+        .write("ws/small.txt", "small\n");
+    let config = env.config(&format!(
+        "audit_log = \"audit.log\"\n{head}\n[[roots]]\nname = \"ws\"\npath = \"ws\"\nrole = \"workspace\"\n"
+    ));
+    Some((env, tmpfs, config))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn changes_that_do_not_fit_name_the_full_disk_and_leave_nothing() {
+    let Some((env, _tmpfs, config)) = full_disk("") else {
+        return;
+    };
+    let before = files(&env.path("ws"));
+    let client = start(&config).await;
+    let calls = [
+        (
+            "write_file",
+            json!({"root": "ws", "path": "big.txt", "content": "y".repeat(600 * 1024)}),
+        ),
+        (
+            "write_file",
+            json!({"root": "ws", "path": "new.txt", "content": "y".repeat(600 * 1024)}),
+        ),
+        (
+            "write_file",
+            json!({"root": "ws", "path": "dir/new.txt", "content": "y".repeat(600 * 1024)}),
+        ),
+        (
+            "write_file",
+            json!({"root": "ws", "path": "big.txt", "content": "more\n", "mode": "append"}),
+        ),
+        (
+            "edit_file",
+            json!({"root": "ws", "path": "big.txt",
+                   "edits": [{"old_text": "MARKER", "new_text": "EDITED"}]}),
+        ),
+        (
+            "copy_file",
+            json!({"root": "ws", "source": "big.txt", "destination": "copy.txt"}),
+        ),
+    ];
+    for (tool, args) in calls {
+        let r = call(&client, tool, args).await;
+        assert_refused(
+            &r,
+            "no space left on the disk that holds root 'ws' (ENOSPC)",
+        );
+        let t = text(&r);
+        assert!(!t.contains("uncategorized"), "{t}");
+        assert!(t.contains("unchanged"), "{t}");
+        assert_eq!(
+            files(&env.path("ws")),
+            before,
+            "after {tool}: nothing changed"
+        );
+    }
+    // Reads still work, and so does a change that fits.
+    let r = call(
+        &client,
+        "read_file",
+        json!({"root": "ws", "path": "small.txt"}),
+    )
+    .await;
+    assert!(!is_error(&r), "{r:?}");
+    let r = call(
+        &client,
+        "write_file",
+        json!({"root": "ws", "path": "small.txt", "content": "fits\n"}),
+    )
+    .await;
+    assert!(!is_error(&r), "{r:?}");
+    client.cancel().await.unwrap();
+    let audit = audit(&env);
+    let stopped = audit
+        .iter()
+        .filter(|l| l["stopped"] == "disk" && l["path"] == "big.txt")
+        .count();
+    assert!(
+        stopped >= 3,
+        "audit lines of calls stopped by the disk: {audit:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_read_only_disk_is_named() {
+    let Some((env, tmpfs, config)) = full_disk("") else {
+        return;
+    };
+    let client = start(&config).await;
+    // A first write makes the server's staging directory; then the disk
+    // turns read-only under the running server.
+    let r = call(
+        &client,
+        "write_file",
+        json!({"root": "ws", "path": "small.txt", "content": "one\n"}),
+    )
+    .await;
+    assert!(!is_error(&r), "{r:?}");
+    tmpfs.remount("ro");
+    let before = files(&env.path("ws"));
+    for (tool, args) in [
+        (
+            "write_file",
+            json!({"root": "ws", "path": "small.txt", "content": "two\n"}),
+        ),
+        (
+            "write_file",
+            json!({"root": "ws", "path": "other.txt", "content": "two\n"}),
+        ),
+        ("delete_file", json!({"root": "ws", "path": "small.txt"})),
+    ] {
+        let r = call(&client, tool, args).await;
+        assert_refused(
+            &r,
+            "the disk that holds root 'ws' is mounted read-only (EROFS)",
+        );
+        assert_eq!(files(&env.path("ws")), before, "after {tool}");
+    }
+    tmpfs.remount("rw");
+    client.cancel().await.unwrap();
+}
