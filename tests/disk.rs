@@ -100,7 +100,7 @@ fn full_disk(head: &str) -> Option<(Env, Tmpfs, PathBuf)> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn changes_that_do_not_fit_name_the_full_disk_and_leave_nothing() {
-    let Some((env, _tmpfs, config)) = full_disk("") else {
+    let Some((env, _tmpfs, config)) = full_disk("min_free_bytes = 0") else {
         return;
     };
     let before = files(&env.path("ws"));
@@ -176,7 +176,7 @@ async fn changes_that_do_not_fit_name_the_full_disk_and_leave_nothing() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_read_only_disk_is_named() {
-    let Some((env, tmpfs, config)) = full_disk("") else {
+    let Some((env, tmpfs, config)) = full_disk("min_free_bytes = 0") else {
         return;
     };
     let client = start(&config).await;
@@ -211,4 +211,73 @@ async fn a_read_only_disk_is_named() {
     }
     tmpfs.remount("rw");
     client.cancel().await.unwrap();
+}
+
+/// A root on a 2 MiB tmpfs with a tree of three 150 KiB files, keeping
+/// 1,300,000 bytes free: about 300 KB may still be written.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_reserve_is_kept_before_and_while_a_call_writes() {
+    let env = Env::new();
+    let Some(_tmpfs) = Tmpfs::mount(&env.path("ws"), "2m") else {
+        return;
+    };
+    for i in 0..3 {
+        env.write(&format!("ws/tree/f{i}.bin"), vec![b'a' + i; 150 * 1024]);
+    }
+    let config = env.config(
+        "audit_log = \"audit.log\"\nmin_free_bytes = 1300000\n[[roots]]\nname = \"ws\"\n\
+         path = \"ws\"\nrole = \"workspace\"\n",
+    );
+    let before = files(&env.path("ws"));
+    let client = start(&config).await;
+    // Told before the call runs: its content alone breaks the reserve.
+    let r = call(
+        &client,
+        "write_file",
+        json!({"root": "ws", "path": "new.txt", "content": "y".repeat(400 * 1024)}),
+    )
+    .await;
+    assert_refused(
+        &r,
+        "refused by rule 'reserve': root 'ws' keeps min_free_bytes = 1300000",
+    );
+    assert_refused(&r, "nothing was written");
+    assert_refused(&r, "loom-fs-mcp trash purge --older-than");
+    assert_eq!(files(&env.path("ws")), before);
+    // A directory copy's size is not known before: its writes are held to
+    // the reserve one by one, and the copy never appears.
+    let r = call(
+        &client,
+        "copy_file",
+        json!({"root": "ws", "source": "tree", "destination": "tree2"}),
+    )
+    .await;
+    assert_refused(
+        &r,
+        "refused by rule 'reserve': root 'ws' keeps min_free_bytes = 1300000",
+    );
+    assert_eq!(files(&env.path("ws")), before);
+    assert!(!env.path("ws/tree2").exists());
+    // What fits above the reserve is written.
+    let r = call(
+        &client,
+        "write_file",
+        json!({"root": "ws", "path": "new.txt", "content": "y".repeat(100 * 1024)}),
+    )
+    .await;
+    assert!(!is_error(&r), "{r:?}");
+    client.cancel().await.unwrap();
+    let audit = audit(&env);
+    assert!(
+        audit
+            .iter()
+            .any(|l| l["decision"] == "deny" && l["rule"] == "reserve" && l["path"] == "new.txt"),
+        "{audit:?}"
+    );
+    assert!(
+        audit
+            .iter()
+            .any(|l| l["stopped"] == "reserve" && l["path"] == "tree2"),
+        "{audit:?}"
+    );
 }

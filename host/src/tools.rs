@@ -37,6 +37,7 @@ use crate::runtime::{
     self, Activity, CallError, CallMount, CallRequest, DiskError, GuestLimits, Runtime, ToolError,
 };
 use crate::slots::{SlotError, Slots};
+use crate::space;
 use crate::staging::{CallDir, Staging};
 use crate::trash;
 
@@ -513,6 +514,14 @@ impl Toolbox {
                 quota::retry_text(empty.retry_after)
             ));
         }
+        if let Err((root, short)) = reserve_kept(&resolved, request.arguments.len() as u64) {
+            self.audit_refused(tool, &resolved, "reserve", client);
+            return error_result(format!(
+                "{}; nothing was written. To go on, {}",
+                short.text(&root),
+                space::Short::WAY_OUT
+            ));
+        }
         let slot = match self.slots.take(&request.cancel, waits_until).await {
             Ok(slot) => slot,
             Err(e) => {
@@ -578,7 +587,7 @@ impl Toolbox {
         let stopped = match &outcome.result {
             _ if out_of_quota => Some("quota"),
             _ if out_of_descriptors => Some("descriptors"),
-            _ if disk.is_some() => Some("disk"),
+            _ if disk.is_some() => disk.as_ref().map(|(e, _)| e.rule()),
             Err(CallError::Cancelled) => Some("cancelled"),
             Err(CallError::Timeout(_)) => Some("timeout"),
             Err(CallError::Memory(_)) => Some("memory"),
@@ -667,6 +676,33 @@ struct Run<'a> {
     locked: Locked,
     /// When waiting for a slot must end (the locks took their part).
     waits_until: tokio::time::Instant,
+}
+
+/// Whether each root the call writes keeps its reserve free after what the
+/// call may write there, told before it runs: its arguments (the content of
+/// a write) and every existing file it names to read or write (a copy's
+/// source, a file an edit or append rewrites whole while its old version
+/// stays in the trash). An estimate from above: a move within a root writes
+/// nothing, yet is counted as a copy. A root's reserve is checked again
+/// write by write while the call runs (`runtime::fs`).
+fn reserve_kept(resolved: &[Resolved], arguments: u64) -> Result<(), (String, space::Short)> {
+    let files: u64 = resolved
+        .iter()
+        .filter(|r| r.op() != Permission::Delete)
+        .filter_map(|r| std::fs::symlink_metadata(r.root().path.join(r.real_rel())).ok())
+        .filter(|m| m.is_file())
+        .map(|m| m.len())
+        .sum();
+    let mut checked: Vec<&str> = Vec::new();
+    for r in resolved.iter().filter(|r| r.op() == Permission::Write) {
+        let root = r.root();
+        if checked.contains(&root.name.as_str()) {
+            continue;
+        }
+        checked.push(&root.name);
+        space::check(root, arguments.saturating_add(files)).map_err(|s| (root.name.clone(), s))?;
+    }
+    Ok(())
 }
 
 /// How many times a call resolves its paths again because what they lead
@@ -758,9 +794,13 @@ fn ran_out_of_descriptors() -> String {
 /// What a call that failed on a disk error answers, whatever the tool made
 /// of the error (its own text would say only that an operation failed).
 fn disk_failed(error: DiskError, root: &str) -> String {
+    let way_out = match error {
+        DiskError::Reserve(_) => format!("; {}", space::Short::WAY_OUT),
+        _ => String::new(),
+    };
     format!(
         "{}, so the call could not finish. What it was replacing is unchanged and no partial \
-         file is left: {UNFINISHED}",
+         file is left: {UNFINISHED}{way_out}",
         error.text(root)
     )
 }

@@ -1136,6 +1136,7 @@ mod tests {
                         deny: DenyList::new([]).unwrap(),
                         extra_deny: vec![],
                         max_read_bytes: 1 << 20,
+                        min_free_bytes: 0,
                     })
                 })
                 .collect();

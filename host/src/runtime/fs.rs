@@ -2059,7 +2059,10 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         mut buf: Vec<u8>,
         offset: fs::Filesize,
     ) -> FsResult<fs::Filesize> {
-        self.tracked(&fd, Permission::Write)?;
+        let h = self.tracked(&fd, Permission::Write)?;
+        let root = &self.guard.mounts[h.mount].root;
+        super::meter::reserve(&self.guard.activity, root, buf.len() as u64)
+            .map_err(FsError::from)?;
         let meter = Arc::clone(&self.guard.meter);
         // A short write is a write: only what the quota grants is written.
         let granted = meter

@@ -142,6 +142,7 @@ impl Meter {
 
     /// A write stream of a file in `root`: a disk error it meets (the
     /// stream's error keeps the OS's) is recorded for the call.
+    /// Each write is first held to the root's reserve (`min_free_bytes`).
     pub fn output(self: &Arc<Self>, inner: DynOutputStream, root: Arc<Root>) -> DynOutputStream {
         Box::new(MeteredOutput {
             inner,
@@ -149,6 +150,15 @@ impl Meter {
             root,
         })
     }
+}
+
+/// Holds a write of `len` bytes in `root` to its reserve: refused as a full
+/// disk (`ENOSPC`), the call marked with the reserve it would break.
+pub fn reserve(activity: &Activity, root: &Root, len: u64) -> std::io::Result<()> {
+    crate::space::check(root, len).map_err(|short| {
+        activity.mark_disk_error(DiskError::Reserve(short), &root.name);
+        std::io::Error::from_raw_os_error(rustix::io::Errno::NOSPC.raw_os_error())
+    })
 }
 
 fn failed(e: OutOfQuota) -> StreamError {
@@ -182,6 +192,14 @@ impl MeteredOutput {
             self.meter.activity.mark_disk_error(disk, &self.root.name);
         }
         result
+    }
+
+    /// Refuses a write of `len` bytes that would leave less than the
+    /// root's reserve free, as a full disk (the call's result names the
+    /// reserve).
+    fn reserve(&self, len: u64) -> StreamResult<()> {
+        reserve(&self.meter.activity, &self.root, len)
+            .map_err(|e| StreamError::LastOperationFailed(wasmtime::Error::new(e)))
     }
 }
 
@@ -267,6 +285,7 @@ impl InputStream for MeteredInput {
 impl OutputStream for MeteredOutput {
     fn write(&mut self, bytes: Bytes) -> StreamResult<()> {
         let len = bytes.len() as u64;
+        self.reserve(len)?;
         self.meter.take_all(len).map_err(failed)?;
         let written = self.inner.write(bytes);
         let written = self.noted(written);
@@ -286,6 +305,7 @@ impl OutputStream for MeteredOutput {
 
     async fn blocking_write_and_flush(&mut self, bytes: Bytes) -> StreamResult<()> {
         let len = bytes.len() as u64;
+        self.reserve(len)?;
         self.meter.take_all(len).map_err(failed)?;
         let written = self.inner.blocking_write_and_flush(bytes).await;
         let written = self.noted(written);
@@ -295,6 +315,7 @@ impl OutputStream for MeteredOutput {
 
     fn write_zeroes(&mut self, nelem: usize) -> StreamResult<()> {
         let len = nelem as u64;
+        self.reserve(len)?;
         self.meter.take_all(len).map_err(failed)?;
         let written = self.inner.write_zeroes(nelem);
         let written = self.noted(written);

@@ -79,6 +79,9 @@ pub enum DiskError {
     TooLarge,
     /// `EROFS`.
     ReadOnly,
+    /// Not an OS error: the write would have left less than the root's
+    /// reserve free (`min_free_bytes`), and the host refused it.
+    Reserve(crate::space::Short),
 }
 
 impl DiskError {
@@ -116,6 +119,15 @@ impl DiskError {
             DiskError::ReadOnly => {
                 format!("the disk that holds root '{root}' is mounted read-only (EROFS)")
             }
+            DiskError::Reserve(short) => short.text(root),
+        }
+    }
+
+    /// The audit log's name for a call this error stopped.
+    pub fn rule(self) -> &'static str {
+        match self {
+            DiskError::Reserve(_) => "reserve",
+            _ => "disk",
         }
     }
 }
