@@ -281,3 +281,88 @@ async fn the_reserve_is_kept_before_and_while_a_call_writes() {
         "{audit:?}"
     );
 }
+
+/// The audit log on a disk that fills up: the call whose line cannot be
+/// written is answered, every call after it is refused (nothing happens
+/// unrecorded), and once there is space the waiting lines are written
+/// first, in order, and calls are served again.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_audit_log_that_cannot_be_written_fails_closed_and_recovers() {
+    let env = Env::new();
+    let Some(_tmpfs) = Tmpfs::mount(&env.path("logs"), "256k") else {
+        return;
+    };
+    env.write("ws/a.txt", "hello\n");
+    let config = env.config(
+        "audit_log = \"logs/audit.log\"\nmin_free_bytes = 0\n[[roots]]\nname = \"ws\"\n\
+         path = \"ws\"\nrole = \"workspace\"\n",
+    );
+    let client = start(&config).await;
+    let read = json!({"root": "ws", "path": "a.txt"});
+    let r = call(&client, "read_file", read.clone()).await;
+    assert!(!is_error(&r), "{r:?}");
+    // Fill the log's disk.
+    {
+        use std::io::Write;
+        let mut filler = std::fs::File::create(env.path("logs/filler")).unwrap();
+        while filler.write_all(&[0u8; 4096]).is_ok() {}
+    }
+    // The log's last block still holds a few lines. Lines are written after
+    // their call: the call whose line does not fit is answered, and the
+    // next one is refused.
+    let mut answered = 0;
+    let refused = loop {
+        let r = call(&client, "read_file", read.clone()).await;
+        if is_error(&r) {
+            break r;
+        }
+        answered += 1;
+        assert!(answered < 200, "the audit log's disk never filled");
+    };
+    assert!(answered >= 1);
+    assert_refused(
+        &refused,
+        "refused by rule 'audit': the audit log cannot be written",
+    );
+    let r = call(
+        &client,
+        "write_file",
+        json!({"root": "ws", "path": "b.txt", "content": "x"}),
+    )
+    .await;
+    assert_refused(&r, "refused by rule 'audit'");
+    assert!(!env.path("ws/b.txt").exists());
+    // Space again: the waiting lines go first, and calls are served.
+    std::fs::remove_file(env.path("logs/filler")).unwrap();
+    let r = call(
+        &client,
+        "write_file",
+        json!({"root": "ws", "path": "b.txt", "content": "x"}),
+    )
+    .await;
+    assert!(!is_error(&r), "{r:?}");
+    client.cancel().await.unwrap();
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(env.path("logs/audit.log"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("no torn line"))
+        .collect();
+    let seen: Vec<(String, String)> = lines
+        .iter()
+        .map(|l| {
+            (
+                l["tool"].as_str().unwrap().to_string(),
+                l["rule"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    let expected: Vec<(String, String)> = std::iter::repeat_n(("read_file", ""), 1 + answered)
+        .chain([
+            ("read_file", "audit"),
+            ("write_file", "audit"),
+            ("write_file", ""),
+        ])
+        .map(|(t, r)| (t.to_string(), r.to_string()))
+        .collect();
+    assert_eq!(seen, expected, "{lines:?}");
+}

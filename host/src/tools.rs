@@ -269,6 +269,17 @@ impl Toolbox {
                 paths,
                 keeps_history,
             } => {
+                // Fails closed: no call is served while its line could not
+                // be written (the refusal's own line waits with the others).
+                if let Err(unwritable) = self.audit.writable() {
+                    let op = self.runtime.tools()[*index].descriptor.permission.into();
+                    self.audit.log(
+                        &Record::new(name, "", "", op)
+                            .client(control.client.as_deref())
+                            .denied("audit"),
+                    );
+                    return Ok(error_result(unwritable.to_string()));
+                }
                 // Waiting for locks and then for a slot counts against the
                 // call's deadline: together at most the tool timeout.
                 let waits_until = tokio::time::Instant::now() + self.config.limits.tool_timeout;
