@@ -366,3 +366,37 @@ async fn an_audit_log_that_cannot_be_written_fails_closed_and_recovers() {
         .collect();
     assert_eq!(seen, expected, "{lines:?}");
 }
+
+/// `check` and the start-up lines show each writable root's free space
+/// against its reserve, and warn of a disk already below it.
+#[test]
+fn check_shows_free_space_against_the_reserve() {
+    let env = Env::new();
+    env.mkdir("ws").mkdir("docs").mkdir("tight");
+    let config = env.config(
+        "[[roots]]\nname = \"ws\"\npath = \"ws\"\nrole = \"workspace\"\n\
+         [[roots]]\nname = \"docs\"\npath = \"docs\"\nrole = \"reference\"\n\
+         [[roots]]\nname = \"tight\"\npath = \"tight\"\nrole = \"workspace\"\n\
+         min_free_bytes = 1099511627776\n",
+    );
+    let (ok, out) = check(&config);
+    assert!(ok, "{out}");
+    assert!(out.contains("free space (min_free_bytes):"), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.trim_start().starts_with("ws ")
+                && l.contains("keeps 256 MiB (min_free_bytes)")),
+        "{out}"
+    );
+    // A root tools cannot change has no reserve to show.
+    assert!(
+        !out.lines()
+            .any(|l| l.trim_start().starts_with("docs ") && l.contains("free")),
+        "{out}"
+    );
+    assert!(
+        out.contains("root 'tight': its disk has")
+            && out.contains("below its min_free_bytes (1 TiB): every change there is refused"),
+        "{out}"
+    );
+}
