@@ -24,6 +24,7 @@ fn bench(c: &mut Criterion) {
         deny: DenyList::new([]).unwrap(),
         extra_deny: vec![],
         max_read_bytes: 1 << 20,
+        min_free_bytes: 0,
     });
     let mut rt = Runtime::new(Budget {
         memory_bytes: 256 << 20,

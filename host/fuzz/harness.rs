@@ -229,6 +229,7 @@ fn build() -> Fixture {
             deny: DenyList::new(extra.iter().copied()).expect("deny list"),
             extra_deny: extra.iter().map(|s| s.to_string()).collect(),
             max_read_bytes: 1 << 20,
+            min_free_bytes: 0,
         })
     };
     let roots = vec![

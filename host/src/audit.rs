@@ -13,7 +13,16 @@
 //! line would push the live file past `max_bytes`, each backup moves up one
 //! number (the oldest is dropped) and a fresh `audit.log` starts. Writers
 //! share one mutex, so lines from concurrent calls never interleave.
+//!
+//! A line that cannot be written (a full disk) is kept, with those after it,
+//! in a backlog bounded to [`BACKLOG_BYTES`] (past it, lines are counted and
+//! a line saying how many were lost is written in their place), and the log
+//! fails closed: [`Audit::writable`] tells the tool path to refuse every
+//! call until the backlog could be written, which it tries first, in order,
+//! before each call and each new line. A line is never torn: a write cut
+//! short is cut back off the file.
 
+use std::collections::VecDeque;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -155,11 +164,153 @@ enum Sink {
     /// Lines kept in memory (tests).
     #[cfg(test)]
     Memory(Vec<String>),
+    /// Lines kept in memory, every write failing while the flag is set
+    /// (tests).
+    #[cfg(test)]
+    Failing(bool, Vec<String>),
+}
+
+/// Most bytes of lines kept while the log cannot be written: 1 MiB is some
+/// thousands of lines, more than the calls that run before the log fails
+/// closed (each call in flight writes a few) and the refusals after it.
+pub const BACKLOG_BYTES: usize = 1 << 20;
+
+/// Lines not written yet, oldest first.
+#[derive(Default)]
+struct Backlog {
+    lines: VecDeque<String>,
+    bytes: usize,
+    /// Lines not kept, the backlog being full.
+    lost: u64,
+    /// Why the last write failed, while lines wait.
+    error: Option<String>,
+}
+
+impl Backlog {
+    fn push(&mut self, line: String) {
+        if self.bytes + line.len() > BACKLOG_BYTES {
+            self.lost += 1;
+        } else {
+            self.bytes += line.len();
+            self.lines.push_back(line);
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.lines.is_empty() && self.lost == 0
+    }
+}
+
+struct Inner {
+    sink: Sink,
+    backlog: Backlog,
+}
+
+impl Inner {
+    fn write(&mut self, line: &str) -> io::Result<()> {
+        match &mut self.sink {
+            // Best effort: stderr is the client's to read or close (a
+            // client that closes it would otherwise stop every call), and
+            // the log's messages would go there too. Failing closed is for
+            // the file.
+            Sink::Stderr => {
+                let _ = io::stderr().lock().write_all(line.as_bytes());
+                Ok(())
+            }
+            Sink::File(file) => file.write_line(line.as_bytes()),
+            #[cfg(test)]
+            Sink::Memory(lines) => {
+                lines.push(line.to_string());
+                Ok(())
+            }
+            #[cfg(test)]
+            Sink::Failing(fail, lines) => {
+                if *fail {
+                    Err(io::Error::from_raw_os_error(28))
+                } else {
+                    lines.push(line.to_string());
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    /// Writes the backlog, oldest first, then how many lines were lost;
+    /// stops at the first failure. Whether it is empty now.
+    fn flush(&mut self) -> bool {
+        while let Some(line) = self.backlog.lines.front().cloned() {
+            if let Err(e) = self.write(&line) {
+                self.failed(e);
+                return false;
+            }
+            self.backlog.bytes -= line.len();
+            self.backlog.lines.pop_front();
+        }
+        if self.backlog.lost > 0 {
+            let lost = self.backlog.lost;
+            let record = Record {
+                bytes: lost,
+                ..Record::new("", "", "", Permission::Read).denied("audit_lost")
+            };
+            if let Ok(mut line) = to_line(&Line {
+                ts: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+                record: &record,
+            }) {
+                line.push('\n');
+                if let Err(e) = self.write(&line) {
+                    self.failed(e);
+                    return false;
+                }
+            }
+            self.backlog.lost = 0;
+        }
+        if self.backlog.error.take().is_some() {
+            tracing::warn!("the audit log can be written again: calls are served again");
+        }
+        true
+    }
+
+    fn failed(&mut self, e: io::Error) {
+        if self.backlog.error.is_none() {
+            tracing::error!(
+                "audit log write failed: {e}; calls are refused until the audit log can be written"
+            );
+        }
+        self.backlog.error = Some(e.to_string());
+    }
 }
 
 /// The audit log, shared by every call.
 pub struct Audit {
-    sink: Mutex<Sink>,
+    inner: Mutex<Inner>,
+}
+
+/// Why calls are refused: the audit log cannot be written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unwritable {
+    /// The error of the last write tried.
+    pub error: String,
+    /// Lines waiting to be written (kept), and lines lost past the bound.
+    pub waiting: usize,
+    pub lost: u64,
+}
+
+impl std::fmt::Display for Unwritable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "refused by rule 'audit': the audit log cannot be written ({}), and no call is served \
+             unrecorded; {} line(s) wait to be written first{}. Calls are served again as soon as \
+             the audit log can be written (the operator frees space on its disk); try again later",
+            self.error,
+            self.waiting,
+            if self.lost > 0 {
+                format!(" ({} more were lost, past the backlog's bound)", self.lost)
+            } else {
+                String::new()
+            }
+        )
+    }
 }
 
 impl Audit {
@@ -170,8 +321,30 @@ impl Audit {
             AuditTarget::Stderr => Sink::Stderr,
             AuditTarget::File(path) => Sink::File(Rotating::open(path, max_bytes, backups)?),
         };
-        Ok(Audit {
-            sink: Mutex::new(sink),
+        Ok(Audit::with(sink))
+    }
+
+    fn with(sink: Sink) -> Audit {
+        Audit {
+            inner: Mutex::new(Inner {
+                sink,
+                backlog: Backlog::default(),
+            }),
+        }
+    }
+
+    /// Whether calls may be served: every line so far is written (lines
+    /// waiting are tried now, oldest first). Fails closed: while a line
+    /// waits, every call is refused.
+    pub fn writable(&self) -> Result<(), Unwritable> {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if inner.backlog.is_empty() || inner.flush() {
+            return Ok(());
+        }
+        Err(Unwritable {
+            error: inner.backlog.error.clone().unwrap_or_default(),
+            waiting: inner.backlog.lines.len(),
+            lost: inner.backlog.lost,
         })
     }
 
@@ -199,13 +372,12 @@ impl Audit {
 
     #[cfg(test)]
     fn memory() -> Audit {
-        Audit {
-            sink: Mutex::new(Sink::Memory(Vec::new())),
-        }
+        Audit::with(Sink::Memory(Vec::new()))
     }
 
-    /// Writes one line. A failed write is reported on stderr, never fatal to
-    /// the call being served.
+    /// Writes one line, after any line still waiting. A line that cannot be
+    /// written waits in the backlog (and the log refuses calls until it is
+    /// written, see [`Audit::writable`]); it is reported on stderr once.
     pub fn log(&self, record: &Record<'_>) {
         let line = Line {
             ts: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
@@ -219,25 +391,15 @@ impl Audit {
             }
         };
         text.push('\n');
-        let mut sink = self.sink.lock().unwrap_or_else(|p| p.into_inner());
-        let result = match &mut *sink {
-            Sink::Stderr => io::stderr().lock().write_all(text.as_bytes()),
-            Sink::File(file) => file.write_line(text.as_bytes()),
-            #[cfg(test)]
-            Sink::Memory(lines) => {
-                lines.push(text);
-                Ok(())
-            }
-        };
-        if let Err(e) = result {
-            tracing::error!("audit log write failed: {e}");
-        }
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        inner.backlog.push(text);
+        inner.flush();
     }
 
     #[cfg(test)]
     fn lines(&self) -> Vec<serde_json::Value> {
-        match &*self.sink.lock().unwrap() {
-            Sink::Memory(lines) => lines
+        match &self.inner.lock().unwrap().sink {
+            Sink::Memory(lines) | Sink::Failing(_, lines) => lines
                 .iter()
                 .map(|l| serde_json::from_str(l).unwrap())
                 .collect(),
@@ -307,7 +469,19 @@ impl Rotating {
                 Err(_) => {}
             }
         }
-        self.file.write_all(line)?;
+        if let Err(e) = self.file.write_all(line) {
+            // A line cut short (the disk filled in its middle) is cut back
+            // off, so the file never holds a torn line; the whole line is
+            // written again later. Only what this write added: a file an
+            // operator truncated meanwhile is not grown.
+            if let Ok(now) = self.file.metadata().map(|m| m.len())
+                && now > self.size
+                && now < self.size + line.len() as u64
+            {
+                let _ = self.file.set_len(self.size);
+            }
+            return Err(e);
+        }
         self.size += line.len() as u64;
         Ok(())
     }
@@ -616,6 +790,43 @@ mod tests {
         fs::write(&blocker, "").unwrap();
         let target = AuditTarget::File(blocker.join("audit.log"));
         assert!(Audit::open(&target, 1 << 20, 1).is_err());
+    }
+
+    #[test]
+    fn a_log_that_cannot_be_written_fails_closed_and_keeps_its_lines_bounded() {
+        let audit = Audit::with(Sink::Failing(true, Vec::new()));
+        assert_eq!(audit.writable(), Ok(()));
+        for path in ["a", "b", "c"] {
+            audit.log(&Record::new("read_file", "ws", path, Permission::Read));
+        }
+        let refused = audit.writable().unwrap_err();
+        assert_eq!((refused.waiting, refused.lost), (3, 0));
+        assert!(
+            refused.to_string().contains("refused by rule 'audit'"),
+            "{refused}"
+        );
+        assert!(audit.lines().is_empty());
+        // Past the bound, lines are counted, not kept.
+        let long = "x".repeat(64 * 1024);
+        for _ in 0..20 {
+            audit.log(&Record::new("read_file", "ws", &long, Permission::Read));
+        }
+        let refused = audit.writable().unwrap_err();
+        assert!(refused.lost > 0 && refused.waiting < 23, "{refused:?}");
+        // Space again: the waiting lines first, in order, then the count.
+        if let Sink::Failing(fail, _) = &mut audit.inner.lock().unwrap().sink {
+            *fail = false;
+        }
+        assert_eq!(audit.writable(), Ok(()));
+        audit.log(&Record::new("read_file", "ws", "d", Permission::Read));
+        let lines = audit.lines();
+        let paths: Vec<&str> = lines.iter().map(|l| l["path"].as_str().unwrap()).collect();
+        assert_eq!(&paths[..3], ["a", "b", "c"]);
+        assert_eq!(paths.last(), Some(&"d"));
+        let lost = &lines[lines.len() - 2];
+        assert_eq!(lost["rule"], "audit_lost");
+        assert_eq!(lost["bytes"], refused.lost);
+        assert_eq!(lines.len(), refused.waiting + 2);
     }
 
     #[test]

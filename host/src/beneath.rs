@@ -111,6 +111,24 @@ pub fn remove_below(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<()> {
     }
 }
 
+/// Removes the directory `name` in `dir` if it holds nothing but empty
+/// directories (they go too, deepest first); anything else stays, and so
+/// does every directory above it. Never follows a symlink. Whether `name`
+/// is gone.
+pub fn remove_empty(dir: BorrowedFd<'_>, name: &OsStr) -> bool {
+    let Ok(sub) = open_dir(dir, name) else {
+        return false;
+    };
+    let Ok(names) = names_in(&sub) else {
+        return false;
+    };
+    let mut empty = true;
+    for (child, ty) in names {
+        empty &= ty == FileType::Directory && remove_empty(sub.as_fd(), &child);
+    }
+    empty && rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR).is_ok()
+}
+
 /// A root's directory, opened by its path (resolved once, at config load).
 pub fn open_root(root: &crate::policy::Root) -> io::Result<OwnedFd> {
     let flags = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC;
@@ -153,5 +171,21 @@ mod tests {
         assert!(tmp.path().join("outside/keep").exists());
         remove_below(fd.as_fd(), OsStr::new("a")).unwrap();
         assert!(!root.join("a").exists());
+    }
+
+    #[test]
+    fn only_empty_directories_are_removed() {
+        let tmp = tempfile::TempDir::new().unwrap();
+        let root = tmp.path();
+        std::fs::create_dir_all(root.join("e/a/b")).unwrap();
+        std::fs::create_dir_all(root.join("e/c")).unwrap();
+        std::fs::create_dir_all(root.join("f/a/b")).unwrap();
+        std::fs::write(root.join("f/a/b/kept"), "x").unwrap();
+        std::fs::create_dir_all(root.join("f/c")).unwrap();
+        let fd = rustix::fs::open(root, OFlags::DIRECTORY | OFlags::RDONLY, Mode::empty()).unwrap();
+        assert!(remove_empty(fd.as_fd(), OsStr::new("e")));
+        assert!(!root.join("e").exists());
+        assert!(!remove_empty(fd.as_fd(), OsStr::new("f")));
+        assert!(root.join("f/a/b/kept").exists());
     }
 }

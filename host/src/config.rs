@@ -99,6 +99,7 @@ struct RawConfig {
     max_output_bytes: Option<u64>,
     quota_bytes_per_minute: Option<u64>,
     quota_burst_bytes: Option<u64>,
+    min_free_bytes: Option<u64>,
     #[serde(default)]
     read_only: bool,
     #[serde(default)]
@@ -127,6 +128,7 @@ struct RawRoot {
     #[serde(default)]
     deny: Vec<String>,
     max_read_bytes: Option<u64>,
+    min_free_bytes: Option<u64>,
 }
 
 /// A numeric key: its default and the range outside which a value is absurd.
@@ -215,6 +217,18 @@ const QUOTA_BURST: Bound = Bound {
     min: KIB,
     max: 1024 * GIB,
 };
+/// Free space kept on a root's disk. The default keeps 256 MiB: when an
+/// agent fills a laptop's disk to the last byte, the system and the user's
+/// own programs fail first (logs, editors saving, package managers), and
+/// 256 MiB is a few minutes of them, yet small enough that no disk a person
+/// is still working on is refused. 0 keeps none.
+const MIN_FREE_BYTES: Bound = Bound {
+    key: "min_free_bytes",
+    default: 256 * MIB,
+    min: 0,
+    max: 1024 * GIB,
+};
+
 /// Default per-root read cap.
 pub const DEFAULT_MAX_READ_BYTES: u64 = MIB;
 
@@ -283,6 +297,7 @@ fn validate(raw: RawConfig, base: &Path, read_only_flag: bool) -> Result<Config,
 
     let audit_max_bytes = AUDIT_MAX_BYTES.take(raw.audit_log_max_bytes, &mut problems, "");
     let audit_backups = AUDIT_BACKUPS.take(raw.audit_log_backups, &mut problems, "") as u32;
+    let min_free_bytes = MIN_FREE_BYTES.take(raw.min_free_bytes, &mut problems, "");
     let limits = Limits {
         max_search_results: SEARCH_RESULTS.take(raw.max_search_results, &mut problems, "") as u32,
         max_search_bytes: SEARCH_BYTES.take(raw.max_search_bytes, &mut problems, ""),
@@ -367,6 +382,11 @@ fn validate(raw: RawConfig, base: &Path, read_only_flag: bool) -> Result<Config,
             max: max_read_cap,
         }
         .take(r.max_read_bytes, &mut problems, &format!("root '{name}': "));
+        let min_free_bytes = Bound {
+            default: min_free_bytes,
+            ..MIN_FREE_BYTES
+        }
+        .take(r.min_free_bytes, &mut problems, &format!("root '{name}': "));
         if problems.len() > before {
             continue;
         }
@@ -379,6 +399,7 @@ fn validate(raw: RawConfig, base: &Path, read_only_flag: bool) -> Result<Config,
                 deny,
                 extra_deny: r.deny,
                 max_read_bytes,
+                min_free_bytes,
             });
         }
     }
@@ -668,6 +689,7 @@ mod tests {
             tool_memory_bytes = 67108864
             max_concurrent_calls = 3
             max_output_bytes = 1048576
+            min_free_bytes = 4096
             landlock = true
             deny = ["*.sqlite3", "*.dump"]
             [[roots]]
@@ -677,6 +699,12 @@ mod tests {
             permissions = ["read", "delete"]
             deny = ["*.tmp"]
             max_read_bytes = 2048
+            min_free_bytes = 0
+            [[roots]]
+            name = "other"
+            path = "b"
+            role = "reference"
+            max_read_bytes = 1024
         "#;
         let c = d.parse(text).unwrap();
         assert_eq!(c.audit, AuditTarget::File(d.base().join("logs/audit.log")));
@@ -695,6 +723,9 @@ mod tests {
         assert_eq!(r.perms.to_string(), "[read, delete]");
         assert_eq!(r.extra_deny, ["*.tmp"]);
         assert_eq!(r.max_read_bytes, 2048);
+        assert_eq!(r.min_free_bytes, 0);
+        // The config-wide value is every other root's.
+        assert_eq!(c.roots[1].min_free_bytes, 4096);
         assert!(r.deny.match_path(Path::new("x.tmp")).is_some());
         assert!(r.deny.match_path(Path::new("x.dump")).is_some());
         assert!(r.deny.match_path(Path::new(".env")).is_some());
@@ -990,6 +1021,18 @@ mod tests {
             let text = format!("{line}\n{}", root("x", "a", "reference"));
             assert_eq!(d.problems(&text), [message]);
         }
+        let huge = root("x", "a", "reference") + "min_free_bytes = 2199023255552\n";
+        assert_eq!(
+            d.problems(&huge),
+            ["root 'x': min_free_bytes = 2199023255552 is out of range (0 to 1099511627776)"]
+        );
+        assert_eq!(
+            d.problems(&format!(
+                "min_free_bytes = 2199023255552\n{}",
+                root("x", "a", "reference")
+            )),
+            ["min_free_bytes = 2199023255552 is out of range (0 to 1099511627776)"]
+        );
         let zero = root("x", "a", "reference") + "max_read_bytes = 0\n";
         assert_eq!(
             d.problems(&zero),

@@ -13,6 +13,7 @@ pub mod quota;
 pub mod runtime;
 pub mod sandbox;
 pub mod slots;
+pub mod space;
 pub mod staging;
 pub mod tools;
 pub mod transport;

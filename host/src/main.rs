@@ -18,9 +18,10 @@ use loom_fs_mcp::config::{AuditTarget, Config};
 use loom_fs_mcp::http::conns::{self, ConnLimits, DescriptorBudget};
 use loom_fs_mcp::http::{self, HttpOptions};
 use loom_fs_mcp::mcp::Server;
-use loom_fs_mcp::policy::Permission;
+use loom_fs_mcp::policy::{Permission, Root};
 use loom_fs_mcp::runtime::{self, Budget, Cache, Runtime};
 use loom_fs_mcp::sandbox::{self, Plan, Status};
+use loom_fs_mcp::space;
 use loom_fs_mcp::staging;
 use loom_fs_mcp::tools::Toolbox;
 use loom_fs_mcp::transport;
@@ -391,6 +392,13 @@ fn check(cli: &Cli) -> anyhow::Result<()> {
     if !config.deny.is_empty() {
         println!("deny (every root) += {}", config.deny.join(", "));
     }
+    let space = space_lines(config);
+    if !space.is_empty() {
+        println!("free space (min_free_bytes):");
+        for line in space {
+            println!("  {line}");
+        }
+    }
     println!("tools:");
     let surface = toolbox.surface();
     for p in Permission::ALL {
@@ -477,6 +485,53 @@ fn check(cli: &Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Whether tools may change `root` (so its reserve matters).
+fn writes(root: &Root) -> bool {
+    root.perms.contains(Permission::Write)
+}
+
+/// For each root tools may change, its disk's free space against its
+/// reserve, as `check` and the start-up lines show them.
+fn space_lines(config: &Config) -> Vec<String> {
+    let width = config.roots.iter().map(|r| r.name.len()).max().unwrap_or(0);
+    config
+        .roots
+        .iter()
+        .filter(|r| writes(r))
+        .map(|r| {
+            let free = space::free_bytes(&r.path).map_or_else(
+                |e| format!("free space unknown ({e})"),
+                |f| format!("{} free", space::human(f)),
+            );
+            format!(
+                "{:width$}  {free} on its disk, keeps {} (min_free_bytes)",
+                r.name,
+                space::human(r.min_free_bytes)
+            )
+        })
+        .collect()
+}
+
+/// A warning for each root tools may change whose disk has less free than
+/// its reserve already.
+fn below_reserve(config: &Config) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in config.roots.iter().filter(|r| writes(r)) {
+        if let Ok(free) = space::free_bytes(&r.path)
+            && free < r.min_free_bytes
+        {
+            out.push(format!(
+                "root '{}': its disk has {} free, below its min_free_bytes ({}): every change \
+                 there is refused until space is freed",
+                r.name,
+                space::human(free),
+                space::human(r.min_free_bytes)
+            ));
+        }
+    }
+    out
+}
+
 /// The compiled-component cache, and why it is not used if it is not: a
 /// cache in a root that tools may change would let a tool plant compiled
 /// code for the next start to run.
@@ -550,6 +605,7 @@ fn warnings_of(config: &Config, http: &HttpArgs, allow_root: bool) -> Vec<String
             }
         }
     }
+    out.extend(below_reserve(config));
     if let Some(q) = config.quota {
         let largest = config
             .roots
@@ -622,6 +678,12 @@ fn serve(cli: &Cli) -> anyhow::Result<()> {
     let width = config.roots.iter().map(|r| r.name.len()).max().unwrap_or(0);
     for r in &config.roots {
         eprintln!("  {:width$}  {:<10}  {}", r.name, r.role.as_str(), r.perms);
+    }
+    for line in space_lines(&config) {
+        eprintln!("  {line}");
+    }
+    for warning in below_reserve(&config) {
+        eprintln!("warning: {warning}");
     }
     let http = match cli.http.transport {
         Transport::Stdio => None,

@@ -34,9 +34,10 @@ use crate::policy::{
 };
 use crate::quota::{self, Quota};
 use crate::runtime::{
-    self, Activity, CallError, CallMount, CallRequest, GuestLimits, Runtime, ToolError,
+    self, Activity, CallError, CallMount, CallRequest, DiskError, GuestLimits, Runtime, ToolError,
 };
 use crate::slots::{SlotError, Slots};
+use crate::space;
 use crate::staging::{CallDir, Staging};
 use crate::trash;
 
@@ -268,6 +269,17 @@ impl Toolbox {
                 paths,
                 keeps_history,
             } => {
+                // Fails closed: no call is served while its line could not
+                // be written (the refusal's own line waits with the others).
+                if let Err(unwritable) = self.audit.writable() {
+                    let op = self.runtime.tools()[*index].descriptor.permission.into();
+                    self.audit.log(
+                        &Record::new(name, "", "", op)
+                            .client(control.client.as_deref())
+                            .denied("audit"),
+                    );
+                    return Ok(error_result(unwritable.to_string()));
+                }
                 // Waiting for locks and then for a slot counts against the
                 // call's deadline: together at most the tool timeout.
                 let waits_until = tokio::time::Instant::now() + self.config.limits.tool_timeout;
@@ -428,7 +440,7 @@ impl Toolbox {
 
     /// A staging directory in each root the call writes, for a tool that
     /// keeps history (its mounts get their paths).
-    fn stage(&self, mounts: &mut [CallMount]) -> Result<Vec<CallDir>, String> {
+    fn stage(&self, mounts: &mut [CallMount], activity: &Activity) -> Result<Vec<CallDir>, String> {
         let mut dirs = Vec::new();
         for m in mounts {
             if !Perms::up_to(m.op)
@@ -446,6 +458,10 @@ impl Toolbox {
                     tracing::warn!(root = %m.root.name, "cannot make a staging directory: {e}");
                     let why = if runtime::out_of_descriptors(&e) {
                         runtime::NO_DESCRIPTORS.to_string()
+                    } else if let Some(disk) = DiskError::of_io(&e) {
+                        // The call's result names it, and its audit line.
+                        activity.mark_disk_error(disk, &m.root.name);
+                        disk.text(&m.root.name)
                     } else {
                         e.kind().to_string()
                     };
@@ -509,6 +525,14 @@ impl Toolbox {
                 quota::retry_text(empty.retry_after)
             ));
         }
+        if let Err((root, short)) = reserve_kept(&resolved, request.arguments.len() as u64) {
+            self.audit_refused(tool, &resolved, "reserve", client);
+            return error_result(format!(
+                "{}; nothing was written. To go on, {}",
+                short.text(&root),
+                space::Short::WAY_OUT
+            ));
+        }
         let slot = match self.slots.take(&request.cancel, waits_until).await {
             Ok(slot) => slot,
             Err(e) => {
@@ -540,7 +564,7 @@ impl Toolbox {
             let _slot = slot;
             let stamp = request.stamp.clone();
             let staged = match stamp {
-                Some(_) => this.stage(&mut request.mounts),
+                Some(_) => this.stage(&mut request.mounts, &request.activity),
                 None => Ok(Vec::new()),
             };
             let outcome = match staged {
@@ -567,9 +591,14 @@ impl Toolbox {
         };
         let out_of_quota = activity.out_of_quota();
         let out_of_descriptors = activity.out_of_descriptors();
+        // A disk error says what happened only where the call failed: a tool
+        // that met one and went another way (a copy where a link failed)
+        // still did what it says.
+        let disk = activity.disk_error().filter(|_| outcome.result.is_err());
         let stopped = match &outcome.result {
             _ if out_of_quota => Some("quota"),
             _ if out_of_descriptors => Some("descriptors"),
+            _ if disk.is_some() => disk.as_ref().map(|(e, _)| e.rule()),
             Err(CallError::Cancelled) => Some("cancelled"),
             Err(CallError::Timeout(_)) => Some("timeout"),
             Err(CallError::Memory(_)) => Some("memory"),
@@ -578,8 +607,8 @@ impl Toolbox {
             _ => None,
         };
         let built_in = self.runtime.tools()[index].is_built_in();
-        let (result, bytes) = match (outcome.result, &self.quota) {
-            (_, Some(q)) if out_of_quota => (error_result(ran_out_of_quota(q, &activity)), 0),
+        let (result, bytes) = match (outcome.result, &self.quota, &disk) {
+            (_, Some(q), _) if out_of_quota => (error_result(ran_out_of_quota(q, &activity)), 0),
             // Whatever the tool made of it: a search would have skipped a
             // directory, and its result would look complete.
             _ if out_of_descriptors => {
@@ -590,10 +619,14 @@ impl Toolbox {
                 );
                 (error_result(ran_out_of_descriptors()), 0)
             }
-            (Ok(output), _) => {
+            (_, _, Some((error, root))) => {
+                tracing::warn!(tool, root = %root, "a call met a disk error: {error:?}");
+                (error_result(disk_failed(*error, root)), 0)
+            }
+            (Ok(output), _, _) => {
                 to_result(tool, output, self.config.limits.max_output_bytes, built_in)
             }
-            (Err(e), _) => (error_result(call_error_text(tool, e, built_in)), 0),
+            (Err(e), _, _) => (error_result(call_error_text(tool, e, built_in)), 0),
         };
         for r in &resolved {
             let path = clip(r.requested());
@@ -654,6 +687,33 @@ struct Run<'a> {
     locked: Locked,
     /// When waiting for a slot must end (the locks took their part).
     waits_until: tokio::time::Instant,
+}
+
+/// Whether each root the call writes keeps its reserve free after what the
+/// call may write there, told before it runs: its arguments (the content of
+/// a write) and every existing file it names to read or write (a copy's
+/// source, a file an edit or append rewrites whole while its old version
+/// stays in the trash). An estimate from above: a move within a root writes
+/// nothing, yet is counted as a copy. A root's reserve is checked again
+/// write by write while the call runs (`runtime::fs`).
+fn reserve_kept(resolved: &[Resolved], arguments: u64) -> Result<(), (String, space::Short)> {
+    let files: u64 = resolved
+        .iter()
+        .filter(|r| r.op() != Permission::Delete)
+        .filter_map(|r| std::fs::symlink_metadata(r.root().path.join(r.real_rel())).ok())
+        .filter(|m| m.is_file())
+        .map(|m| m.len())
+        .sum();
+    let mut checked: Vec<&str> = Vec::new();
+    for r in resolved.iter().filter(|r| r.op() == Permission::Write) {
+        let root = r.root();
+        if checked.contains(&root.name.as_str()) {
+            continue;
+        }
+        checked.push(&root.name);
+        space::check(root, arguments.saturating_add(files)).map_err(|s| (root.name.clone(), s))?;
+    }
+    Ok(())
 }
 
 /// How many times a call resolves its paths again because what they lead
@@ -739,6 +799,20 @@ fn ran_out_of_descriptors() -> String {
     format!(
         "{} during the call, so it could not finish; try again in a moment. {UNFINISHED}",
         runtime::NO_DESCRIPTORS
+    )
+}
+
+/// What a call that failed on a disk error answers, whatever the tool made
+/// of the error (its own text would say only that an operation failed).
+fn disk_failed(error: DiskError, root: &str) -> String {
+    let way_out = match error {
+        DiskError::Reserve(_) => format!("; {}", space::Short::WAY_OUT),
+        _ => String::new(),
+    };
+    format!(
+        "{}, so the call could not finish. What it was replacing is unchanged and no partial \
+         file is left: {UNFINISHED}{way_out}",
+        error.text(root)
     )
 }
 

@@ -56,7 +56,7 @@ use rustix::io::Errno;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-use crate::beneath::{beneath, names_in, open_dir, parents, remove_below};
+use crate::beneath::{beneath, names_in, open_dir, parents, remove_below, remove_empty};
 use crate::locks::{self, LOCK_FILE};
 use crate::policy::{Permission, Resolved, Root, Rule, resolve};
 use crate::runtime::fs::{Kept, TRASH_DIR};
@@ -766,6 +766,15 @@ pub fn record(root: &Root, stamp: &str, kept: &[Kept]) -> io::Result<()> {
     if entries.is_empty() && !trash.has_dir(stamp) {
         return Ok(());
     }
+    // A call that kept nothing here (a keep that failed: a full disk) may
+    // have made its entry's directories: they go, so a failed call leaves
+    // nothing behind in the trash either. Only empty ones are removed.
+    if entries.is_empty()
+        && trash.read_index(stamp)?.is_none()
+        && remove_empty(trash.fd.as_fd(), OsStr::new(stamp))
+    {
+        return Ok(());
+    }
     // Another server on this root may be adding to the same stamp's index.
     let _held = locks::hold(root, &format!("index {stamp}"));
     let mut index = trash.read_index(stamp)?.unwrap_or_default();
@@ -1127,6 +1136,7 @@ mod tests {
                         deny: DenyList::new([]).unwrap(),
                         extra_deny: vec![],
                         max_read_bytes: 1 << 20,
+                        min_free_bytes: 0,
                     })
                 })
                 .collect();

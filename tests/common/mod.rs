@@ -308,6 +308,7 @@ pub fn root(env: &Env, name: &str, role: Role, perms: Perms) -> Arc<Root> {
         deny: DenyList::new([]).unwrap(),
         extra_deny: vec![],
         max_read_bytes: 1 << 20,
+        min_free_bytes: 0,
     })
 }
 

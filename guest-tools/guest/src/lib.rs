@@ -218,8 +218,37 @@ pub fn io_error(rel: &str, err: &io::Error) -> ToolError {
     }
 }
 
-/// The error's kind as words, without the OS code (which means nothing to a model).
+/// wasi-libc's errno values for the disk errors (its own numbering, not
+/// Linux's): the standard library names none of them on this target, so
+/// its text would be "uncategorized error".
+const ENOSPC: i32 = 51;
+const EDQUOT: i32 = 19;
+const EFBIG: i32 = 22;
+const EROFS: i32 = 69;
+const EMFILE: i32 = 33;
+
+/// The error's kind as words, without the OS code (which means nothing to a
+/// model), except the disk errors, whose code an operator looks up. Under
+/// loom-fs the host says these in its own words, naming the root; this is
+/// the text of a standalone run.
 fn io_kind_text(err: &io::Error) -> String {
+    let disk = match (err.kind(), err.raw_os_error()) {
+        (io::ErrorKind::StorageFull, _) | (_, Some(ENOSPC)) => {
+            Some("no space left on the disk (ENOSPC)")
+        }
+        (io::ErrorKind::QuotaExceeded, _) | (_, Some(EDQUOT)) => {
+            Some("disk quota exceeded (EDQUOT)")
+        }
+        (io::ErrorKind::FileTooLarge, _) | (_, Some(EFBIG)) => Some("file too large (EFBIG)"),
+        (io::ErrorKind::ReadOnlyFilesystem, _) | (_, Some(EROFS)) => {
+            Some("read-only filesystem (EROFS)")
+        }
+        (_, Some(EMFILE)) => Some("too many open files (EMFILE)"),
+        _ => None,
+    };
+    if let Some(disk) = disk {
+        return disk.to_string();
+    }
     let text = err.kind().to_string();
     if text.is_empty() {
         "input/output error".into()

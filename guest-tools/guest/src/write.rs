@@ -108,8 +108,14 @@ pub fn keep_by_link(at: &Located, attempt: u32) -> Result<String, ToolError> {
         .create_new(true)
         .open(&slot)
         .map_err(|e| io_error(&at.rel, &e))?;
-    io::copy(&mut from, &mut to).map_err(|e| io_error(&at.rel, &e))?;
-    to.sync_all().map_err(|e| io_error(&at.rel, &e))?;
+    let copied = io::copy(&mut from, &mut to).and_then(|_| to.sync_all());
+    if let Err(e) = copied {
+        // A copy cut short (a full disk) keeps nothing: the file is still
+        // in place, and a partial copy must not pass for the old version.
+        drop(to);
+        let _ = fs::remove_file(&slot);
+        return Err(io_error(&at.rel, &e));
+    }
     Ok(kept)
 }
 

@@ -169,6 +169,9 @@ pub struct Root {
     /// The root's own extra deny patterns, as written (for `check`).
     pub extra_deny: Vec<String>,
     pub max_read_bytes: u64,
+    /// Free space kept on the root's disk: a change that would leave less
+    /// is refused (`min_free_bytes`; 0 keeps none).
+    pub min_free_bytes: u64,
 }
 
 #[cfg(test)]
@@ -184,6 +187,7 @@ impl Root {
             deny: DenyList::new([]).expect("the built-in deny list compiles"),
             extra_deny: vec![],
             max_read_bytes: 1 << 20,
+            min_free_bytes: 0,
         }
     }
 }

@@ -325,6 +325,7 @@ mod tests {
             deny: DenyList::new(extra_deny.iter().copied()).unwrap(),
             extra_deny: extra_deny.iter().map(|s| s.to_string()).collect(),
             max_read_bytes: 1 << 20,
+            min_free_bytes: 0,
         })
     }
 
@@ -508,6 +509,7 @@ mod tests {
             deny: DenyList::new([]).unwrap(),
             extra_deny: vec![],
             max_read_bytes: 1,
+            min_free_bytes: 0,
         }));
         let d = resolve(&roots, "src", "x.txt", Permission::Write).unwrap_err();
         assert_eq!(

@@ -43,6 +43,7 @@ use wasmtime_wasi::p2::bindings::sync::filesystem::types as fs;
 use wasmtime_wasi::p2::bindings::sync::io::streams;
 use wasmtime_wasi::p2::{FsError, FsResult};
 
+use super::DiskError;
 use super::meter::{Meter, OutOfQuota};
 use crate::policy::{Permission, Perms, Root};
 use crate::quota::Quota;
@@ -140,6 +141,8 @@ pub struct Activity {
     written: AtomicU64,
     out_of_quota: AtomicBool,
     out_of_descriptors: AtomicBool,
+    /// The first disk error an operation met, and the root on that disk.
+    disk: std::sync::Mutex<Option<(DiskError, String)>>,
 }
 
 impl Activity {
@@ -172,6 +175,18 @@ impl Activity {
     /// descriptor free (`EMFILE`, `ENFILE`).
     pub fn out_of_descriptors(&self) -> bool {
         self.out_of_descriptors.load(Ordering::Relaxed)
+    }
+
+    /// The first disk error (no space, quota, file too large, read-only)
+    /// an operation of the call met, with the root whose disk it was.
+    pub fn disk_error(&self) -> Option<(DiskError, String)> {
+        self.disk.lock().ok().and_then(|d| d.clone())
+    }
+
+    pub fn mark_disk_error(&self, error: DiskError, root: &str) {
+        if let Ok(mut d) = self.disk.lock() {
+            d.get_or_insert_with(|| (error, root.to_string()));
+        }
     }
 
     pub(super) fn count_read(&self, bytes: u64) {
@@ -239,6 +254,10 @@ pub struct FsGuard {
     /// The inodes (device, inode) this call put into a trash: a version
     /// displaced by a publish that is one of them is kept already.
     kept_inodes: HashSet<(u64, u64)>,
+    /// Copies this call made in a trash where a hard link was impossible,
+    /// by mount and real root-relative path: a copy cut short (a full disk)
+    /// is the only thing a call may remove from a trash, and only its own.
+    copies: HashSet<(usize, PathBuf)>,
     /// What each file this call opened for reading was when it was last
     /// opened, by mount and real root-relative path.
     read: HashMap<(usize, PathBuf), Identity>,
@@ -268,6 +287,7 @@ impl FsGuard {
             refusals: Vec::new(),
             kept: Vec::new(),
             kept_inodes: HashSet::new(),
+            copies: HashSet::new(),
             read: HashMap::new(),
             stamp: stamp.map(|s| Path::new(TRASH_DIR).join(s)),
         }
@@ -752,12 +772,15 @@ fn quota_error() -> FsError {
 
 impl PolicedFs<'_> {
     /// Hands out a write stream wrapped in the call's meter.
+    /// Its disk errors are recorded for the root of `h`.
     fn metered_output(
         &mut self,
         stream: Resource<streams::OutputStream>,
+        h: &Handle,
     ) -> FsResult<Resource<streams::OutputStream>> {
         let inner = self.fs.table.delete(stream)?;
-        let metered = self.guard.meter.output(inner);
+        let root = Arc::clone(&self.guard.mounts[h.mount].root);
+        let metered = self.guard.meter.output(inner, root);
         Ok(self.fs.table.push(metered)?)
     }
 
@@ -782,12 +805,55 @@ impl PolicedFs<'_> {
         ErrorCode::Io.into()
     }
 
+    /// `e`, met by the host's own operation in `mount`, as the guest sees
+    /// it; a disk error is recorded for the call with its errno (WASI
+    /// would fold `EDQUOT` into `io`).
+    fn host_error(&self, mount: usize, e: rustix::io::Errno) -> FsError {
+        if let Some(disk) = DiskError::of_errno(e.raw_os_error()) {
+            let root = &self.guard.mounts[mount].root.name;
+            self.guard.activity.mark_disk_error(disk, root);
+        }
+        self.os_error(e)
+    }
+
     /// `e` as the guest sees it; a lack of descriptors marks the call.
     fn os_error(&self, e: rustix::io::Errno) -> FsError {
         if is_exhaustion(e) {
             return self.exhausted();
         }
         io_error(e)
+    }
+
+    /// Records the disk error `result` carries for the root of descriptor
+    /// `rep` (see [`DiskError`]): no space and file too large by their WASI
+    /// codes; an I/O error on a read-only filesystem as that (wasmtime-wasi
+    /// folds `EROFS` into `io`, as it does `EDQUOT`, which only a stream's
+    /// error or the host's own operations still tell).
+    fn disk_noted<T>(&self, rep: u32, result: FsResult<T>) -> FsResult<T> {
+        let Err(e) = &result else {
+            return result;
+        };
+        let Some(h) = self.guard.handles.get(&rep) else {
+            return result;
+        };
+        let disk = match e.downcast_ref() {
+            Some(ErrorCode::InsufficientSpace) => Some(DiskError::NoSpace),
+            Some(ErrorCode::FileTooLarge) => Some(DiskError::TooLarge),
+            Some(ErrorCode::Io | ErrorCode::ReadOnly) => self
+                .fs
+                .table
+                .get(&Resource::<Descriptor>::new_borrow(rep))
+                .ok()
+                .and_then(|d| rustix::fs::fstatvfs(raw_fd(d)).ok())
+                .filter(|v| v.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY))
+                .map(|_| DiskError::ReadOnly),
+            _ => None,
+        };
+        if let Some(disk) = disk {
+            let root = &self.guard.mounts[h.mount].root.name;
+            self.guard.activity.mark_disk_error(disk, root);
+        }
+        result
     }
 
     /// After wasmtime-wasi's own open failed (its error code has lost the
@@ -1033,6 +1099,22 @@ impl PolicedFs<'_> {
         Ok(target)
     }
 
+    /// The copy this call made in a trash that `path` under `fd` names, if
+    /// it names one (only plain names: nothing in a trash can be a symlink
+    /// the call made, nor be renamed or removed but this copy).
+    fn own_copy(&self, fd: &Resource<Descriptor>, path: &str) -> Option<(usize, PathBuf)> {
+        let h = self.guard.handles.get(&fd.rep())?;
+        if !self.guard.mounts[h.mount].trash {
+            return None;
+        }
+        let rel = Path::new(path);
+        if !rel.components().all(|c| matches!(c, Component::Normal(_))) {
+            return None;
+        }
+        let key = (h.mount, h.rel.join(rel));
+        self.guard.copies.contains(&key).then_some(key)
+    }
+
     /// Refuses a new name in a trash that is already taken: nothing kept is
     /// ever replaced.
     fn never_replace_in_trash(
@@ -1216,7 +1298,7 @@ impl PolicedFs<'_> {
                             return Ok(());
                         }
                         Err(Errno::EXIST) => continue,
-                        Err(e) => return Err(io_error(e)),
+                        Err(e) => return Err(self.host_error(new.mount, e)),
                     }
                 }
                 Err(e) => return Err(io_error(e)),
@@ -1263,7 +1345,7 @@ impl PolicedFs<'_> {
                     RenameFlags::EXCHANGE,
                 )
             };
-            exchange().map_err(io_error)?;
+            exchange().map_err(|e| self.host_error(new.mount, e))?;
             let displaced = lstat(&from_dir, &from_name).map_err(io_error)?;
             if self.guard.kept_inodes.contains(&inode(&displaced)) {
                 // Kept already: this name is one more link to it.
@@ -1524,8 +1606,9 @@ impl fs::HostDescriptor for PolicedFs<'_> {
             self.check_existing(&fd, &path, op, follow, true)?
         };
         let dir = again(&fd);
-        let new = fs::HostDescriptor::open_at(&mut self.fs, fd, path_flags, path, oflags, flags)
-            .inspect_err(|_| self.check_exhaustion(&dir))?;
+        let opened = fs::HostDescriptor::open_at(&mut self.fs, fd, path_flags, path, oflags, flags)
+            .inspect_err(|_| self.check_exhaustion(&dir));
+        let new = self.disk_noted(dir.rep(), opened)?;
         let real = {
             let opened = raw_fd(self.fs.table.get(&new)?);
             self.guard.real(&checked, opened, &checked.rel, op)
@@ -1535,6 +1618,7 @@ impl fs::HostDescriptor for PolicedFs<'_> {
                 if creates && self.guard.mounts[checked.mount].trash {
                     // A copy kept where a hard link is impossible.
                     self.guard.keep_copy(checked.mount, &rel);
+                    self.guard.copies.insert((checked.mount, rel.clone()));
                 } else if creates {
                     self.guard.created.insert((checked.mount, rel.clone()));
                 }
@@ -1642,7 +1726,9 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         {
             return Ok(());
         }
-        fs::HostDescriptor::create_directory_at(&mut self.fs, fd, path)?;
+        let rep = fd.rep();
+        let made = fs::HostDescriptor::create_directory_at(&mut self.fs, fd, path);
+        self.disk_noted(rep, made)?;
         self.guard.created.insert((dir.mount, dir.rel));
         Ok(())
     }
@@ -1675,14 +1761,16 @@ impl fs::HostDescriptor for PolicedFs<'_> {
                 "confinement",
             ));
         }
-        fs::HostDescriptor::link_at(
+        let rep = new_descriptor.rep();
+        let linked = fs::HostDescriptor::link_at(
             &mut self.fs,
             again(&fd),
             old_path_flags,
             old_path.clone(),
             new_descriptor,
             new_path,
-        )?;
+        );
+        self.disk_noted(rep, linked)?;
         if into_trash && let Some(inode) = inode {
             self.guard.kept_inodes.insert(inode);
             // The new link changed the file's change time: a file this call
@@ -1740,10 +1828,19 @@ impl fs::HostDescriptor for PolicedFs<'_> {
                 .guard
                 .refuse(Some(link.mount), &link.rel, Permission::Write, "deny"));
         }
-        fs::HostDescriptor::symlink_at(&mut self.fs, fd, src_path, dest_path)
+        let rep = fd.rep();
+        let made = fs::HostDescriptor::symlink_at(&mut self.fs, fd, src_path, dest_path);
+        self.disk_noted(rep, made)
     }
 
     fn unlink_file_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
+        if let Some(copy) = self.own_copy(&fd, &path) {
+            fs::HostDescriptor::unlink_file_at(&mut self.fs, fd, path)?;
+            let to = copy.1.to_string_lossy();
+            self.guard.kept.retain(|k| k.to != to);
+            self.guard.copies.remove(&copy);
+            return Ok(());
+        }
         let target = self.check_removal(&fd, &path)?;
         fs::HostDescriptor::unlink_file_at(&mut self.fs, fd, path)?;
         self.guard.forget_under(target.mount, &target.rel);
@@ -1781,7 +1878,8 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         self.guard.not_mount_top(&new, Permission::Write)?;
         self.guard.staging_bounds(&old, &new, op)?;
         if self.guard.mounts[old.mount].staging && !self.guard.mounts[new.mount].staging {
-            return self.publish(&fd, &old_path, &new_fd, &new_path, &old, &new);
+            let published = self.publish(&fd, &old_path, &new_fd, &new_path, &old, &new);
+            return self.disk_noted(new_fd.rep(), published);
         }
         if into_trash {
             if across {
@@ -1800,7 +1898,9 @@ impl fs::HostDescriptor for PolicedFs<'_> {
                 .refuse(Some(old.mount), &old.rel, Permission::Write, "deny"));
         }
         self.carry_mode(&fd, &old_path, &new_fd, &new_path)?;
-        fs::HostDescriptor::rename_at(&mut self.fs, fd, old_path, new_fd, new_path)?;
+        let rep = new_fd.rep();
+        let renamed = fs::HostDescriptor::rename_at(&mut self.fs, fd, old_path, new_fd, new_path);
+        self.disk_noted(rep, renamed)?;
         self.guard.forget_under(old.mount, &old.rel);
         // What was at the new name is gone: descriptors of it, and any
         // "created by this call" mark, no longer apply.
@@ -1873,18 +1973,18 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         fd: Resource<Descriptor>,
         offset: fs::Filesize,
     ) -> FsResult<Resource<streams::OutputStream>> {
-        self.tracked(&fd, Permission::Write)?;
+        let h = self.tracked(&fd, Permission::Write)?;
         let stream = fs::HostDescriptor::write_via_stream(&mut self.fs, fd, offset)?;
-        self.metered_output(stream)
+        self.metered_output(stream, &h)
     }
 
     fn append_via_stream(
         &mut self,
         fd: Resource<Descriptor>,
     ) -> FsResult<Resource<streams::OutputStream>> {
-        self.tracked(&fd, Permission::Write)?;
+        let h = self.tracked(&fd, Permission::Write)?;
         let stream = fs::HostDescriptor::append_via_stream(&mut self.fs, fd)?;
-        self.metered_output(stream)
+        self.metered_output(stream, &h)
     }
 
     fn advise(
@@ -1900,7 +2000,9 @@ impl fs::HostDescriptor for PolicedFs<'_> {
 
     fn sync_data(&mut self, fd: Resource<Descriptor>) -> FsResult<()> {
         self.tracked(&fd, Permission::Read)?;
-        fs::HostDescriptor::sync_data(&mut self.fs, fd)
+        let rep = fd.rep();
+        let synced = fs::HostDescriptor::sync_data(&mut self.fs, fd);
+        self.disk_noted(rep, synced)
     }
 
     fn get_flags(&mut self, fd: Resource<Descriptor>) -> FsResult<fs::DescriptorFlags> {
@@ -1921,7 +2023,9 @@ impl fs::HostDescriptor for PolicedFs<'_> {
 
     fn set_size(&mut self, fd: Resource<Descriptor>, size: fs::Filesize) -> FsResult<()> {
         self.tracked(&fd, Permission::Write)?;
-        fs::HostDescriptor::set_size(&mut self.fs, fd, size)
+        let rep = fd.rep();
+        let sized = fs::HostDescriptor::set_size(&mut self.fs, fd, size);
+        self.disk_noted(rep, sized)
     }
 
     fn set_times(
@@ -1955,21 +2059,27 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         mut buf: Vec<u8>,
         offset: fs::Filesize,
     ) -> FsResult<fs::Filesize> {
-        self.tracked(&fd, Permission::Write)?;
+        let h = self.tracked(&fd, Permission::Write)?;
+        let root = &self.guard.mounts[h.mount].root;
+        super::meter::reserve(&self.guard.activity, root, buf.len() as u64)
+            .map_err(FsError::from)?;
         let meter = Arc::clone(&self.guard.meter);
         // A short write is a write: only what the quota grants is written.
         let granted = meter
             .write_grant(buf.len() as u64)
             .map_err(|_| quota_error())?;
         buf.truncate(granted as usize);
+        let rep = fd.rep();
         let wrote = fs::HostDescriptor::write(&mut self.fs, fd, buf, offset);
         meter.wrote(granted, *wrote.as_ref().unwrap_or(&0));
-        wrote
+        self.disk_noted(rep, wrote)
     }
 
     fn sync(&mut self, fd: Resource<Descriptor>) -> FsResult<()> {
         self.tracked(&fd, Permission::Read)?;
-        fs::HostDescriptor::sync(&mut self.fs, fd)
+        let rep = fd.rep();
+        let synced = fs::HostDescriptor::sync(&mut self.fs, fd);
+        self.disk_noted(rep, synced)
     }
 
     fn stat(&mut self, fd: Resource<Descriptor>) -> FsResult<fs::DescriptorStat> {

@@ -25,7 +25,9 @@ use wasmtime_wasi::p2::{
     DynInputStream, DynOutputStream, InputStream, OutputStream, Pollable, StreamError, StreamResult,
 };
 
+use super::DiskError;
 use super::fs::Activity;
+use crate::policy::Root;
 use crate::quota::Quota;
 
 /// The most one read takes from the quota: wasmtime-wasi reads no more in
@@ -138,12 +140,25 @@ impl Meter {
         })
     }
 
-    pub fn output(self: &Arc<Self>, inner: DynOutputStream) -> DynOutputStream {
+    /// A write stream of a file in `root`: a disk error it meets (the
+    /// stream's error keeps the OS's) is recorded for the call.
+    /// Each write is first held to the root's reserve (`min_free_bytes`).
+    pub fn output(self: &Arc<Self>, inner: DynOutputStream, root: Arc<Root>) -> DynOutputStream {
         Box::new(MeteredOutput {
             inner,
             meter: Arc::clone(self),
+            root,
         })
     }
+}
+
+/// Holds a write of `len` bytes in `root` to its reserve: refused as a full
+/// disk (`ENOSPC`), the call marked with the reserve it would break.
+pub fn reserve(activity: &Activity, root: &Root, len: u64) -> std::io::Result<()> {
+    crate::space::check(root, len).map_err(|short| {
+        activity.mark_disk_error(DiskError::Reserve(short), &root.name);
+        std::io::Error::from_raw_os_error(rustix::io::Errno::NOSPC.raw_os_error())
+    })
 }
 
 fn failed(e: OutOfQuota) -> StreamError {
@@ -163,6 +178,29 @@ struct MeteredInput {
 struct MeteredOutput {
     inner: DynOutputStream,
     meter: Arc<Meter>,
+    root: Arc<Root>,
+}
+
+impl MeteredOutput {
+    /// Records the disk error `result` carries, if any.
+    fn noted<T>(&self, result: StreamResult<T>) -> StreamResult<T> {
+        if let Err(StreamError::LastOperationFailed(e)) = &result
+            && let Some(disk) = e
+                .downcast_ref::<std::io::Error>()
+                .and_then(DiskError::of_io)
+        {
+            self.meter.activity.mark_disk_error(disk, &self.root.name);
+        }
+        result
+    }
+
+    /// Refuses a write of `len` bytes that would leave less than the
+    /// root's reserve free, as a full disk (the call's result names the
+    /// reserve).
+    fn reserve(&self, len: u64) -> StreamResult<()> {
+        reserve(&self.meter.activity, &self.root, len)
+            .map_err(|e| StreamError::LastOperationFailed(wasmtime::Error::new(e)))
+    }
 }
 
 impl MeteredInput {
@@ -247,38 +285,47 @@ impl InputStream for MeteredInput {
 impl OutputStream for MeteredOutput {
     fn write(&mut self, bytes: Bytes) -> StreamResult<()> {
         let len = bytes.len() as u64;
+        self.reserve(len)?;
         self.meter.take_all(len).map_err(failed)?;
         let written = self.inner.write(bytes);
+        let written = self.noted(written);
         self.meter.wrote(len, if written.is_ok() { len } else { 0 });
         written
     }
 
     fn flush(&mut self) -> StreamResult<()> {
-        self.inner.flush()
+        let flushed = self.inner.flush();
+        self.noted(flushed)
     }
 
     fn check_write(&mut self) -> StreamResult<usize> {
-        Ok(self.meter.permit(self.inner.check_write()?))
+        let permit = self.inner.check_write();
+        Ok(self.meter.permit(self.noted(permit)?))
     }
 
     async fn blocking_write_and_flush(&mut self, bytes: Bytes) -> StreamResult<()> {
         let len = bytes.len() as u64;
+        self.reserve(len)?;
         self.meter.take_all(len).map_err(failed)?;
         let written = self.inner.blocking_write_and_flush(bytes).await;
+        let written = self.noted(written);
         self.meter.wrote(len, if written.is_ok() { len } else { 0 });
         written
     }
 
     fn write_zeroes(&mut self, nelem: usize) -> StreamResult<()> {
         let len = nelem as u64;
+        self.reserve(len)?;
         self.meter.take_all(len).map_err(failed)?;
         let written = self.inner.write_zeroes(nelem);
+        let written = self.noted(written);
         self.meter.wrote(len, if written.is_ok() { len } else { 0 });
         written
     }
 
     async fn write_ready(&mut self) -> StreamResult<usize> {
-        Ok(self.meter.permit(self.inner.write_ready().await?))
+        let ready = self.inner.write_ready().await;
+        Ok(self.meter.permit(self.noted(ready)?))
     }
 
     async fn cancel(&mut self) {
@@ -291,6 +338,10 @@ mod tests {
     use super::*;
     use crate::quota::QuotaConfig;
     use wasmtime_wasi::p2::pipe::{MemoryInputPipe, MemoryOutputPipe};
+
+    fn test_root() -> Arc<Root> {
+        Arc::new(Root::workspace_for_tests("ws", std::path::Path::new("/")))
+    }
 
     /// A quota of `burst` bytes that refills one byte a minute: nothing
     /// during a test, however slow the machine.
@@ -372,7 +423,7 @@ mod tests {
     async fn stream_writes_need_their_whole_length() {
         let (meter, activity, _) = meter(3000);
         let pipe = MemoryOutputPipe::new(1 << 20);
-        let mut output = meter.output(Box::new(pipe.clone()));
+        let mut output = meter.output(Box::new(pipe.clone()), test_root());
         assert_eq!(
             output.check_write().unwrap(),
             3000,
@@ -407,7 +458,7 @@ mod tests {
         let mut input = meter.input(Box::new(MemoryInputPipe::new(vec![7u8; 5000])));
         assert_eq!(input.read(8000).unwrap().len(), 5000);
         let pipe = MemoryOutputPipe::new(1 << 20);
-        let mut output = meter.output(Box::new(pipe.clone()));
+        let mut output = meter.output(Box::new(pipe.clone()), test_root());
         output.write(Bytes::from(vec![1u8; 4000])).unwrap();
         assert_eq!(
             (activity.bytes_read(), activity.bytes_written()),

@@ -63,6 +63,75 @@ pub fn out_of_descriptors(e: &std::io::Error) -> bool {
     )
 }
 
+/// A disk error an operation met, named for the model: WASI has codes for
+/// no space and file too large, but a guest's error text loses them, and it
+/// folds a disk quota and a read-only filesystem into `io`. The policing
+/// filesystem, which sees the OS error, records it for the call
+/// ([`fs::Activity::disk_error`]), and the result says it in place of
+/// whatever the guest made of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DiskError {
+    /// `ENOSPC`.
+    NoSpace,
+    /// `EDQUOT`.
+    Quota,
+    /// `EFBIG`: over the filesystem's largest file or the process's limit.
+    TooLarge,
+    /// `EROFS`.
+    ReadOnly,
+    /// Not an OS error: the write would have left less than the root's
+    /// reserve free (`min_free_bytes`), and the host refused it.
+    Reserve(crate::space::Short),
+}
+
+impl DiskError {
+    /// The disk error an OS error number is, if it is one.
+    pub fn of_errno(errno: i32) -> Option<DiskError> {
+        use rustix::io::Errno;
+        match Errno::from_raw_os_error(errno) {
+            Errno::NOSPC => Some(DiskError::NoSpace),
+            Errno::DQUOT => Some(DiskError::Quota),
+            Errno::FBIG => Some(DiskError::TooLarge),
+            Errno::ROFS => Some(DiskError::ReadOnly),
+            _ => None,
+        }
+    }
+
+    /// The disk error an I/O error is, if it is one.
+    pub fn of_io(e: &std::io::Error) -> Option<DiskError> {
+        e.raw_os_error().and_then(DiskError::of_errno)
+    }
+
+    /// What happened on `root`'s disk, as a sentence's start.
+    pub fn text(self, root: &str) -> String {
+        match self {
+            DiskError::NoSpace => {
+                format!("no space left on the disk that holds root '{root}' (ENOSPC)")
+            }
+            DiskError::Quota => format!(
+                "the disk quota of the user the server runs as is used up on the disk that holds \
+                 root '{root}' (EDQUOT)"
+            ),
+            DiskError::TooLarge => format!(
+                "the file would be larger than the disk that holds root '{root}' or the server's \
+                 file size limit allows (EFBIG)"
+            ),
+            DiskError::ReadOnly => {
+                format!("the disk that holds root '{root}' is mounted read-only (EROFS)")
+            }
+            DiskError::Reserve(short) => short.text(root),
+        }
+    }
+
+    /// The audit log's name for a call this error stopped.
+    pub fn rule(self) -> &'static str {
+        match self {
+            DiskError::Reserve(_) => "reserve",
+            _ => "disk",
+        }
+    }
+}
+
 /// Interfaces a tool may not import.
 const NETWORK_IMPORTS: &[&str] = &["wasi:sockets/", "wasi:http/"];
 
@@ -650,3 +719,26 @@ pub fn builtin_dir() -> PathBuf {
 
 /// The built-in components, embedded in the binary by the build.
 pub const BUILTINS: &[(&str, &[u8])] = include!(concat!(env!("OUT_DIR"), "/builtins.rs"));
+
+#[cfg(test)]
+mod disk_tests {
+    use super::DiskError;
+    use rustix::io::Errno;
+
+    #[test]
+    fn each_disk_error_is_named_with_its_root_and_code() {
+        for (errno, error, code) in [
+            (Errno::NOSPC, DiskError::NoSpace, "ENOSPC"),
+            (Errno::DQUOT, DiskError::Quota, "EDQUOT"),
+            (Errno::FBIG, DiskError::TooLarge, "EFBIG"),
+            (Errno::ROFS, DiskError::ReadOnly, "EROFS"),
+        ] {
+            let io = std::io::Error::from_raw_os_error(errno.raw_os_error());
+            assert_eq!(DiskError::of_io(&io), Some(error));
+            let text = error.text("ws");
+            assert!(text.contains("root 'ws'") && text.contains(code), "{text}");
+        }
+        assert_eq!(DiskError::of_errno(Errno::IO.raw_os_error()), None);
+        assert_eq!(DiskError::of_errno(Errno::MFILE.raw_os_error()), None);
+    }
+}
