@@ -114,8 +114,20 @@ pub fn remove_below(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<()> {
 /// Removes the directory `name` in `dir` if it holds nothing but empty
 /// directories (they go too, deepest first); anything else stays, and so
 /// does every directory above it. Never follows a symlink. Whether `name`
-/// is gone.
+/// is gone. A chain deeper than [`REMOVE_EMPTY_DEPTH`] stays whole: each
+/// level holds a descriptor while it is looked at, and a guest chooses the
+/// depth.
 pub fn remove_empty(dir: BorrowedFd<'_>, name: &OsStr) -> bool {
+    remove_empty_below(dir, name, REMOVE_EMPTY_DEPTH)
+}
+
+/// The deepest [`remove_empty`] looks.
+pub const REMOVE_EMPTY_DEPTH: usize = 128;
+
+fn remove_empty_below(dir: BorrowedFd<'_>, name: &OsStr, levels: usize) -> bool {
+    if levels == 0 {
+        return false;
+    }
     let Ok(sub) = open_dir(dir, name) else {
         return false;
     };
@@ -124,7 +136,7 @@ pub fn remove_empty(dir: BorrowedFd<'_>, name: &OsStr) -> bool {
     };
     let mut empty = true;
     for (child, ty) in names {
-        empty &= ty == FileType::Directory && remove_empty(sub.as_fd(), &child);
+        empty &= ty == FileType::Directory && remove_empty_below(sub.as_fd(), &child, levels - 1);
     }
     empty && rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR).is_ok()
 }
@@ -149,6 +161,33 @@ pub fn make_dir(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<OwnedFd> {
 mod tests {
     use super::*;
     use std::os::unix::fs::symlink;
+
+    #[test]
+    fn remove_empty_leaves_a_chain_deeper_than_its_limit_whole() {
+        let tmp = tempfile::TempDir::new().unwrap();
+        let fd = rustix::fs::open(
+            tmp.path(),
+            OFlags::DIRECTORY | OFlags::RDONLY,
+            Mode::empty(),
+        )
+        .unwrap();
+        let chain = |top: &str, depth: usize| {
+            let mut path = tmp.path().join(top);
+            for _ in 1..depth {
+                path.push("d");
+            }
+            std::fs::create_dir_all(&path).unwrap();
+        };
+        chain("shallow", REMOVE_EMPTY_DEPTH);
+        chain("deep", REMOVE_EMPTY_DEPTH + 1);
+        assert!(remove_empty(fd.as_fd(), OsStr::new("shallow")));
+        assert!(!tmp.path().join("shallow").exists());
+        assert!(!remove_empty(fd.as_fd(), OsStr::new("deep")));
+        assert!(
+            tmp.path().join("deep/d").exists(),
+            "nothing of it removed half-way"
+        );
+    }
 
     #[test]
     fn symlinks_are_never_followed() {

@@ -593,8 +593,11 @@ impl Toolbox {
         let out_of_descriptors = activity.out_of_descriptors();
         // A disk error says what happened only where the call failed: a tool
         // that met one and went another way (a copy where a link failed)
-        // still did what it says.
-        let disk = activity.disk_error().filter(|_| outcome.result.is_err());
+        // still did what it says. A call cancelled or out of time says so.
+        let disk = activity.disk_error().filter(|_| {
+            matches!(&outcome.result, Err(e)
+                if !matches!(e, CallError::Cancelled | CallError::Timeout(_)))
+        });
         let stopped = match &outcome.result {
             _ if out_of_quota => Some("quota"),
             _ if out_of_descriptors => Some("descriptors"),
@@ -621,7 +624,7 @@ impl Toolbox {
             }
             (_, _, Some((error, root))) => {
                 tracing::warn!(tool, root = %root, "a call met a disk error: {error:?}");
-                (error_result(disk_failed(*error, root)), 0)
+                (error_result(disk_failed(*error, root, built_in)), 0)
             }
             (Ok(output), _, _) => {
                 to_result(tool, output, self.config.limits.max_output_bytes, built_in)
@@ -804,14 +807,20 @@ fn ran_out_of_descriptors() -> String {
 
 /// What a call that failed on a disk error answers, whatever the tool made
 /// of the error (its own text would say only that an operation failed).
-fn disk_failed(error: DiskError, root: &str) -> String {
+/// What was left as it was is said for built-in tools only: the server
+/// cannot know how a third-party tool writes.
+fn disk_failed(error: DiskError, root: &str, built_in: bool) -> String {
     let way_out = match error {
         DiskError::Reserve(_) => format!("; {}", space::Short::WAY_OUT),
         _ => String::new(),
     };
+    let left = if built_in {
+        format!("What it was replacing is unchanged and no partial file is left: {UNFINISHED}")
+    } else {
+        "What the tool had done before it stopped stays done.".to_string()
+    };
     format!(
-        "{}, so the call could not finish. What it was replacing is unchanged and no partial \
-         file is left: {UNFINISHED}{way_out}",
+        "{}, so the call could not finish. {left}{way_out}",
         error.text(root)
     )
 }

@@ -766,6 +766,8 @@ pub fn record(root: &Root, stamp: &str, kept: &[Kept]) -> io::Result<()> {
     if entries.is_empty() && !trash.has_dir(stamp) {
         return Ok(());
     }
+    // Another server on this root may be adding to the same stamp's index.
+    let _held = locks::hold(root, &format!("index {stamp}"));
     // A call that kept nothing here (a keep that failed: a full disk) may
     // have made its entry's directories: they go, so a failed call leaves
     // nothing behind in the trash either. Only empty ones are removed.
@@ -775,8 +777,6 @@ pub fn record(root: &Root, stamp: &str, kept: &[Kept]) -> io::Result<()> {
     {
         return Ok(());
     }
-    // Another server on this root may be adding to the same stamp's index.
-    let _held = locks::hold(root, &format!("index {stamp}"));
     let mut index = trash.read_index(stamp)?.unwrap_or_default();
     index.entries.extend(entries);
     trash.write_index(stamp, &index)
