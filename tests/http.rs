@@ -979,6 +979,19 @@ fn assert_caps_below_limit(banner: &str) -> (usize, usize) {
     (max, per_client)
 }
 
+/// The server of the flood tests: its descriptor limit at [`FLOOD_NOFILE`]
+/// (the test's own raised to hold the flood), its header timeout
+/// [`HEADER_SECS`], its caps announced below the limit. With its banner.
+fn flood_server() -> (Env, Http, String) {
+    raise_own_limit();
+    let (env, config) = flood_fixture();
+    let header = HEADER_SECS.to_string();
+    let (server, banner) =
+        start_limited(&config, FLOOD_NOFILE, &["--header-timeout-secs", &header]);
+    assert_caps_below_limit(&banner);
+    (env, server, banner)
+}
+
 /// Clients that open connections, send two header lines and then nothing
 /// (half-open requests), more at once than the server has descriptors,
 /// from seven addresses, the real client's among them: the server holds at
@@ -986,12 +999,7 @@ fn assert_caps_below_limit(banner: &str) -> (usize, usize) {
 /// serves `/health` and a real MCP client meanwhile.
 #[test]
 fn half_open_requests_beyond_the_descriptor_limit_are_closed_and_clients_served() {
-    raise_own_limit();
-    let (_env, config) = flood_fixture();
-    let header = HEADER_SECS.to_string();
-    let (server, banner) =
-        start_limited(&config, FLOOD_NOFILE, &["--header-timeout-secs", &header]);
-    assert_caps_below_limit(&banner);
+    let (_env, server, _) = flood_server();
     let addr = server.addr;
     let begin = format!("POST /mcp HTTP/1.1\r\nHost: {addr}\r\n").into_bytes();
 
@@ -1046,12 +1054,7 @@ fn half_open_requests_beyond_the_descriptor_limit_are_closed_and_clients_served(
 /// within the header timeout, and real clients are served meanwhile.
 #[test]
 fn bodies_sent_a_byte_a_second_are_cut_and_clients_served() {
-    raise_own_limit();
-    let (_env, config) = flood_fixture();
-    let header = HEADER_SECS.to_string();
-    let (server, banner) =
-        start_limited(&config, FLOOD_NOFILE, &["--header-timeout-secs", &header]);
-    assert_caps_below_limit(&banner);
+    let (_env, server, banner) = flood_server();
     assert!(
         banner.contains(
             "a body at 1024 bytes/s or more over every 2 s; a whole body within 60 s; an \

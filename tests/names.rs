@@ -91,19 +91,7 @@ fn fixture() -> (Env, std::path::PathBuf) {
             .symlink(&format!("../{name}"), &format!("ws/links/{name}"));
     }
     env.write("docs/readme.md", "docs\n");
-    let config = env.config(
-        r#"
-        audit_log = "audit.log"
-        [[roots]]
-        name = "ws"
-        path = "ws"
-        role = "workspace"
-        [[roots]]
-        name = "docs"
-        path = "docs"
-        role = "reference"
-        "#,
-    );
+    let config = env.config(WS_AND_DOCS);
     (env, config)
 }
 

@@ -24,19 +24,7 @@ fn fixture() -> (Env, std::path::PathBuf) {
         .write("docs/readme.md", "docs\n")
         .write("outside/canary.txt", "CANARY-OUTSIDE\n")
         .symlink("../outside", "ws/out");
-    let config = env.config(
-        r#"
-        audit_log = "audit.log"
-        [[roots]]
-        name = "ws"
-        path = "ws"
-        role = "workspace"
-        [[roots]]
-        name = "docs"
-        path = "docs"
-        role = "reference"
-        "#,
-    );
+    let config = env.config(WS_AND_DOCS);
     (env, config)
 }
 

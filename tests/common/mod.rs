@@ -22,6 +22,20 @@ use tempfile::TempDir;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_loom-fs-mcp");
 
+/// A config of two roots, `ws` (workspace) and `docs` (reference), with an
+/// audit log beside them: what most end-to-end tests serve.
+pub const WS_AND_DOCS: &str = r#"
+audit_log = "audit.log"
+[[roots]]
+name = "ws"
+path = "ws"
+role = "workspace"
+[[roots]]
+name = "docs"
+path = "docs"
+role = "reference"
+"#;
+
 /// Compiled components are cached per test run, not in the user's home.
 pub fn cache_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("component-cache")
