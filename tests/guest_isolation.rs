@@ -9,14 +9,14 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use common::{Env, root};
-use loom_fs_mcp::audit::Audit;
 use loom_fs_mcp::config::{AuditTarget, Config};
 use loom_fs_mcp::policy::{Permission, Role, Root};
 use loom_fs_mcp::runtime::fs::Refusal;
 use loom_fs_mcp::runtime::{
     Budget, Cache, CallError, CallMount, CallOutcome, CallRequest, GuestLimits, Runtime,
 };
-use loom_fs_mcp::staging::Staging;
+use loom_fs_mcp::store::audit::Audit;
+use loom_fs_mcp::store::staging::Staging;
 use loom_fs_mcp::tools::{Control, Toolbox};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;

@@ -20,7 +20,7 @@ use common::*;
 use serde_json::{Value, json};
 
 fn landlock_available(test: &str) -> bool {
-    let available = loom_fs_mcp::sandbox::available();
+    let available = loom_fs_mcp::sys::sandbox::available();
     if !available {
         eprintln!("SKIPPED: kernel has no Landlock; {test} was not run");
     }

@@ -1,20 +1,15 @@
 //! loom-fs: a filesystem MCP server with roles, whose every tool runs as a
 //! WebAssembly component. See `ARCHITECTURE.md` at the repository root for
 //! the map of this crate.
+//!
+//! The modules are layers, listed here from the top: a module uses those
+//! below it, never one above (tests excepted).
 
-pub mod audit;
-pub mod beneath;
+pub mod cli;
 pub mod config;
-pub mod http;
-pub mod locks;
-pub mod mcp;
 pub mod policy;
-pub mod quota;
 pub mod runtime;
-pub mod sandbox;
-pub mod slots;
-pub mod space;
-pub mod staging;
+pub mod server;
+pub mod store;
+pub mod sys;
 pub mod tools;
-pub mod transport;
-pub mod trash;

@@ -25,10 +25,9 @@ use wasmtime_wasi::p2::{
     DynInputStream, DynOutputStream, InputStream, OutputStream, Pollable, StreamError, StreamResult,
 };
 
-use super::DiskError;
-use super::fs::Activity;
+use super::activity::{Activity, DiskError};
 use crate::policy::Root;
-use crate::quota::Quota;
+use crate::store::quota::Quota;
 
 /// The most one read takes from the quota: wasmtime-wasi reads no more in
 /// one operation, and a larger grant would hold bytes other calls could use.
@@ -155,7 +154,7 @@ impl Meter {
 /// Holds a write of `len` bytes in `root` to its reserve: refused as a full
 /// disk (`ENOSPC`), the call marked with the reserve it would break.
 pub fn reserve(activity: &Activity, root: &Root, len: u64) -> std::io::Result<()> {
-    crate::space::check(root, len).map_err(|short| {
+    crate::sys::space::check(root, len).map_err(|short| {
         activity.mark_disk_error(DiskError::Reserve(short), &root.name);
         std::io::Error::from_raw_os_error(rustix::io::Errno::NOSPC.raw_os_error())
     })
@@ -336,7 +335,7 @@ impl OutputStream for MeteredOutput {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::quota::QuotaConfig;
+    use crate::store::quota::QuotaConfig;
     use wasmtime_wasi::p2::pipe::{MemoryInputPipe, MemoryOutputPipe};
 
     fn test_root() -> Arc<Root> {

@@ -10,6 +10,7 @@
 //! A memory cap and a wall-clock deadline (epoch interruption, also used to
 //! stop a cancelled call) bound every call.
 
+mod activity;
 mod bindings;
 mod cache;
 mod clock;
@@ -32,13 +33,15 @@ use wasmtime::{
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
+pub use activity::{Activity, DiskError};
 pub use bindings::{Annotations, Descriptor, Image, Output, PathArgument, Permission, ToolError};
 pub use cache::Cache;
-pub use fs::Activity;
-use fs::{FsGuard, Kept, Mount, PolicedFs, Refusal, TRASH_DIR};
+use fs::{FsGuard, Mount, PolicedFs, Refusal};
 
 use crate::policy::{self, Root};
-use crate::quota::Quota;
+use crate::store::quota::Quota;
+use crate::store::{Kept, TRASH_DIR};
+use crate::sys::descriptors;
 
 /// How often the epoch advances: the granularity of deadlines and cancellation.
 const TICK: Duration = Duration::from_millis(10);
@@ -48,89 +51,6 @@ const TICK: Duration = Duration::from_millis(10);
 /// Slots are reserved up front by the pooling allocator, so a call reuses a
 /// warm slot instead of mapping and unmapping fresh memory.
 pub const MAX_INSTANCES: u32 = crate::config::MAX_CONCURRENT_CALLS as u32 + 1;
-
-/// What a call that found no file descriptor free is told, whatever the
-/// tool made of it (WASI has no error code for it: a guest only sees an
-/// I/O error).
-pub const NO_DESCRIPTORS: &str =
-    "the server has no file descriptor free (EMFILE: too many open files)";
-
-/// Whether `e` says the process (or the system) has no descriptor free.
-pub fn out_of_descriptors(e: &std::io::Error) -> bool {
-    matches!(
-        e.raw_os_error().map(rustix::io::Errno::from_raw_os_error),
-        Some(rustix::io::Errno::MFILE | rustix::io::Errno::NFILE)
-    )
-}
-
-/// A disk error an operation met, named for the model: WASI has codes for
-/// no space and file too large, but a guest's error text loses them, and it
-/// folds a disk quota and a read-only filesystem into `io`. The policing
-/// filesystem, which sees the OS error, records it for the call
-/// ([`fs::Activity::disk_error`]), and the result says it in place of
-/// whatever the guest made of it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DiskError {
-    /// `ENOSPC`.
-    NoSpace,
-    /// `EDQUOT`.
-    Quota,
-    /// `EFBIG`: over the filesystem's largest file or the process's limit.
-    TooLarge,
-    /// `EROFS`.
-    ReadOnly,
-    /// Not an OS error: the write would have left less than the root's
-    /// reserve free (`min_free_bytes`), and the host refused it.
-    Reserve(crate::space::Short),
-}
-
-impl DiskError {
-    /// The disk error an OS error number is, if it is one.
-    pub fn of_errno(errno: i32) -> Option<DiskError> {
-        use rustix::io::Errno;
-        match Errno::from_raw_os_error(errno) {
-            Errno::NOSPC => Some(DiskError::NoSpace),
-            Errno::DQUOT => Some(DiskError::Quota),
-            Errno::FBIG => Some(DiskError::TooLarge),
-            Errno::ROFS => Some(DiskError::ReadOnly),
-            _ => None,
-        }
-    }
-
-    /// The disk error an I/O error is, if it is one.
-    pub fn of_io(e: &std::io::Error) -> Option<DiskError> {
-        e.raw_os_error().and_then(DiskError::of_errno)
-    }
-
-    /// What happened on `root`'s disk, as a sentence's start.
-    pub fn text(self, root: &str) -> String {
-        match self {
-            DiskError::NoSpace => {
-                format!("no space left on the disk that holds root '{root}' (ENOSPC)")
-            }
-            DiskError::Quota => format!(
-                "the disk quota of the user the server runs as is used up on the disk that holds \
-                 root '{root}' (EDQUOT)"
-            ),
-            DiskError::TooLarge => format!(
-                "the file would be larger than the disk that holds root '{root}' or the server's \
-                 file size limit allows (EFBIG)"
-            ),
-            DiskError::ReadOnly => {
-                format!("the disk that holds root '{root}' is mounted read-only (EROFS)")
-            }
-            DiskError::Reserve(short) => short.text(root),
-        }
-    }
-
-    /// The audit log's name for a call this error stopped.
-    pub fn rule(self) -> &'static str {
-        match self {
-            DiskError::Reserve(_) => "reserve",
-            _ => "disk",
-        }
-    }
-}
 
 /// Interfaces a tool may not import.
 const NETWORK_IMPORTS: &[&str] = &["wasi:sockets/", "wasi:http/"];
@@ -241,7 +161,7 @@ pub struct CallMount {
     /// operation): the guest gets the root's permissions up to this, and a
     /// read-write preopen only beyond read.
     pub op: policy::Permission,
-    /// The call's staging directory in this root (see [`crate::staging`]),
+    /// The call's staging directory in this root (see [`crate::store::staging`]),
     /// for a tool that keeps history where the call writes.
     pub staging: Option<PathBuf>,
 }
@@ -501,7 +421,9 @@ impl Runtime {
         let why = |e: &wasmtime::Error| {
             tracing::warn!("cannot open a root for a call: {e:?}");
             match e.downcast_ref::<std::io::Error>() {
-                Some(e) if out_of_descriptors(e) => format!(": {NO_DESCRIPTORS}; try again"),
+                Some(e) if descriptors::out_of_descriptors(e) => {
+                    format!(": {}; try again", descriptors::NO_DESCRIPTORS)
+                }
                 _ => String::new(),
             }
         };
@@ -578,7 +500,7 @@ impl Runtime {
         let mut table = ResourceTable::new();
         // Streams, pollables and descriptors together; descriptors alone are
         // capped lower by the policing filesystem.
-        table.set_max_capacity(4 * fs::MAX_DESCRIPTORS);
+        table.set_max_capacity(4 * descriptors::MAX_DESCRIPTORS);
         let state = CallState {
             deadline: Instant::now() + self.budget.timeout,
             cancel: req.cancel.clone(),
@@ -693,25 +615,6 @@ fn sweep_temporaries(created: impl Iterator<Item = PathBuf>) {
     }
 }
 
-/// A trash entry name for a call: UTC time to the microsecond
-/// (`20261129T203000.123456Z`), strictly increasing within the process so
-/// two calls never share an entry.
-pub fn trash_stamp() -> String {
-    use std::sync::Mutex;
-    use std::time::{SystemTime, UNIX_EPOCH};
-    static LAST: Mutex<u128> = Mutex::new(0);
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros());
-    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
-    let micros = now.max(*last + 1);
-    *last = micros;
-    let time = UNIX_EPOCH + Duration::from_micros(micros as u64);
-    humantime::format_rfc3339_micros(time)
-        .to_string()
-        .replace(['-', ':'], "")
-}
-
 /// Where the build wrote the built-in components as plain `.wasm` files.
 pub fn builtin_dir() -> PathBuf {
     PathBuf::from(env!("LOOMFS_COMPONENTS_DIR"))
@@ -719,26 +622,3 @@ pub fn builtin_dir() -> PathBuf {
 
 /// The built-in components, embedded in the binary by the build.
 pub const BUILTINS: &[(&str, &[u8])] = include!(concat!(env!("OUT_DIR"), "/builtins.rs"));
-
-#[cfg(test)]
-mod disk_tests {
-    use super::DiskError;
-    use rustix::io::Errno;
-
-    #[test]
-    fn each_disk_error_is_named_with_its_root_and_code() {
-        for (errno, error, code) in [
-            (Errno::NOSPC, DiskError::NoSpace, "ENOSPC"),
-            (Errno::DQUOT, DiskError::Quota, "EDQUOT"),
-            (Errno::FBIG, DiskError::TooLarge, "EFBIG"),
-            (Errno::ROFS, DiskError::ReadOnly, "EROFS"),
-        ] {
-            let io = std::io::Error::from_raw_os_error(errno.raw_os_error());
-            assert_eq!(DiskError::of_io(&io), Some(error));
-            let text = error.text("ws");
-            assert!(text.contains("root 'ws'") && text.contains(code), "{text}");
-        }
-        assert_eq!(DiskError::of_errno(Errno::IO.raw_os_error()), None);
-        assert_eq!(DiskError::of_errno(Errno::MFILE.raw_os_error()), None);
-    }
-}

@@ -31,7 +31,6 @@ use std::ffi::OsStr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
 use wasmtime::component::{HasData, Resource};
@@ -43,10 +42,12 @@ use wasmtime_wasi::p2::bindings::sync::filesystem::types as fs;
 use wasmtime_wasi::p2::bindings::sync::io::streams;
 use wasmtime_wasi::p2::{FsError, FsResult};
 
-use super::DiskError;
+use super::activity::{Activity, DiskError};
 use super::meter::{Meter, OutOfQuota};
 use crate::policy::{Permission, Perms, Root};
-use crate::quota::Quota;
+use crate::store::quota::Quota;
+use crate::store::{Kept, TRASH_DIR};
+use crate::sys::descriptors::MAX_DESCRIPTORS;
 
 /// A directory preopened for this call: a root, or a root's trash.
 pub struct Mount {
@@ -60,7 +61,7 @@ pub struct Mount {
     /// created; nothing is read, listed or removed there.
     pub trash: bool,
     /// Whether this is the call's staging directory (see
-    /// [`crate::staging`]): the guest may make, read and remove files and
+    /// [`crate::store::staging`]): the guest may make, read and remove files and
     /// directories there; what it made leaves only by a rename or link into
     /// its own root, and nothing enters it from elsewhere.
     pub staging: bool,
@@ -107,20 +108,6 @@ impl Mount {
     }
 }
 
-/// The trash directory of every root.
-pub const TRASH_DIR: &str = ".mcp-trash";
-
-/// Something a call moved or linked into a root's trash: where the previous
-/// content of a path went.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Kept {
-    pub root: String,
-    /// Root-relative path it was taken from.
-    pub from: String,
-    /// Root-relative path in the trash (`.mcp-trash/<stamp>/…`).
-    pub to: String,
-}
-
 /// A guest operation the policy refused, for the audit log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
@@ -130,85 +117,6 @@ pub struct Refusal {
     pub op: Permission,
     pub rule: &'static str,
 }
-
-/// What a call has done so far, readable while it runs (for progress
-/// notifications) and after (for tests and benchmarks).
-#[derive(Debug, Default)]
-pub struct Activity {
-    opened: AtomicU64,
-    dirs_read: AtomicU64,
-    read: AtomicU64,
-    written: AtomicU64,
-    out_of_quota: AtomicBool,
-    out_of_descriptors: AtomicBool,
-    /// The first disk error an operation met, and the root on that disk.
-    disk: std::sync::Mutex<Option<(DiskError, String)>>,
-}
-
-impl Activity {
-    /// Files and directories opened.
-    pub fn opened(&self) -> u64 {
-        self.opened.load(Ordering::Relaxed)
-    }
-
-    /// Directories whose entries were read.
-    pub fn dirs_read(&self) -> u64 {
-        self.dirs_read.load(Ordering::Relaxed)
-    }
-
-    /// Bytes read from files.
-    pub fn bytes_read(&self) -> u64 {
-        self.read.load(Ordering::Relaxed)
-    }
-
-    /// Bytes written to files.
-    pub fn bytes_written(&self) -> u64 {
-        self.written.load(Ordering::Relaxed)
-    }
-
-    /// Whether an operation was refused because the byte quota was used up.
-    pub fn out_of_quota(&self) -> bool {
-        self.out_of_quota.load(Ordering::Relaxed)
-    }
-
-    /// Whether an operation failed because the server had no file
-    /// descriptor free (`EMFILE`, `ENFILE`).
-    pub fn out_of_descriptors(&self) -> bool {
-        self.out_of_descriptors.load(Ordering::Relaxed)
-    }
-
-    /// The first disk error (no space, quota, file too large, read-only)
-    /// an operation of the call met, with the root whose disk it was.
-    pub fn disk_error(&self) -> Option<(DiskError, String)> {
-        self.disk.lock().ok().and_then(|d| d.clone())
-    }
-
-    pub fn mark_disk_error(&self, error: DiskError, root: &str) {
-        if let Ok(mut d) = self.disk.lock() {
-            d.get_or_insert_with(|| (error, root.to_string()));
-        }
-    }
-
-    pub(super) fn count_read(&self, bytes: u64) {
-        self.read.fetch_add(bytes, Ordering::Relaxed);
-    }
-
-    pub(super) fn count_written(&self, bytes: u64) {
-        self.written.fetch_add(bytes, Ordering::Relaxed);
-    }
-
-    pub(super) fn mark_out_of_quota(&self) {
-        self.out_of_quota.store(true, Ordering::Relaxed);
-    }
-
-    fn mark_out_of_descriptors(&self) {
-        self.out_of_descriptors.store(true, Ordering::Relaxed);
-    }
-}
-
-/// Most descriptors and directory entry streams one call may hold open at once (each is a host file
-/// descriptor: a guest must not exhaust the server's).
-pub const MAX_DESCRIPTORS: usize = 256;
 
 /// What a tracked descriptor is: which mount, and its real root-relative path.
 #[derive(Clone, Debug)]
@@ -1031,7 +939,7 @@ impl PolicedFs<'_> {
                 rel: real,
             },
         );
-        self.guard.activity.opened.fetch_add(1, Ordering::Relaxed);
+        self.guard.activity.count_opened();
         Ok(ReadOpen::Opened(new))
     }
 
@@ -1391,8 +1299,8 @@ impl PolicedFs<'_> {
         let (Some(parent), Some(base)) = (slot.parent(), slot.file_name()) else {
             return Err(std::io::ErrorKind::InvalidInput.into());
         };
-        let root_fd = crate::beneath::open_root(&root)?;
-        let into = crate::beneath::parents(&root_fd, parent)?;
+        let root_fd = crate::sys::beneath::open_root(&root)?;
+        let into = crate::sys::beneath::parents(&root_fd, parent)?;
         for n in 1..100u32 {
             let mut candidate = base.to_os_string();
             if n > 1 {
@@ -1629,7 +1537,7 @@ impl fs::HostDescriptor for PolicedFs<'_> {
                         rel,
                     },
                 );
-                self.guard.activity.opened.fetch_add(1, Ordering::Relaxed);
+                self.guard.activity.count_opened();
                 Ok(new)
             }
             Err(refused) => {
@@ -1940,10 +1848,7 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         let dir = rustix::fs::Dir::new(own).map_err(|e| self.os_error(e))?;
         let stream = self.fs.table.push(DirStream(dir))?;
         self.guard.streams.insert(stream.rep(), h);
-        self.guard
-            .activity
-            .dirs_read
-            .fetch_add(1, Ordering::Relaxed);
+        self.guard.activity.count_dir_read();
         Ok(Resource::new_own(stream.rep()))
     }
 

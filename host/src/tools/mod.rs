@@ -5,9 +5,9 @@
 //! roots. A call goes: arguments → every declared path argument through
 //! [`resolve`] (each refusal audited and returned as an `isError` result
 //! naming the rule) → for a call that changes something, the locks of the
-//! places it changes ([`crate::locks`]), then every path resolved again
+//! places it changes ([`crate::store::locks`]), then every path resolved again
 //! under them → its trash stamp, a call slot, and for a tool that keeps
-//! history a staging directory in each root it writes ([`crate::staging`])
+//! history a staging directory in each root it writes ([`crate::store::staging`])
 //! → a fresh component instance that sees only the call's roots → result
 //! mapped to MCP content, structured content and images.
 //!
@@ -25,21 +25,24 @@ use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotation
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::audit::{Audit, Record};
+pub mod slots;
+
 use crate::config::Config;
-use crate::locks::{Key, LockError, Locked, PathLocks};
 use crate::policy::{
     PathArg, Permission, Perms, Resolved, neutralised, noted, path_requests, resolve, shown_arg,
     shown_clipped,
 };
-use crate::quota::{self, Quota};
 use crate::runtime::{
     self, Activity, CallError, CallMount, CallRequest, DiskError, GuestLimits, Runtime, ToolError,
 };
-use crate::slots::{SlotError, Slots};
-use crate::space;
-use crate::staging::{CallDir, Staging};
-use crate::trash;
+use crate::store::audit::{Audit, Record};
+use crate::store::locks::{Key, LockError, Locked, PathLocks};
+use crate::store::quota::{self, Quota};
+use crate::store::staging::{CallDir, Staging};
+use crate::store::trash;
+use crate::sys::descriptors;
+use crate::sys::space;
+use slots::{SlotError, Slots};
 
 /// Longest model-supplied string kept in an audit line (bytes).
 const AUDIT_CLIP: usize = 1024;
@@ -292,7 +295,7 @@ impl Toolbox {
                 };
                 // Taken under the locks: a path's trash entries are in the
                 // order its changes were made.
-                let stamp = keeps_history.then(runtime::trash_stamp);
+                let stamp = keeps_history.then(crate::store::trash_stamp);
                 Ok(self
                     .run(Run {
                         tool: name,
@@ -456,8 +459,8 @@ impl Toolbox {
                 }
                 Err(e) => {
                     tracing::warn!(root = %m.root.name, "cannot make a staging directory: {e}");
-                    let why = if runtime::out_of_descriptors(&e) {
-                        runtime::NO_DESCRIPTORS.to_string()
+                    let why = if descriptors::out_of_descriptors(&e) {
+                        descriptors::NO_DESCRIPTORS.to_string()
                     } else if let Some(disk) = DiskError::of_io(&e) {
                         // The call's result names it, and its audit line.
                         activity.mark_disk_error(disk, &m.root.name);
@@ -801,7 +804,7 @@ const UNFINISHED: &str = "write_file and edit_file change nothing unless they fi
 fn ran_out_of_descriptors() -> String {
     format!(
         "{} during the call, so it could not finish; try again in a moment. {UNFINISHED}",
-        runtime::NO_DESCRIPTORS
+        descriptors::NO_DESCRIPTORS
     )
 }
 

@@ -237,7 +237,7 @@ impl<B: Body + Unpin> Body for Held<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::conns::{ConnLimits, Conns};
+    use crate::server::http::conns::{ConnLimits, Conns};
     use http_body_util::BodyExt;
 
     /// A body fed by hand, one chunk at a time.

@@ -47,7 +47,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::body::BodyLimits;
-use crate::runtime::fs::MAX_DESCRIPTORS;
+use crate::sys::descriptors::MAX_DESCRIPTORS;
 
 /// Descriptors the server holds whatever it serves: stdin, stdout and
 /// stderr, the audit log (two while it rotates), the listener, tokio's

@@ -14,12 +14,7 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// The configured rate and burst.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct QuotaConfig {
-    pub bytes_per_minute: u64,
-    pub burst_bytes: u64,
-}
+pub use crate::config::QuotaConfig;
 
 /// The bucket was empty: when to try again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

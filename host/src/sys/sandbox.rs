@@ -605,7 +605,8 @@ mod tests {
     fn restricted_child(base: &Path) {
         let config = Config::parse(CONFIG, base, false).unwrap();
         // As the server does: the audit log is opened before restricting.
-        let audit = crate::audit::Audit::open(&config.audit, config.audit_max_bytes, 0).unwrap();
+        let audit =
+            crate::store::audit::Audit::open(&config.audit, config.audit_max_bytes, 0).unwrap();
         let status = Plan::new(&config, Some(&base.join("cache")))
             .unwrap()
             .restrict_self()

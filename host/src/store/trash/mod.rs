@@ -56,11 +56,11 @@ use rustix::io::Errno;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-use crate::beneath::{beneath, names_in, open_dir, parents, remove_below, remove_empty};
-use crate::locks::{self, LOCK_FILE};
 use crate::policy::{Permission, Resolved, Root, Rule, resolve};
-use crate::runtime::fs::{Kept, TRASH_DIR};
-use crate::staging::{self, STAGING_DIR, Swept};
+use crate::store::locks::{self, LOCK_FILE};
+use crate::store::staging::{self, STAGING_DIR, Swept};
+use crate::store::{Kept, TRASH_DIR};
+use crate::sys::beneath::{beneath, names_in, open_dir, parents, remove_below, remove_empty};
 
 /// Hex digits of an ID as listed (more only where two entries share them).
 pub const ID_DIGITS: usize = 8;
@@ -190,7 +190,7 @@ fn io_error(root: &Root, what: impl Into<String>, source: io::Error) -> TrashErr
 }
 
 /// The time a stamp names, if `stamp` is one (`20261201T083145.123456Z`,
-/// as [`crate::runtime::trash_stamp`] makes them).
+/// as [`crate::store::trash_stamp`] makes them).
 pub fn stamp_time(stamp: &str) -> Option<SystemTime> {
     let b = stamp.as_bytes();
     let digits = |from: usize, to: usize| b[from..to].iter().all(u8::is_ascii_digit);
@@ -1253,7 +1253,7 @@ mod tests {
             humantime::format_rfc3339_micros(at).to_string(),
             "2026-12-01T08:31:45.123456Z"
         );
-        let made = crate::runtime::trash_stamp();
+        let made = crate::store::trash_stamp();
         assert!(stamp_time(&made).is_some(), "{made}");
         for bad in [
             "",

@@ -14,7 +14,6 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::policy::{DenyList, Permission, Perms, Role, Root};
-use crate::quota::QuotaConfig;
 
 /// Where audit lines go.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,6 +35,13 @@ pub struct Limits {
     /// Most bytes of text, structured content and images one call may
     /// return; more is refused while it is read out of the guest.
     pub max_output_bytes: u64,
+}
+
+/// The byte quota's configured rate and burst (`store::quota` runs it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QuotaConfig {
+    pub bytes_per_minute: u64,
+    pub burst_bytes: u64,
 }
 
 /// A validated config.

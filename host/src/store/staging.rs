@@ -34,9 +34,9 @@ use std::time::SystemTime;
 use rustix::fs::{FileType, FlockOperation, Mode};
 use rustix::io::Errno;
 
-use crate::beneath::{self, make_dir, names_in, open_dir, remove_below};
 use crate::policy::Root;
-use crate::runtime::fs::TRASH_DIR;
+use crate::store::TRASH_DIR;
+use crate::sys::beneath::{self, make_dir, names_in, open_dir, remove_below};
 
 /// The staging area's directory, in a root's trash directory.
 pub const STAGING_DIR: &str = ".staging";

@@ -12,6 +12,7 @@
 //! The toolbox arrives after the server starts (components load while the
 //! client's handshake is answered): tool requests wait for it.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -24,9 +25,13 @@ use rmcp::model::{
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
-use crate::http::ClientAddr;
 use crate::runtime::Activity;
 use crate::tools::{Control, Toolbox};
+
+/// The client's address, which the HTTP face puts in each request's
+/// extensions for the audit log.
+#[derive(Clone, Copy, Debug)]
+pub struct ClientAddr(pub SocketAddr);
 
 /// How often a running call with a progress token reports progress. A call
 /// that ends sooner sends none.

@@ -51,9 +51,9 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::beneath;
 use crate::policy::{Permission, QUOTED_NOTE, Root, is_quoted, shown};
-use crate::runtime::fs::TRASH_DIR;
+use crate::store::TRASH_DIR;
+use crate::sys::beneath;
 
 /// The lock file of a root, in its trash directory (denied to every tool).
 pub const LOCK_FILE: &str = ".locks";
@@ -97,7 +97,7 @@ pub enum LockError {
     /// call stops rather than go on without the lock.
     #[error(
         "{}, so the call could not lock what it changes; nothing was changed; try again in a moment",
-        crate::runtime::NO_DESCRIPTORS
+        crate::sys::descriptors::NO_DESCRIPTORS
     )]
     NoDescriptors,
 }
@@ -291,7 +291,7 @@ enum Unusable {
 /// the lock another server honours); anything else leaves the lock file
 /// out.
 fn unusable(e: &io::Error, may_make: bool) -> Result<Unusable, LockError> {
-    if crate::runtime::out_of_descriptors(e) {
+    if crate::sys::descriptors::out_of_descriptors(e) {
         Err(LockError::NoDescriptors)
     } else if e.kind() == io::ErrorKind::NotFound && !may_make {
         Ok(Unusable::Unmade)

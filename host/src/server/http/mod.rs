@@ -54,7 +54,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 
-use crate::mcp::Server;
+use crate::server::mcp::{ClientAddr, Server};
 use body::{Held, MinRate};
 use conns::{ConnLimits, Conns, Ticket};
 use send::SendTimeout;
@@ -78,10 +78,6 @@ pub struct HttpOptions {
     /// Connection caps and time limits.
     pub conns: ConnLimits,
 }
-
-/// The client's address, put in each request's extensions for the audit log.
-#[derive(Clone, Copy, Debug)]
-pub struct ClientAddr(pub SocketAddr);
 
 /// What the `/mcp` guard needs.
 struct Gate {

@@ -1,0 +1,9 @@
+//! What loom-fs asks of the kernel, with no state of its own: walking
+//! beneath a root without following links (`openat2`), descriptor counts,
+//! free space, and the process's own Landlock sandbox. Nothing here knows
+//! about tools, calls or MCP.
+
+pub mod beneath;
+pub mod descriptors;
+pub mod sandbox;
+pub mod space;
