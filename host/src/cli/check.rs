@@ -1,0 +1,185 @@
+//! `loom-fs-mcp check`: loads the config, the components and the cache as
+//! serving would, and prints what the server would serve and what is wrong.
+//! It serves nothing and changes no file but the compiled-component cache.
+
+use super::*;
+
+pub(super) fn check(cli: &Cli) -> anyhow::Result<()> {
+    let config = load_config(cli)?;
+    // `check` may run beside the server it checks: it makes sure the audit
+    // log can be opened, but does not take it; nothing is audited here.
+    Audit::probe(&config.audit).with_context(|| audit_problem(&config))?;
+    // What `serve` would refuse, `check` refuses too.
+    let budget = descriptor_budget(&config, open_file_limit_when_serving());
+    let http = match cli.http.transport {
+        Transport::Stdio => None,
+        Transport::Http => Some(http_options(
+            &cli.http,
+            config.limits.tool_timeout,
+            &budget,
+        )?),
+    };
+    let (cache, unused) = cache(&config);
+    if config.landlock {
+        Plan::new(&config, cache.dir())?;
+    }
+    let runtime = runtime(&config)?;
+    let audit = Audit::open(&AuditTarget::Stderr, 0, 0)?;
+    let toolbox = toolbox(config, audit, runtime, &cache)?;
+    let config = toolbox.config();
+    println!("config is valid");
+    if config.read_only {
+        println!("read-only: every root is capped at read");
+    }
+    println!("roots:");
+    let width = config.roots.iter().map(|r| r.name.len()).max().unwrap_or(0);
+    for r in &config.roots {
+        let line = format!("  {:width$}  {:<10}  {}", r.name, r.role.as_str(), r.perms);
+        if r.extra_deny.is_empty() {
+            println!("{line}");
+        } else {
+            println!("{line:<46}  deny += {}", r.extra_deny.join(", "));
+        }
+    }
+    if !config.deny.is_empty() {
+        println!("deny (every root) += {}", config.deny.join(", "));
+    }
+    let space = space_lines(config);
+    if !space.is_empty() {
+        println!("free space (min_free_bytes):");
+        for line in space {
+            println!("  {line}");
+        }
+    }
+    println!("tools:");
+    let surface = toolbox.surface();
+    for p in Permission::ALL {
+        let names: Vec<&str> = surface
+            .iter()
+            .filter(|(_, (need, _))| *need == p)
+            .map(|(n, _)| *n)
+            .collect();
+        let listed = if names.is_empty() {
+            "(none)".to_string()
+        } else {
+            names.join(", ")
+        };
+        println!("  {p:<6}  {listed}");
+    }
+    println!(
+        "tool surface (each tool, what it needs, the roots it may act on, where it comes from):"
+    );
+    let width = surface.keys().map(|n| n.len()).max().unwrap_or(0);
+    for (name, (need, source)) in &surface {
+        let roots: Vec<&str> = config
+            .roots
+            .iter()
+            .filter(|r| r.perms.contains(*need))
+            .map(|r| r.name.as_str())
+            .collect();
+        println!(
+            "  {name:width$}  {need:<6}  {:<24}  {source}",
+            roots.join(", ")
+        );
+    }
+    let third_party = config.components.len();
+    println!(
+        "components: {} built-in, {third_party} third-party",
+        runtime::BUILTINS.len()
+    );
+    for path in &config.components {
+        println!("  {}", path.display());
+    }
+    match config.quota {
+        None => println!("quota: off (no quota_bytes_per_minute)"),
+        Some(q) => println!(
+            "quota: {} per minute read and written by tools, bursts up to {}",
+            bytes_text(q.bytes_per_minute),
+            bytes_text(q.burst_bytes)
+        ),
+    }
+    if config.landlock {
+        println!(
+            "landlock: on: serve restricts itself to its roots, the audit log and the cache \
+             (read-only)"
+        );
+    } else {
+        println!("landlock: off");
+    }
+    match &http {
+        None => println!("transport: stdio"),
+        Some(options) => {
+            println!(
+                "transport: http on {} ({})",
+                cli.http.listen,
+                if cli.http.auth_token_file.is_some() {
+                    "bearer token required"
+                } else {
+                    "no token"
+                }
+            );
+            for line in limit_lines(&options.conns, &budget) {
+                println!("  {line}");
+            }
+        }
+    }
+    let mut warnings: Vec<String> = unused.into_iter().collect();
+    warnings.extend(warnings_of(config, &cli.http, cli.allow_root));
+    if let Some(options) = &http {
+        warnings.extend(short_of_descriptors(&options.conns, &budget));
+    }
+    if !warnings.is_empty() {
+        println!("warnings:");
+        for w in warnings {
+            println!("  {w}");
+        }
+    }
+    Ok(())
+}
+
+/// Whether tools may change `root` (so its reserve matters).
+pub(super) fn writes(root: &Root) -> bool {
+    root.perms.contains(Permission::Write)
+}
+
+/// For each root tools may change, its disk's free space against its
+/// reserve, as `check` and the start-up lines show them.
+pub(super) fn space_lines(config: &Config) -> Vec<String> {
+    let width = config.roots.iter().map(|r| r.name.len()).max().unwrap_or(0);
+    config
+        .roots
+        .iter()
+        .filter(|r| writes(r))
+        .map(|r| {
+            let free = space::free_bytes(&r.path).map_or_else(
+                |e| format!("free space unknown ({e})"),
+                |f| format!("{} free", space::human(f)),
+            );
+            format!(
+                "{:width$}  {free} on its disk, keeps {} (min_free_bytes)",
+                r.name,
+                space::human(r.min_free_bytes)
+            )
+        })
+        .collect()
+}
+
+/// A warning for each root tools may change whose disk has less free than
+/// its reserve already.
+pub(super) fn below_reserve(config: &Config) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in config.roots.iter().filter(|r| writes(r)) {
+        if let Ok(free) = space::free_bytes(&r.path)
+            && free < r.min_free_bytes
+        {
+            out.push(format!(
+                "root '{}': its disk has {} free, below its min_free_bytes ({}): every change \
+                 there is refused until space is freed",
+                r.name,
+                space::human(free),
+                space::human(r.min_free_bytes)
+            ));
+        }
+    }
+    out
+}

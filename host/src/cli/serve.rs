@@ -1,0 +1,299 @@
+//! Serving: the start-up checks and warnings, the kernel sandbox, the
+//! staging sweep, then MCP over stdio or HTTP until the client goes. Under
+//! stdio nothing here writes to stdout but the JSON-RPC channel.
+
+use super::*;
+
+/// What an operator should know before serving this config.
+pub(super) fn warnings_of(config: &Config, http: &HttpArgs, allow_root: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .and_then(|h| std::fs::canonicalize(h).ok());
+    for r in &config.roots {
+        if r.path == Path::new("/") {
+            out.push(format!(
+                "root '{}' is the filesystem root: every file the server can read is exposed",
+                r.name
+            ));
+        } else if home.as_deref().is_some_and(|h| h.starts_with(&r.path)) {
+            out.push(format!(
+                "root '{}' is or holds your home directory: dotfiles and keys the deny list does not name are exposed",
+                r.name
+            ));
+        }
+        if r.path.join(".ssh").exists() {
+            out.push(format!(
+                "root '{}' holds .ssh: denied by name, but a root should not contain keys at all",
+                r.name
+            ));
+        }
+        if let AuditTarget::File(log) = &config.audit {
+            let log = log
+                .parent()
+                .and_then(|p| std::fs::canonicalize(p).ok())
+                .map(|p| p.join(log.file_name().unwrap_or_default()));
+            if log.is_some_and(|l| l.starts_with(&r.path)) {
+                out.push(format!(
+                    "the audit log is inside root '{}': tools can read it (and, where the role allows, change it)",
+                    r.name
+                ));
+            }
+        }
+    }
+    out.extend(below_reserve(config));
+    if let Some(q) = config.quota {
+        let largest = config
+            .roots
+            .iter()
+            .map(|r| r.max_read_bytes)
+            .max()
+            .unwrap_or(0);
+        if q.burst_bytes < largest {
+            out.push(format!(
+                "quota_burst_bytes ({}) is below the largest max_read_bytes ({largest}): a \
+                 read_file of a file between them never fits in the quota",
+                q.burst_bytes
+            ));
+        }
+    }
+    if rustix::process::geteuid().is_root() {
+        out.push(if allow_root {
+            format!("running as root (--allow-root): {ROOT_RISK}")
+        } else {
+            format!("running as root: {ROOT_RISK}; serve refuses to start unless --allow-root")
+        });
+    }
+    if config.landlock {
+        if !sandbox::available() {
+            out.push(
+                "landlock = true, but this kernel has no Landlock: the server would run \
+                 without the kernel sandbox"
+                    .into(),
+            );
+        }
+        if let Some(dir) = sandbox::shared_audit_dir(config) {
+            out.push(shared_audit_dir(&dir));
+        }
+    }
+    if http.transport == Transport::Http {
+        out.extend(exposure(http));
+    }
+    out
+}
+
+/// The risk of the HTTP address, if it is not loopback: said by `serve` on
+/// start and by `check` among its warnings.
+pub(super) fn exposure(http: &HttpArgs) -> Option<String> {
+    (!http.listen.ip().is_loopback()).then(|| {
+        format!(
+            "listening on {}, which is not loopback: anyone who can reach it can use every \
+             root with its permissions{}",
+            http.listen,
+            if http.auth_token_file.is_none() {
+                ", and no --auth-token-file is set"
+            } else {
+                " if they hold the token"
+            }
+        )
+    })
+}
+
+pub(super) fn serve(cli: &Cli) -> anyhow::Result<()> {
+    refuse_root(cli)?;
+    let config = load_config(cli)?;
+    let budget = descriptor_budget(&config, raise_open_file_limit());
+    let audit = open_audit(&config)?;
+    eprintln!(
+        "loom-fs-mcp {}: {} root{}{}",
+        env!("CARGO_PKG_VERSION"),
+        config.roots.len(),
+        if config.roots.len() == 1 { "" } else { "s" },
+        if config.read_only { " (read-only)" } else { "" }
+    );
+    let width = config.roots.iter().map(|r| r.name.len()).max().unwrap_or(0);
+    for r in &config.roots {
+        eprintln!("  {:width$}  {:<10}  {}", r.name, r.role.as_str(), r.perms);
+    }
+    for line in space_lines(&config) {
+        eprintln!("  {line}");
+    }
+    for warning in below_reserve(&config) {
+        eprintln!("warning: {warning}");
+    }
+    let http = match cli.http.transport {
+        Transport::Stdio => None,
+        Transport::Http => {
+            let options = http_options(&cli.http, config.limits.tool_timeout, &budget)?;
+            if let Some(risk) = exposure(&cli.http) {
+                eprintln!("warning: {risk}");
+            }
+            for line in limit_lines(&options.conns, &budget) {
+                eprintln!("{line}");
+            }
+            if let Some(short) = short_of_descriptors(&options.conns, &budget) {
+                eprintln!("warning: {short}");
+            }
+            Some(options)
+        }
+    };
+    // Read before the sandbox, which hides the cgroup files that tell.
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let (cache, unused) = cache(&config);
+    if let Some(why) = unused {
+        eprintln!("warning: {why}");
+    }
+    // A sandboxed server only reads the cache: what it wrote there would
+    // run in every later start.
+    let cache = if config.landlock {
+        restrict(&config, cache.dir())?;
+        cache.read_only()
+    } else {
+        cache
+    };
+    let runtime = runtime(&config)?;
+    // The client's handshake needs no component: answer it at once, and
+    // load the components meanwhile. Tool requests wait for them; a
+    // component that fails to load stops the server with the reason.
+    let (ready, loaded) = tokio::sync::watch::channel(None);
+    let sandboxed = config.landlock;
+    std::thread::Builder::new()
+        .name("load-components".into())
+        .spawn(move || {
+            sweep_staging(&config);
+            match toolbox(config, audit, runtime, &cache) {
+                Ok(toolbox) => {
+                    let _ = ready.send(Some(Arc::new(toolbox)));
+                    if cache.missed() && sandboxed {
+                        eprintln!(
+                            "landlock: components not in the cache were compiled and not cached (a \
+                         sandboxed server never writes code for later starts); run `loom-fs-mcp \
+                         check` with this config once to cache them"
+                        );
+                    }
+                }
+                Err(e) => {
+                    eprintln!("loom-fs-mcp: {e:#}");
+                    std::process::exit(1);
+                }
+            }
+        })
+        .context("cannot start the component loader")?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    match http {
+        None => {
+            eprintln!("serving MCP over stdio");
+            rt.block_on(serve_stdio(Server::new(loaded)))
+        }
+        Some(options) => rt.block_on(serve_http(Server::new(loaded), options)),
+    }
+}
+
+/// Removes what servers that are gone (killed mid-call) left in the
+/// staging area of each root this server may write, and says so.
+pub(super) fn sweep_staging(config: &Config) {
+    for root in config
+        .roots
+        .iter()
+        .filter(|r| r.perms.contains(Permission::Write))
+    {
+        match staging::sweep(root, false) {
+            Ok(swept) if !swept.is_empty() => eprintln!(
+                "{}: removed the unfinished files of {} stopped {} from its staging area",
+                root.name,
+                swept.servers,
+                plural(swept.servers, "server", "servers"),
+            ),
+            Ok(_) => {}
+            Err(e) => eprintln!(
+                "warning: {}: cannot clear its staging area ({}/{}): {e}",
+                root.name,
+                store::TRASH_DIR,
+                staging::STAGING_DIR
+            ),
+        }
+    }
+}
+
+pub(super) const ROOT_RISK: &str =
+    "root bypasses file permissions, so a bug in the server could reach any file on this machine";
+
+/// Serving as root is refused unless `--allow-root` accepts the risk.
+pub(super) fn refuse_root(cli: &Cli) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        cli.allow_root || !rustix::process::geteuid().is_root(),
+        "refusing to run as root: {ROOT_RISK}; run loom-fs-mcp as an ordinary user, or pass \
+         --allow-root (LOOMFS_ALLOW_ROOT=1) to accept the risk"
+    );
+    Ok(())
+}
+
+/// Applies the kernel sandbox (`landlock = true`). What needs the whole
+/// filesystem is done (the config, the audit log, the token file) and no
+/// thread has started: the runtime's epoch ticker, the component loader and
+/// tokio's workers all start after this, restricted like this thread.
+pub(super) fn restrict(config: &Config, cache: Option<&Path>) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        sandbox::lone_thread() != Some(false),
+        "a thread started before the kernel sandbox, which would not cover it"
+    );
+    if let Some(dir) = sandbox::shared_audit_dir(config) {
+        eprintln!("warning: {}", shared_audit_dir(&dir));
+    }
+    match Plan::new(config, cache)?.restrict_self()? {
+        status @ Status::Enforced { .. } => eprintln!("landlock: {status}"),
+        status @ Status::NotEnforced(_) => eprintln!("warning: {status}"),
+    }
+    Ok(())
+}
+
+pub(super) fn shared_audit_dir(dir: &Path) -> String {
+    format!(
+        "the audit log's directory {} holds other files: the kernel sandbox lets the server \
+         create, write and remove files anywhere under it; give the audit log a directory of \
+         its own",
+        dir.display()
+    )
+}
+
+pub(super) async fn serve_stdio(server: Server) -> anyhow::Result<()> {
+    let (io, flushed) = stdio::guarded(tokio::io::stdin(), tokio::io::stdout());
+    let service = server
+        .serve(io)
+        .await
+        .context("MCP session failed to start")?;
+    service
+        .waiting()
+        .await
+        .context("MCP session ended with an error")?;
+    // The session is over: let its last answers reach the client.
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), flushed).await;
+    Ok(())
+}
+
+pub(super) async fn serve_http(server: Server, options: HttpOptions) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", options.listen))?;
+    let bound = listener.local_addr()?;
+    eprintln!("serving MCP over HTTP on http://{bound}/mcp (health: http://{bound}/health)");
+    let stop = tokio_util::sync::CancellationToken::new();
+    let trigger = stop.clone();
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("cannot watch SIGTERM")?;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        eprintln!("loom-fs-mcp: stopping: finishing the calls in flight");
+        trigger.cancel();
+    });
+    http::serve(listener, server, &options, stop)
+        .await
+        .context("HTTP server failed")
+}
