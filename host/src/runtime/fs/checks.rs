@@ -1,0 +1,488 @@
+//! The checks before an operation: an existing path, a new name, a removal,
+//! an open for reading, each resolved and judged against the deny list and
+//! the mount's permissions, with errors named for the model. Refusals are
+//! recorded; nothing is changed here.
+
+use super::*;
+
+impl PolicedFs<'_> {
+    /// Hands out a write stream wrapped in the call's meter.
+    /// Its disk errors are recorded for the root of `h`.
+    pub(super) fn metered_output(
+        &mut self,
+        stream: Resource<streams::OutputStream>,
+        h: &Handle,
+    ) -> FsResult<Resource<streams::OutputStream>> {
+        let inner = self.fs.table.delete(stream)?;
+        let root = Arc::clone(&self.guard.mounts[h.mount].root);
+        let metered = self.guard.meter.output(inner, root);
+        Ok(self.fs.table.push(metered)?)
+    }
+
+    pub(super) fn dir_fd(&self, fd: &Resource<Descriptor>) -> FsResult<BorrowedFd<'_>> {
+        Ok(raw_fd(self.fs.table.get(fd)?))
+    }
+
+    /// Probes `path` under `fd` (see [`probe`]). With no descriptor free
+    /// for the probe, the operation fails and the call is marked: WASI has
+    /// no error code for it, so the MCP layer says what happened.
+    pub(super) fn probe_at(
+        &self,
+        fd: &Resource<Descriptor>,
+        path: &str,
+        follow: bool,
+    ) -> FsResult<Probe> {
+        match probe(self.dir_fd(fd)?, path, follow) {
+            Probe::NoDescriptors => Err(self.exhausted()),
+            found => Ok(found),
+        }
+    }
+
+    /// The error of an operation that found no descriptor free, with the
+    /// call marked for it.
+    pub(super) fn exhausted(&self) -> FsError {
+        self.guard.activity.mark_out_of_descriptors();
+        ErrorCode::Io.into()
+    }
+
+    /// `e`, met by the host's own operation in `mount`, as the guest sees
+    /// it; a disk error is recorded for the call with its errno (WASI
+    /// would fold `EDQUOT` into `io`).
+    pub(super) fn host_error(&self, mount: usize, e: rustix::io::Errno) -> FsError {
+        if let Some(disk) = DiskError::of_errno(e.raw_os_error()) {
+            let root = &self.guard.mounts[mount].root.name;
+            self.guard.activity.mark_disk_error(disk, root);
+        }
+        self.os_error(e)
+    }
+
+    /// `e` as the guest sees it; a lack of descriptors marks the call.
+    pub(super) fn os_error(&self, e: rustix::io::Errno) -> FsError {
+        if is_exhaustion(e) {
+            return self.exhausted();
+        }
+        io_error(e)
+    }
+
+    /// Records the disk error `result` carries for the root of descriptor
+    /// `rep` (see [`DiskError`]): no space and file too large by their WASI
+    /// codes; an I/O error on a read-only filesystem as that (wasmtime-wasi
+    /// folds `EROFS` into `io`, as it does `EDQUOT`, which only a stream's
+    /// error or the host's own operations still tell).
+    pub(super) fn disk_noted<T>(&self, rep: u32, result: FsResult<T>) -> FsResult<T> {
+        let Err(e) = &result else {
+            return result;
+        };
+        let Some(h) = self.guard.handles.get(&rep) else {
+            return result;
+        };
+        let disk = match e.downcast_ref() {
+            Some(ErrorCode::InsufficientSpace) => Some(DiskError::NoSpace),
+            Some(ErrorCode::FileTooLarge) => Some(DiskError::TooLarge),
+            Some(ErrorCode::Io | ErrorCode::ReadOnly) => self
+                .fs
+                .table
+                .get(&Resource::<Descriptor>::new_borrow(rep))
+                .ok()
+                .and_then(|d| rustix::fs::fstatvfs(raw_fd(d)).ok())
+                .filter(|v| v.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY))
+                .map(|_| DiskError::ReadOnly),
+            _ => None,
+        };
+        if let Some(disk) = disk {
+            let root = &self.guard.mounts[h.mount].root.name;
+            self.guard.activity.mark_disk_error(disk, root);
+        }
+        result
+    }
+
+    /// After wasmtime-wasi's own open failed (its error code has lost the
+    /// errno): whether the process is out of descriptors now, told by
+    /// trying to duplicate one, and if so the call is marked.
+    pub(super) fn check_exhaustion(&self, dir: &Resource<Descriptor>) {
+        if let Ok(fd) = self.dir_fd(dir)
+            && let Err(e) = rustix::io::fcntl_dupfd_cloexec(fd, 0)
+            && is_exhaustion(e)
+        {
+            self.guard.activity.mark_out_of_descriptors();
+        }
+    }
+
+    /// Probes `path` under `fd`: the probe when found, `None` when absent (the
+    /// operation itself will fail the same way), a refusal when it escapes
+    /// or the probe cannot tell.
+    pub(super) fn probe_checked(
+        &mut self,
+        fd: &Resource<Descriptor>,
+        path: &str,
+        follow: bool,
+        h: &Handle,
+        rel: &Path,
+        op: Permission,
+    ) -> FsResult<Option<OwnedFd>> {
+        // A symlink on the way may lead through a denied name (`to_git/..`,
+        // `to_pem/x`, `to_pem/`): then every step is checked by its real
+        // name, and a denied one answers as a missing one, whatever comes
+        // after it. Without a symlink, the lexical check saw every step.
+        if symlink_on_the_way(self.dir_fd(fd)?, path, follow) {
+            self.steps_checked(fd, path, h, rel, op)?;
+        }
+        match self.probe_at(fd, path, follow)? {
+            Probe::Found(fd) => Ok(Some(fd)),
+            Probe::Absent => Ok(None),
+            Probe::Escapes => Err(self.guard.refuse(Some(h.mount), rel, op, "confinement")),
+            Probe::Failed | Probe::NoDescriptors => {
+                Err(self.guard.refuse(Some(h.mount), rel, op, "probe_failed"))
+            }
+        }
+    }
+
+    /// Checks the real name of every step of `path` that is resolved as a
+    /// directory (all but the last name, and that one too when `path` ends
+    /// in `/`). A step that is missing ends the check: the operation meets
+    /// the same end.
+    pub(super) fn steps_checked(
+        &mut self,
+        fd: &Resource<Descriptor>,
+        path: &str,
+        h: &Handle,
+        rel: &Path,
+        op: Permission,
+    ) -> FsResult<()> {
+        let names: Vec<&str> = path.split('/').filter(|n| !n.is_empty()).collect();
+        let steps = if path.ends_with('/') {
+            names.len()
+        } else {
+            names.len().saturating_sub(1)
+        };
+        let mut prefix = String::new();
+        for name in &names[..steps] {
+            if !prefix.is_empty() {
+                prefix.push('/');
+            }
+            prefix.push_str(name);
+            let Probe::Found(step) = self.probe_at(fd, &prefix, true)? else {
+                return Ok(());
+            };
+            self.guard.real(h, step.as_fd(), rel, op)?;
+        }
+        Ok(())
+    }
+
+    /// Checks an existing path for `op`: lexically, then by the real name of
+    /// a probe (following a final symlink when `follow`). Special files are
+    /// refused when `refuse_special`.
+    pub(super) fn check_existing(
+        &mut self,
+        fd: &Resource<Descriptor>,
+        path: &str,
+        op: Permission,
+        follow: bool,
+        refuse_special: bool,
+    ) -> FsResult<Handle> {
+        let h = self.guard.handle(fd.rep(), op)?;
+        let rel = self.guard.lexical(&h, path, op, Lookup::Existing)?;
+        if is_plain_name(path) && !follow && !refuse_special {
+            return Ok(Handle {
+                mount: h.mount,
+                rel,
+            });
+        }
+        let Some(probe) = self.probe_checked(fd, path, follow, &h, &rel, op)? else {
+            return Ok(Handle {
+                mount: h.mount,
+                rel,
+            });
+        };
+        // The real name first: a denied one looks missing, whatever it is.
+        let real = self.guard.real(&h, probe.as_fd(), &rel, op)?;
+        if refuse_special && is_special(probe.as_fd()) {
+            return Err(self.guard.refuse(Some(h.mount), &rel, op, "special_file"));
+        }
+        Ok(Handle {
+            mount: h.mount,
+            rel: real,
+        })
+    }
+
+    /// Checks an existing path before opening it for reading only, with one
+    /// probe: lexically, then by type (a special file is refused without
+    /// being opened). A regular file opened with plain read flags
+    /// (`reopen`) is opened here, from the probe, after its real name is
+    /// checked: the inode read is the inode checked, nothing can be swapped
+    /// in between. Anything else (a directory, a symlink not followed, a
+    /// missing path) goes to the general open, whose real name is checked
+    /// on the opened descriptor: opening for reading changes nothing.
+    pub(super) fn read_open(
+        &mut self,
+        fd: &Resource<Descriptor>,
+        path: &str,
+        follow: bool,
+        reopen: bool,
+    ) -> FsResult<ReadOpen> {
+        let op = Permission::Read;
+        let h = self.guard.handle(fd.rep(), op)?;
+        let rel = self.guard.lexical(&h, path, op, Lookup::Existing)?;
+        let general = |rel| {
+            Ok(ReadOpen::General(Handle {
+                mount: h.mount,
+                rel,
+            }))
+        };
+        let Some(probe) = self.probe_checked(fd, path, follow, &h, &rel, op)? else {
+            return general(rel);
+        };
+        // The real name first: a denied one looks missing, whatever kind of
+        // entry it is and whatever the open asks of it.
+        let real = self.guard.real(&h, probe.as_fd(), &rel, op)?;
+        let st = rustix::fs::fstat(&probe).map_err(io_error)?;
+        match FileType::from_raw_mode(st.st_mode) {
+            FileType::RegularFile if reopen => {}
+            FileType::RegularFile | FileType::Directory | FileType::Symlink | FileType::Unknown => {
+                return general(rel);
+            }
+            FileType::Fifo
+            | FileType::Socket
+            | FileType::CharacterDevice
+            | FileType::BlockDevice => {
+                return Err(self.guard.refuse(Some(h.mount), &rel, op, "special_file"));
+            }
+        }
+        // The file as this call read it, for a publish over it to compare.
+        self.guard
+            .read
+            .insert((h.mount, real.clone()), Identity::of(&st));
+        let Descriptor::Dir(dir) = self.fs.table.get(fd)? else {
+            return Err(ErrorCode::NotDirectory.into());
+        };
+        let perms = dir.perms;
+        let file = rustix::fs::open(
+            format!("/proc/self/fd/{}", probe.as_raw_fd()),
+            OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY,
+            Mode::empty(),
+        )
+        .map_err(|e| self.os_error(e))?;
+        let file = wasmtime_wasi::filesystem::File::new(file.into(), perms, OpenMode::READ, true);
+        let new = self.fs.table.push(Descriptor::File(file))?;
+        self.guard.handles.insert(
+            new.rep(),
+            Handle {
+                mount: h.mount,
+                rel: real,
+            },
+        );
+        self.guard.activity.count_opened();
+        Ok(ReadOpen::Opened(new))
+    }
+
+    /// Checks a name about to be created (or replaced) for `op`: lexically,
+    /// and by the real name of its parent directory.
+    pub(super) fn check_new(
+        &mut self,
+        fd: &Resource<Descriptor>,
+        path: &str,
+        op: Permission,
+    ) -> FsResult<Handle> {
+        let h = self.guard.handle(fd.rep(), op)?;
+        let rel = self.guard.lexical(&h, path, op, Lookup::New)?;
+        let (parent, name) = match path.trim_end_matches('/').rsplit_once('/') {
+            Some((parent, name)) => (parent, name),
+            None => {
+                return Ok(Handle {
+                    mount: h.mount,
+                    rel,
+                });
+            }
+        };
+        let Some(probe) = self.probe_checked(fd, parent, true, &h, &rel, op)? else {
+            return Ok(Handle {
+                mount: h.mount,
+                rel,
+            });
+        };
+        let real_parent = self.guard.real(&h, probe.as_fd(), &rel, op)?;
+        let real = real_parent.join(name);
+        if self.guard.denies(h.mount, &real) {
+            return Err(self.guard.refuse(Some(h.mount), &rel, op, "deny"));
+        }
+        Ok(Handle {
+            mount: h.mount,
+            rel: real,
+        })
+    }
+
+    /// Checks a path about to be unlinked or removed: delete permission,
+    /// unless this call created it; never in a trash, never a mount's top.
+    pub(super) fn check_removal(
+        &mut self,
+        fd: &Resource<Descriptor>,
+        path: &str,
+    ) -> FsResult<Handle> {
+        let h = self.guard.handle(fd.rep(), Permission::Delete)?;
+        // Created entries are recorded by real path: find this one's.
+        let real = match self.probe_at(fd, path, false)? {
+            Probe::Found(found) => real_path(found.as_fd()).and_then(|p| {
+                p.strip_prefix(&self.guard.mounts[h.mount].host)
+                    .ok()
+                    .map(Path::to_path_buf)
+            }),
+            _ => None,
+        };
+        // Everything in a staging directory is the call's own.
+        let own = self.guard.mounts[h.mount].staging
+            || real.is_some_and(|rel| self.guard.created.contains(&(h.mount, rel)));
+        let op = if own {
+            Permission::Write
+        } else {
+            Permission::Delete
+        };
+        let target = self.check_existing(fd, path, op, false, false)?;
+        self.guard
+            .not_trash(&target, &target.rel, Permission::Delete)?;
+        self.guard.not_mount_top(&target, Permission::Delete)?;
+        Ok(target)
+    }
+
+    /// The copy this call made in a trash that `path` under `fd` names, if
+    /// it names one (only plain names: nothing in a trash can be a symlink
+    /// the call made, nor be renamed or removed but this copy).
+    pub(super) fn own_copy(
+        &self,
+        fd: &Resource<Descriptor>,
+        path: &str,
+    ) -> Option<(usize, PathBuf)> {
+        let h = self.guard.handles.get(&fd.rep())?;
+        if !self.guard.mounts[h.mount].trash {
+            return None;
+        }
+        let rel = Path::new(path);
+        if !rel.components().all(|c| matches!(c, Component::Normal(_))) {
+            return None;
+        }
+        let key = (h.mount, h.rel.join(rel));
+        self.guard.copies.contains(&key).then_some(key)
+    }
+
+    /// Refuses a new name in a trash that is already taken: nothing kept is
+    /// ever replaced.
+    pub(super) fn never_replace_in_trash(
+        &mut self,
+        fd: &Resource<Descriptor>,
+        path: &str,
+        new: &Handle,
+    ) -> FsResult<()> {
+        if matches!(self.probe_at(fd, path, false)?, Probe::Absent) {
+            return Ok(());
+        }
+        Err(self
+            .guard
+            .refuse(Some(new.mount), &new.rel, Permission::Write, "trash"))
+    }
+
+    /// When a rename will replace a regular file with a regular file (an
+    /// atomic write), gives the incoming file the old one's permission bits:
+    /// WASI cannot, and an edit must not make a private file readable or a
+    /// script not executable.
+    pub(super) fn carry_mode(
+        &self,
+        old_fd: &Resource<Descriptor>,
+        old_path: &str,
+        new_fd: &Resource<Descriptor>,
+        new_path: &str,
+    ) -> FsResult<()> {
+        let regular = |fd: &OwnedFd| {
+            rustix::fs::fstat(fd)
+                .ok()
+                .filter(|st| FileType::from_raw_mode(st.st_mode) == FileType::RegularFile)
+        };
+        let (Probe::Found(from), Probe::Found(to)) = (
+            self.probe_at(old_fd, old_path, false)?,
+            self.probe_at(new_fd, new_path, false)?,
+        ) else {
+            return Ok(());
+        };
+        if let (Some(_), Some(old)) = (regular(&from), regular(&to)) {
+            // Never set-id bits: the guest wrote the content.
+            let mode = Mode::from_raw_mode(old.st_mode & 0o777);
+            let _ = rustix::fs::chmodat(
+                self.dir_fd(old_fd)?,
+                old_path,
+                mode,
+                rustix::fs::AtFlags::empty(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Whether `path` (not following a final symlink) is a directory.
+    pub(super) fn is_directory(&self, fd: &Resource<Descriptor>, path: &str) -> FsResult<bool> {
+        let Probe::Found(found) = self.probe_at(fd, path, false)? else {
+            return Ok(false);
+        };
+        Ok(rustix::fs::fstat(&found)
+            .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory))
+    }
+
+    /// Whether `path` is a symlink whose target does not exist (or leaves the root).
+    pub(super) fn is_dangling_symlink(
+        &self,
+        fd: &Resource<Descriptor>,
+        path: &str,
+    ) -> FsResult<bool> {
+        let Probe::Found(link) = self.probe_at(fd, path, false)? else {
+            return Ok(false);
+        };
+        let is_link = rustix::fs::fstat(&link)
+            .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Symlink);
+        Ok(is_link && !matches!(self.probe_at(fd, path, true)?, Probe::Found(_)))
+    }
+
+    /// What is at `path`, following a final symlink when `follow`; `None`
+    /// when nothing is there.
+    pub(super) fn stat_of(
+        &self,
+        fd: &Resource<Descriptor>,
+        path: &str,
+        follow: bool,
+    ) -> FsResult<Option<rustix::fs::Stat>> {
+        let Probe::Found(found) = self.probe_at(fd, path, follow)? else {
+            return Ok(None);
+        };
+        Ok(rustix::fs::fstat(&found).ok())
+    }
+
+    /// The directory holding `path` under `fd` (opened `O_PATH` beneath its
+    /// mount, and checked by its real name: the rename acts on exactly the
+    /// directory checked) and the last name of `path`.
+    pub(super) fn parent(
+        &mut self,
+        fd: &Resource<Descriptor>,
+        path: &str,
+        target: &Handle,
+    ) -> FsResult<(OwnedFd, String)> {
+        let trimmed = path.trim_end_matches('/');
+        let (dir, name) = trimmed.rsplit_once('/').unwrap_or(("", trimmed));
+        if !is_plain_name(name) {
+            return Err(ErrorCode::Invalid.into());
+        }
+        let base = self.guard.handle(fd.rep(), Permission::Write)?;
+        let op = Permission::Write;
+        match self.probe_at(fd, dir, true)? {
+            Probe::Found(parent) => {
+                self.guard.real(&base, parent.as_fd(), &target.rel, op)?;
+                Ok((parent, name.to_string()))
+            }
+            Probe::Absent => Err(ErrorCode::NoEntry.into()),
+            Probe::Escapes => {
+                Err(self
+                    .guard
+                    .refuse(Some(base.mount), &target.rel, op, "confinement"))
+            }
+            Probe::Failed | Probe::NoDescriptors => {
+                Err(self
+                    .guard
+                    .refuse(Some(base.mount), &target.rel, op, "probe_failed"))
+            }
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! The WASI interfaces around descriptors: preopens (the call's mounts),
+//! error codes, what a stat shows, and directory entry streams, which skip
+//! every denied name so a listing never shows one.
+
+use super::*;
+
+/// What a guest is told about a directory: its type and times, but a link
+/// count of 1 and a size of 0 whatever the filesystem says (and a symlink's
+/// size as 0). Both count the
+/// entries in it (a subdirectory adds a link; on tmpfs each entry adds to
+/// the size), hidden ones included: the guest must not learn that a `.git`
+/// or a `.venv` is there from the numbers of its parent.
+pub(super) fn as_seen(mut stat: fs::DescriptorStat) -> fs::DescriptorStat {
+    match stat.type_ {
+        fs::DescriptorType::Directory => {
+            stat.link_count = 1;
+            stat.size = 0;
+        }
+        // A symlink's size is the length of its target, which `readlink`
+        // keeps to itself where it points out or at a denied name.
+        fs::DescriptorType::SymbolicLink => stat.size = 0,
+        _ => {}
+    }
+    stat
+}
+
+impl preopens::Host for PolicedFs<'_> {
+    fn get_directories(&mut self) -> wasmtime::Result<Vec<(Resource<Descriptor>, String)>> {
+        let dirs = preopens::Host::get_directories(&mut self.fs)?;
+        for (fd, name) in &dirs {
+            let Some(mount) = self.guard.mounts.iter().position(|m| &m.guest_dir == name) else {
+                continue;
+            };
+            // The preopen must be the very directory meant: a root swapped
+            // for a symlink, or a `.mcp-trash` planted as one, is left
+            // untracked, so every use of it is refused.
+            let opened = raw_fd(self.fs.table.get(fd)?);
+            if real_path(opened).as_deref() == Some(self.guard.mounts[mount].host.as_path()) {
+                self.guard.handles.insert(
+                    fd.rep(),
+                    Handle {
+                        mount,
+                        rel: PathBuf::new(),
+                    },
+                );
+            } else {
+                let root = Some(mount);
+                self.guard
+                    .refuse(root, Path::new(""), Permission::Read, "confinement");
+            }
+        }
+        Ok(dirs)
+    }
+}
+
+impl fs::Host for PolicedFs<'_> {
+    fn convert_error_code(&mut self, err: FsError) -> wasmtime::Result<fs::ErrorCode> {
+        fs::Host::convert_error_code(&mut self.fs, err)
+    }
+
+    fn filesystem_error_code(
+        &mut self,
+        err: Resource<streams::Error>,
+    ) -> wasmtime::Result<Option<fs::ErrorCode>> {
+        if self
+            .fs
+            .table
+            .get(&err)?
+            .downcast_ref::<OutOfQuota>()
+            .is_some()
+        {
+            return Ok(Some(fs::ErrorCode::Quota));
+        }
+        fs::Host::filesystem_error_code(&mut self.fs, err)
+    }
+}
+
+impl fs::HostDirectoryEntryStream for PolicedFs<'_> {
+    fn read_directory_entry(
+        &mut self,
+        stream: Resource<fs::DirectoryEntryStream>,
+    ) -> FsResult<Option<fs::DirectoryEntry>> {
+        let Some(h) = self.guard.streams.get(&stream.rep()).cloned() else {
+            return Err(self.guard.refuse(
+                None,
+                Path::new(""),
+                Permission::Read,
+                "untracked_descriptor",
+            ));
+        };
+        let deny = &self.guard.mounts[h.mount].root.deny;
+        let DirStream(dir) = self.fs.table.get_mut(&DirStream::of(&stream))?;
+        loop {
+            let entry = match dir.read() {
+                None => return Ok(None),
+                Some(entry) => entry.map_err(io_error)?,
+            };
+            let name = entry.file_name().to_bytes();
+            if name == b"." || name == b".." {
+                continue;
+            }
+            let Ok(name) = std::str::from_utf8(name) else {
+                return Err(ErrorCode::IllegalByteSequence.into());
+            };
+            // Denied names are never seen, let alone looked at.
+            if deny.hides(OsStr::new(name)) {
+                continue;
+            }
+            let type_ = match entry.file_type() {
+                FileType::Unknown => {
+                    // An entry name is one component: no traversal is possible.
+                    rustix::fs::statat(
+                        dir.fd().map_err(io_error)?,
+                        name,
+                        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+                    )
+                    .map_or(fs::DescriptorType::Unknown, |st| wasi_type(st.st_mode))
+                }
+                t => wasi_file_type(t),
+            };
+            return Ok(Some(fs::DirectoryEntry {
+                type_,
+                name: name.to_string(),
+            }));
+        }
+    }
+
+    fn drop(&mut self, stream: Resource<fs::DirectoryEntryStream>) -> wasmtime::Result<()> {
+        self.guard.streams.remove(&stream.rep());
+        self.fs.table.delete(DirStream::of(&stream))?;
+        Ok(())
+    }
+}

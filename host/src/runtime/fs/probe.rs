@@ -1,0 +1,227 @@
+//! Resolution beneath a mount: `openat2(RESOLVE_BENEATH)` probes that open
+//! nothing for reading, the real path of a descriptor, a symlink met on the
+//! way, and the WASI names of file types. Decides nothing: callers do.
+
+use super::*;
+
+/// How a checked path is used: looked up as something that exists, or as a
+/// name about to be created (see [`FsGuard::denied`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Lookup {
+    Existing,
+    New,
+}
+
+/// `base` joined with the relative `path`, `..` resolved lexically; `None`
+/// for an absolute path or one climbing above the root.
+pub(super) fn join_lexically(base: &Path, path: &Path) -> Option<PathBuf> {
+    let mut out = base.to_path_buf();
+    for c in path.components() {
+        match c {
+            Component::Normal(name) => out.push(name),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    return None;
+                }
+            }
+            Component::RootDir | Component::Prefix(_) => return None,
+        }
+    }
+    Some(out)
+}
+
+/// Whether `path` names a direct entry of its directory (one plain name):
+/// then, without following symlinks, its real path is the directory's plus
+/// the name, and no probe is needed.
+pub(super) fn is_plain_name(path: &str) -> bool {
+    !path.is_empty() && path != "." && path != ".." && !path.contains('/')
+}
+
+/// The real path of an open descriptor.
+pub(super) fn real_path(fd: BorrowedFd<'_>) -> Option<PathBuf> {
+    std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()
+}
+
+/// What probing a path found.
+pub(super) enum Probe {
+    /// It exists: an `O_PATH` descriptor of it.
+    Found(OwnedFd),
+    /// Resolving it would leave the root (`EXDEV` from `RESOLVE_BENEATH`).
+    Escapes,
+    /// Missing, or unreachable in a way the operation itself will hit the
+    /// same way (not a directory, a symlink loop, no access).
+    Absent,
+    /// The probe failed for a reason that says nothing about the path
+    /// (e.g. `openat2` filtered by seccomp): refuse, never fall back to the
+    /// lexical check alone.
+    Failed,
+    /// The process has no descriptor free for the probe.
+    NoDescriptors,
+}
+
+/// Opens `path` under `dir` as `O_PATH`, never leaving `dir` (the same
+/// resolution cap-std applies to the real operation).
+pub(super) fn probe(dir: BorrowedFd<'_>, path: &str, follow: bool) -> Probe {
+    let mut flags = OFlags::PATH | OFlags::CLOEXEC;
+    if !follow {
+        flags |= OFlags::NOFOLLOW;
+    }
+    let path = if path.is_empty() { "." } else { path };
+    use rustix::io::Errno;
+    // openat2 returns EAGAIN when a rename raced the lookup of a path with `..`.
+    for _ in 0..4 {
+        match rustix::fs::openat2(
+            dir,
+            path,
+            flags,
+            Mode::empty(),
+            ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+        ) {
+            Ok(fd) => return Probe::Found(fd),
+            Err(Errno::XDEV) => return Probe::Escapes,
+            Err(
+                Errno::NOENT | Errno::NOTDIR | Errno::LOOP | Errno::NAMETOOLONG | Errno::ACCESS,
+            ) => return Probe::Absent,
+            Err(Errno::AGAIN) => continue,
+            Err(Errno::MFILE | Errno::NFILE) => return Probe::NoDescriptors,
+            Err(_) => return Probe::Failed,
+        }
+    }
+    Probe::Failed
+}
+
+/// A pause before every publish, for the tests that change a file between
+/// a call's read and its publish: with `LOOMFS_TEST_HOOK_DIR` set, a
+/// publish that finds `<dir>/armed` renames it to `<dir>/paused` and waits
+/// (at most 30 s) for `<dir>/go`, which it removes with `paused`. Only the
+/// tests set it; it is not a setting.
+pub(super) fn pause_before_publish() {
+    static DIR: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    let Some(dir) = DIR.get_or_init(|| std::env::var_os("LOOMFS_TEST_HOOK_DIR").map(PathBuf::from))
+    else {
+        return;
+    };
+    if std::fs::rename(dir.join("armed"), dir.join("paused")).is_err() {
+        return;
+    }
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::time::Instant::now() < until && std::fs::remove_file(dir.join("go")).is_err() {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let _ = std::fs::remove_file(dir.join("paused"));
+}
+
+/// Whether resolving `path` under `dir` passes a symlink (a final one
+/// counted only when `follow`): `openat2(RESOLVE_NO_SYMLINKS)` says so.
+pub(super) fn symlink_on_the_way(dir: BorrowedFd<'_>, path: &str, follow: bool) -> bool {
+    let mut flags = OFlags::PATH | OFlags::CLOEXEC;
+    if !follow {
+        flags |= OFlags::NOFOLLOW;
+    }
+    let path = if path.is_empty() { "." } else { path };
+    let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS;
+    // Out of descriptors, it cannot tell: the steps are checked then, and
+    // their probes say the call ran out (never a check skipped).
+    match rustix::fs::openat2(dir, path, flags, Mode::empty(), resolve) {
+        Err(e) => e == rustix::io::Errno::LOOP || is_exhaustion(e),
+        Ok(_) => false,
+    }
+}
+
+/// Checks at start that the kernel gives what the policing filesystem
+/// relies on: `openat2` with `RESOLVE_BENEATH` (Linux 5.6+) and
+/// `/proc/self/fd` to read a descriptor's real path.
+pub fn self_test() -> Result<(), String> {
+    // `O_PATH`, as the probes are: it reads nothing, so it also works in a
+    // process the kernel sandbox has restricted to its roots.
+    let root = rustix::fs::open("/", OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
+        .map_err(|e| format!("cannot open /: {e}"))?;
+    let Probe::Found(probe) = probe(root.as_fd(), ".", true) else {
+        return Err(
+            "openat2(RESOLVE_BENEATH) is unavailable (Linux 5.6 or later is needed, \
+                    and no seccomp filter may block it)"
+                .into(),
+        );
+    };
+    match real_path(probe.as_fd()) {
+        Some(p) if p == Path::new("/") => Ok(()),
+        _ => Err("/proc/self/fd is unavailable: mount /proc".into()),
+    }
+}
+
+pub(super) fn is_special(fd: BorrowedFd<'_>) -> bool {
+    rustix::fs::fstat(fd).is_ok_and(|st| {
+        matches!(
+            FileType::from_raw_mode(st.st_mode),
+            FileType::Fifo | FileType::Socket | FileType::CharacterDevice | FileType::BlockDevice
+        )
+    })
+}
+
+/// The WASI type of a mode, for the kinds wasmtime-wasi reports as `unknown`
+/// (it has no FIFO or socket type): guests see what the file really is.
+pub(super) fn wasi_type(mode: u32) -> fs::DescriptorType {
+    wasi_file_type(FileType::from_raw_mode(mode))
+}
+
+pub(super) fn wasi_file_type(t: FileType) -> fs::DescriptorType {
+    match t {
+        FileType::Fifo => fs::DescriptorType::Fifo,
+        FileType::Socket => fs::DescriptorType::Socket,
+        FileType::CharacterDevice => fs::DescriptorType::CharacterDevice,
+        FileType::BlockDevice => fs::DescriptorType::BlockDevice,
+        FileType::RegularFile => fs::DescriptorType::RegularFile,
+        FileType::Directory => fs::DescriptorType::Directory,
+        FileType::Symlink => fs::DescriptorType::SymbolicLink,
+        FileType::Unknown => fs::DescriptorType::Unknown,
+    }
+}
+
+/// What the checks before a read-only open did.
+pub(super) enum ReadOpen {
+    /// Opened the file itself, from its probe.
+    Opened(Resource<Descriptor>),
+    /// Left the open to wasmtime-wasi; the handle to check it against.
+    General(Handle),
+}
+
+/// A directory entry stream of the policing filesystem. The guest knows it
+/// as a `wasi:filesystem` `directory-entry-stream`; only this module ever
+/// touches it, so it needs none of wasmtime-wasi's own stream type. Unlike
+/// that one, it reads entries as the guest asks for them, takes each
+/// entry's type from the directory itself, and never looks at a denied
+/// entry (wasmtime-wasi's reads every entry's metadata up front).
+pub(super) struct DirStream(pub(super) rustix::fs::Dir);
+
+impl DirStream {
+    /// This stream's table entry, from the guest's handle.
+    pub(super) fn of(stream: &Resource<fs::DirectoryEntryStream>) -> Resource<DirStream> {
+        if stream.owned() {
+            Resource::new_own(stream.rep())
+        } else {
+            Resource::new_borrow(stream.rep())
+        }
+    }
+}
+
+pub(super) fn io_error(e: rustix::io::Errno) -> FsError {
+    FsError::from(std::io::Error::from(e))
+}
+
+/// Whether `e` says the process (or the system) has no descriptor free.
+pub(super) fn is_exhaustion(e: rustix::io::Errno) -> bool {
+    matches!(e, rustix::io::Errno::MFILE | rustix::io::Errno::NFILE)
+}
+
+pub(super) fn raw_fd(d: &Descriptor) -> BorrowedFd<'_> {
+    match d {
+        Descriptor::File(f) => f.file.as_fd(),
+        Descriptor::Dir(d) => d.dir.as_fd(),
+    }
+}
+
+/// Makes a new borrow of a resource, to delegate after inspecting it.
+pub(super) fn again<T: 'static>(r: &Resource<T>) -> Resource<T> {
+    Resource::new_borrow(r.rep())
+}
