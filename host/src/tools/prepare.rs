@@ -1,0 +1,245 @@
+//! Before a call runs: every path argument resolved, the path locks taken
+//! (and the resolution checked again under them), the reserve for what the
+//! call will keep, and a staging directory in each root it writes. A refusal
+//! here ends the call before any component starts.
+
+use super::*;
+
+impl Toolbox {
+    /// Resolves every declared path argument; the first refusal ends the call.
+    pub(super) fn resolve_all(
+        &self,
+        tool: &str,
+        paths: &[PathArg],
+        args: &JsonObject,
+        client: Option<&str>,
+    ) -> Result<Vec<Resolved>, String> {
+        let mut resolved = Vec::with_capacity(paths.len());
+        for request in path_requests(paths, args)? {
+            let (root, path, op) = (request.root, request.path, request.op);
+            match resolve(&self.config.roots, root, path, op) {
+                Ok(r) => resolved.push(r),
+                Err(denial) => {
+                    let (root_c, path_c) = (clip(root), clip(path));
+                    self.audit.log(
+                        &Record::new(tool, &root_c, &path_c, op)
+                            .denied(denial.rule.as_str())
+                            .client(client),
+                    );
+                    let (root, path) = (shown_arg(root), shown_arg(path));
+                    return Err(noted(
+                        format!(
+                            "refused by rule '{}': {} (root '{root}', path '{path}')",
+                            denial.rule, denial.message
+                        ),
+                        &[&root, &path],
+                    ));
+                }
+            }
+        }
+        Ok(resolved)
+    }
+
+    /// Resolves the call's paths, locks the places it changes, and
+    /// resolves them again under the locks (a call that held them may have
+    /// moved what a path leads to): when the places changed meanwhile, the
+    /// locks are given back and taken again for the new ones. A refusal
+    /// (a path, a lock not had in time, a cancellation) is the call's
+    /// result, audited.
+    pub(super) async fn resolve_and_lock(
+        &self,
+        tool: &str,
+        paths: &[PathArg],
+        arguments: &JsonObject,
+        control: &Control,
+        waits_until: tokio::time::Instant,
+    ) -> Result<(Vec<Resolved>, Locked), CallToolResult> {
+        let client = control.client.as_deref();
+        let mut resolved = self
+            .resolve_all(tool, paths, arguments, client)
+            .map_err(error_result)?;
+        for _ in 0..RESOLVE_ROUNDS {
+            if control.cancel.is_cancelled() {
+                self.audit_refused(tool, &resolved, "cancelled", client);
+                return Err(error_result(LockError::Cancelled.to_string()));
+            }
+            let keys = lock_keys(&resolved);
+            let locked = match self
+                .locks
+                .lock(keys.clone(), waits_until, &control.cancel)
+                .await
+            {
+                Ok(locked) => locked,
+                Err(e) => {
+                    let rule = match e {
+                        LockError::Busy { .. } => "locked",
+                        LockError::Cancelled => "cancelled",
+                        LockError::NoDescriptors => "descriptors",
+                    };
+                    self.audit_refused(tool, &resolved, rule, client);
+                    return Err(error_result(e.to_string()));
+                }
+            };
+            if keys.is_empty() {
+                return Ok((resolved, locked));
+            }
+            let again = self
+                .resolve_all(tool, paths, arguments, client)
+                .map_err(error_result)?;
+            if same_places(&lock_keys(&again), &keys) {
+                return Ok((again, locked));
+            }
+            resolved = again;
+        }
+        self.audit_refused(tool, &resolved, "locked", client);
+        Err(error_result(
+            "the places this call changes kept moving while it waited for them (other calls \
+             moved or deleted what its paths lead to); try again"
+                .into(),
+        ))
+    }
+
+    pub(super) fn audit_refused(
+        &self,
+        tool: &str,
+        resolved: &[Resolved],
+        rule: &str,
+        client: Option<&str>,
+    ) {
+        for r in resolved {
+            self.audit.log(
+                &Record::new(tool, &r.root().name, &clip(r.requested()), r.op())
+                    .denied(rule)
+                    .client(client),
+            );
+        }
+    }
+
+    /// A staging directory in each root the call writes, for a tool that
+    /// keeps history (its mounts get their paths).
+    pub(super) fn stage(
+        &self,
+        mounts: &mut [CallMount],
+        activity: &Activity,
+    ) -> Result<Vec<CallDir>, String> {
+        let mut dirs = Vec::new();
+        for m in mounts {
+            if !Perms::up_to(m.op)
+                .intersect(m.root.perms)
+                .contains(Permission::Write)
+            {
+                continue;
+            }
+            match self.staging.call_dir(&m.root) {
+                Ok(dir) => {
+                    m.staging = Some(dir.path().to_path_buf());
+                    dirs.push(dir);
+                }
+                Err(e) => {
+                    tracing::warn!(root = %m.root.name, "cannot make a staging directory: {e}");
+                    let why = if descriptors::out_of_descriptors(&e) {
+                        descriptors::NO_DESCRIPTORS.to_string()
+                    } else if let Some(disk) = DiskError::of_io(&e) {
+                        // The call's result names it, and its audit line.
+                        activity.mark_disk_error(disk, &m.root.name);
+                        disk.text(&m.root.name)
+                    } else {
+                        e.kind().to_string()
+                    };
+                    return Err(format!(
+                        "root '{}': its staging directory (.mcp-trash/.staging) cannot be made: \
+                         {why}; nothing was changed",
+                        m.root.name,
+                    ));
+                }
+            }
+        }
+        Ok(dirs)
+    }
+}
+
+/// Whether each root the call writes keeps its reserve free after what the
+/// call may write there, told before it runs: its arguments (the content of
+/// a write) and every existing file it names to read or write (a copy's
+/// source, a file an edit or append rewrites whole while its old version
+/// stays in the trash). An estimate from above: a move within a root writes
+/// nothing, yet is counted as a copy. A root's reserve is checked again
+/// write by write while the call runs (`runtime::fs`).
+pub(super) fn reserve_kept(
+    resolved: &[Resolved],
+    arguments: u64,
+) -> Result<(), (String, space::Short)> {
+    let files: u64 = resolved
+        .iter()
+        .filter(|r| r.op() != Permission::Delete)
+        .filter_map(|r| std::fs::symlink_metadata(r.root().path.join(r.real_rel())).ok())
+        .filter(|m| m.is_file())
+        .map(|m| m.len())
+        .sum();
+    let mut checked: Vec<&str> = Vec::new();
+    for r in resolved.iter().filter(|r| r.op() == Permission::Write) {
+        let root = r.root();
+        if checked.contains(&root.name.as_str()) {
+            continue;
+        }
+        checked.push(&root.name);
+        space::check(root, arguments.saturating_add(files)).map_err(|s| (root.name.clone(), s))?;
+    }
+    Ok(())
+}
+
+/// How many times a call resolves its paths again because what they lead
+/// to moved while it waited for their locks, before it gives up.
+pub(super) const RESOLVE_ROUNDS: usize = 8;
+
+/// The places a call changes: every path it resolved for more than
+/// reading, where it leads (symlinks followed), and, where that differs,
+/// the entry it names (a tool replaces or moves a symlink itself, so a
+/// change of the directory holding the link must wait too).
+pub(super) fn lock_keys(resolved: &[Resolved]) -> Vec<Key> {
+    let mut keys: Vec<Key> = Vec::new();
+    for r in resolved.iter().filter(|r| r.op() != Permission::Read) {
+        let entry = lexical(r.requested());
+        for rel in [Some(r.real_rel().to_path_buf()), entry]
+            .into_iter()
+            .flatten()
+        {
+            if !keys
+                .iter()
+                .any(|k| Arc::ptr_eq(&k.root, r.root()) && k.rel == rel)
+            {
+                keys.push(Key {
+                    root: Arc::clone(r.root()),
+                    rel,
+                });
+            }
+        }
+    }
+    keys
+}
+
+/// `path` (root-relative, as the model wrote it) with `.` dropped and `..`
+/// taken back lexically; `None` if it climbs above the root (then only the
+/// resolved place is locked).
+pub(super) fn lexical(path: &str) -> Option<PathBuf> {
+    let mut out = PathBuf::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                if !out.pop() {
+                    return None;
+                }
+            }
+            name => out.push(name),
+        }
+    }
+    Some(out)
+}
+
+pub(super) fn same_places(a: &[Key], b: &[Key]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(a, b)| Arc::ptr_eq(&a.root, &b.root) && a.rel == b.rel)
+}

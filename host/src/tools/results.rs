@@ -1,0 +1,311 @@
+//! What a call returns: structured results and their costs, errors named
+//! for the model (quota, descriptors, a full disk), clipped texts, and the
+//! `list_roots` tool's own description. Never shows a host path.
+
+use super::*;
+
+/// What a call that ran out of quota answers, whatever its guest made of
+/// the refused operation (a search might have skipped the file, and its
+/// result would look complete; a tool's own error would only say that an
+/// I/O operation failed).
+pub(super) fn ran_out_of_quota(q: &Quota, activity: &Activity) -> String {
+    // The call needed more than the bucket held: retrying before it is full
+    // again would only run out sooner.
+    format!(
+        "refused by rule 'quota': the byte quota ran out during the call, after {} bytes read \
+         and {} bytes written ({}); {} (a call that needs more than quota_burst_bytes never \
+         fits: read by range, copy in parts). {UNFINISHED}",
+        activity.bytes_read(),
+        activity.bytes_written(),
+        quota_figures(q),
+        quota::retry_text(q.until_full().max(Duration::from_millis(1))),
+    )
+}
+
+/// What a call that stopped part way has changed.
+pub(super) const UNFINISHED: &str = "write_file and edit_file change nothing unless they finish, and a \
+     directory copy appears only whole; what else the tool had done stays done";
+
+/// What a call that found no file descriptor free answers.
+pub(super) fn ran_out_of_descriptors() -> String {
+    format!(
+        "{} during the call, so it could not finish; try again in a moment. {UNFINISHED}",
+        descriptors::NO_DESCRIPTORS
+    )
+}
+
+/// What a call that failed on a disk error answers, whatever the tool made
+/// of the error (its own text would say only that an operation failed).
+/// What was left as it was is said for built-in tools only: the server
+/// cannot know how a third-party tool writes.
+pub(super) fn disk_failed(error: DiskError, root: &str, built_in: bool) -> String {
+    let way_out = match error {
+        DiskError::Reserve(_) => format!("; {}", space::Short::WAY_OUT),
+        _ => String::new(),
+    };
+    let left = if built_in {
+        format!("What it was replacing is unchanged and no partial file is left: {UNFINISHED}")
+    } else {
+        "What the tool had done before it stopped stays done.".to_string()
+    };
+    format!(
+        "{}, so the call could not finish. {left}{way_out}",
+        error.text(root)
+    )
+}
+
+pub(super) fn quota_figures(q: &Quota) -> String {
+    let c = q.config();
+    format!(
+        "quota_bytes_per_minute = {}, quota_burst_bytes = {}",
+        c.bytes_per_minute, c.burst_bytes
+    )
+}
+
+pub(super) fn list_roots_tool() -> Tool {
+    let input = json!({"type": "object", "properties": {}, "additionalProperties": false});
+    let output = json!({
+        "type": "object",
+        "properties": {
+            "roots": {"type": "array", "items": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "role": {"type": "string", "enum": ["reference", "sourcecode", "workspace"]},
+                    "permissions": {"type": "array", "items": {"type": "string", "enum": ["read", "write", "delete"]}}
+                },
+                "required": ["name", "role", "permissions"]
+            }},
+            "read_only": {"type": "boolean"}
+        },
+        "required": ["roots", "read_only"]
+    });
+    let as_object = |v: Value| match v {
+        Value::Object(o) => o,
+        _ => JsonObject::new(),
+    };
+    Tool::new(
+        "list_roots",
+        "List the roots this server exposes, with their role and permissions. Every other tool \
+         names a root and a path relative to it. Roles: reference = read; sourcecode = read, \
+         write; workspace = read, write, delete.",
+        Arc::new(as_object(input)),
+    )
+    .with_raw_output_schema(Arc::new(as_object(output)))
+    .with_annotations(
+        ToolAnnotations::new()
+            .read_only(true)
+            .destructive(false)
+            .idempotent(true)
+            .open_world(false),
+    )
+}
+
+pub(super) fn clip(s: &str) -> String {
+    clip_to(s, AUDIT_CLIP)
+}
+
+/// `s`, cut to at most `max` bytes at a character boundary, `…` marking a cut.
+pub(super) fn clip_to(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let cut = (0..=max)
+        .rev()
+        .find(|&i| s.is_char_boundary(i))
+        .unwrap_or(0);
+    format!("{}…", &s[..cut])
+}
+
+/// `snake_case`, as MCP clients expect tool names: `[a-z][a-z0-9_]{0,63}`.
+pub(super) fn is_tool_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_lowercase())
+        && name.len() <= 64
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// Parses a JSON Schema text; it must be an object.
+pub(super) fn schema(text: &str) -> Result<JsonObject, String> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(o)) => Ok(o),
+        Ok(_) => Err("not a JSON object".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+pub(super) fn structured(content: Vec<ContentBlock>, value: Value) -> CallToolResult {
+    let mut result = CallToolResult::success(content);
+    result.structured_content = Some(value);
+    result
+}
+
+pub(super) fn error_result(message: String) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(message)])
+}
+
+/// Host bytes one JSON value of a structured result takes once parsed
+/// (`serde_json::Value` is 32 bytes; a map entry holds its key and node):
+/// what [`to_result`] charges against `max_output_bytes` before parsing.
+pub(super) const JSON_VALUE_COST: u64 = 48;
+
+/// Maps a component's output to an MCP result, with its size in bytes. The
+/// text of a third-party tool is [`neutralised`]: the project did not write
+/// it, so nothing says its names went through the naming rule. Structured
+/// content is passed as it is (exact names; JSON escapes its controls), but
+/// counted before it is parsed: a result of tiny values (`[0,0,0,…]`) would
+/// take sixteen times its size once parsed, so each value is charged
+/// [`JSON_VALUE_COST`] against `max_output`.
+pub(super) fn to_result(
+    tool: &str,
+    output: runtime::Output,
+    max_output: u64,
+    built_in: bool,
+) -> (CallToolResult, u64) {
+    let mut bytes = 0u64;
+    let mut content = Vec::new();
+    for text in output.text {
+        bytes += text.len() as u64;
+        let text = if built_in {
+            text
+        } else {
+            neutralised(&text).into_owned()
+        };
+        content.push(ContentBlock::text(text));
+    }
+    for image in output.images {
+        bytes += image.data.len() as u64;
+        let data = base64::engine::general_purpose::STANDARD.encode(&image.data);
+        content.push(ContentBlock::image(data, image.mime_type));
+    }
+    let Some(text) = output.structured else {
+        return (CallToolResult::success(content), bytes);
+    };
+    match json_values(&text) {
+        Ok(values) if values.saturating_mul(JSON_VALUE_COST) > max_output => {
+            return (
+                error_result(format!(
+                    "the tool's structured result holds {values} JSON values, more than \
+                     max_output_bytes ({max_output}) allows at {JSON_VALUE_COST} bytes each; ask \
+                     for less: a range of lines, a narrower search, a smaller depth"
+                )),
+                0,
+            );
+        }
+        // Malformed or too deep: said below, by the parse itself.
+        _ => {}
+    }
+    match serde_json::from_str::<Value>(&text) {
+        Ok(value) => (structured(content, value), bytes),
+        Err(e) => {
+            tracing::error!(tool, "tool returned malformed structured output: {e}");
+            (
+                error_result(format!(
+                    "tool '{tool}' returned malformed structured output"
+                )),
+                0,
+            )
+        }
+    }
+}
+
+/// How many values (scalars, arrays, objects) a JSON text holds, counted
+/// without building them; serde_json's depth limit (128) applies.
+pub(super) fn json_values(text: &str) -> serde_json::Result<u64> {
+    use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+    struct Count(u64);
+
+    impl<'de> Deserialize<'de> for Count {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Count, D::Error> {
+            d.deserialize_any(Counter)
+        }
+    }
+
+    struct Counter;
+
+    impl<'de> Visitor<'de> for Counter {
+        type Value = Count;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("JSON")
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<Count, E> {
+            Ok(Count(1))
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Count, E> {
+            Ok(Count(1))
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Count, E> {
+            Ok(Count(1))
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Count, E> {
+            Ok(Count(1))
+        }
+        fn visit_str<E>(self, _: &str) -> Result<Count, E> {
+            Ok(Count(1))
+        }
+        fn visit_unit<E>(self) -> Result<Count, E> {
+            Ok(Count(1))
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Count, A::Error> {
+            let mut n = 1u64;
+            while let Some(Count(c)) = seq.next_element::<Count>()? {
+                n = n.saturating_add(c);
+            }
+            Ok(Count(n))
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Count, A::Error> {
+            let mut n = 1u64;
+            while map.next_key::<IgnoredAny>()?.is_some() {
+                let Count(c) = map.next_value::<Count>()?;
+                n = n.saturating_add(c);
+            }
+            Ok(Count(n))
+        }
+    }
+
+    serde_json::from_str::<Count>(text).map(|Count(n)| n)
+}
+
+pub(super) fn call_error_text(tool: &str, e: CallError, built_in: bool) -> String {
+    // A third-party tool's words are not the project's: clipped, and
+    // neutralised like its results.
+    // A built-in tool's errors show names by the rule, but may echo what
+    // the model sent (a glob, a regex, a misspelt field): neutralised too,
+    // which leaves the rule's own output alone (it holds no raw control).
+    let from_tool = |m: String| {
+        if built_in {
+            neutralised(&m).into_owned()
+        } else {
+            neutralised(&clip_to(&m, ERROR_CLIP)).into_owned()
+        }
+    };
+    match e {
+        CallError::Tool(ToolError::InvalidArguments(m)) => {
+            format!("invalid arguments: {}", from_tool(clip_to(&m, ERROR_CLIP)))
+        }
+        CallError::Tool(ToolError::NotFound(m) | ToolError::Refused(m) | ToolError::Io(m)) => {
+            from_tool(m)
+        }
+        CallError::Timeout(limit) => format!(
+            "the call took longer than {} ms and was stopped (tool_timeout_ms)",
+            limit.as_millis()
+        ),
+        CallError::Cancelled => "the call was cancelled".into(),
+        CallError::Memory(limit) => format!(
+            "the call needed more than {} MiB of memory and was stopped (tool_memory_bytes)",
+            limit / (1024 * 1024)
+        ),
+        CallError::Crashed(detail) => {
+            tracing::error!(tool, "tool crashed: {detail}");
+            "the tool failed unexpectedly; the server log has details".into()
+        }
+        CallError::Setup(m) => m,
+        CallError::OutputTooLarge(limit) => format!(
+            "the tool's result would take more than {limit} bytes of the server's memory and was \
+             refused as it was read (max_output_bytes); ask for less: a range of lines, a \
+             narrower search, a smaller depth"
+        ),
+    }
+}

@@ -1,0 +1,222 @@
+//! One call from its instance to its result: limits, mounts, the guest's
+//! run, what it kept and what it was refused, the audit line. The only place
+//! a component is called.
+
+use super::*;
+
+impl Toolbox {
+    pub(super) async fn run(self: &Arc<Self>, call: Run<'_>) -> CallToolResult {
+        let Run {
+            tool,
+            index,
+            resolved,
+            arguments,
+            stamp,
+            control,
+            locked,
+            waits_until,
+        } = call;
+        let mut mounts: Vec<CallMount> = Vec::new();
+        for r in &resolved {
+            match mounts.iter_mut().find(|m| m.root.name == r.root().name) {
+                Some(m) => m.op = m.op.max(r.op()),
+                None => mounts.push(CallMount {
+                    root: Arc::clone(r.root()),
+                    op: r.op(),
+                    staging: None,
+                }),
+            }
+        }
+        let client = control.client;
+        let client = client.as_deref();
+        let activity = Arc::clone(&control.activity);
+        let limits = &self.config.limits;
+        let request = CallRequest {
+            mounts,
+            limits: GuestLimits {
+                max_entries: limits.max_list_entries,
+                max_results: limits.max_search_results,
+                max_search_bytes: limits.max_search_bytes,
+            },
+            arguments: Value::Object(arguments).to_string(),
+            stamp: stamp.clone(),
+            cancel: control.cancel,
+            activity: control.activity,
+            quota: self.quota.clone(),
+        };
+        if let Some(q) = &self.quota
+            && let Err(empty) = q.ready(request.arguments.len() as u64)
+        {
+            self.audit_refused(tool, &resolved, "quota", client);
+            return error_result(format!(
+                "refused by rule 'quota': the byte quota is used up ({}); {}",
+                quota_figures(q),
+                quota::retry_text(empty.retry_after)
+            ));
+        }
+        if let Err((root, short)) = reserve_kept(&resolved, request.arguments.len() as u64) {
+            self.audit_refused(tool, &resolved, "reserve", client);
+            return error_result(format!(
+                "{}; nothing was written. To go on, {}",
+                short.text(&root),
+                space::Short::WAY_OUT
+            ));
+        }
+        let slot = match self.slots.take(&request.cancel, waits_until).await {
+            Ok(slot) => slot,
+            Err(e) => {
+                let rule = match e {
+                    SlotError::Busy { .. } => "busy",
+                    SlotError::Cancelled => "cancelled",
+                };
+                self.audit_refused(tool, &resolved, rule, client);
+                return error_result(e.to_string());
+            }
+        };
+        // The call's duration is its guest's, not its wait for a slot.
+        let started = Instant::now();
+        let this = Arc::clone(self);
+        let mut request = request;
+        // The slot, the locks and the staging directories travel with the
+        // guest's thread: a guest that outlives its caller still holds them,
+        // and its staging directories go only once it is done.
+        // Under the kernel sandbox no file is written in a root without
+        // write (a grant to write its trash index would make every move into
+        // that trash gain rights, which Landlock refuses): its trash lists
+        // file by file.
+        let indexed: Vec<Resolved> = resolved
+            .iter()
+            .filter(|r| !self.config.landlock || r.root().perms.contains(Permission::Write))
+            .cloned()
+            .collect();
+        let outcome = tokio::task::spawn_blocking(move || {
+            let _slot = slot;
+            let stamp = request.stamp.clone();
+            let staged = match stamp {
+                Some(_) => this.stage(&mut request.mounts, &request.activity),
+                None => Ok(Vec::new()),
+            };
+            let outcome = match staged {
+                Ok(_staged) => this.runtime.call(index, request),
+                Err(message) => runtime::CallOutcome::setup(message),
+            };
+            // Its index is written before its locks go: the next call on
+            // these places finds it. File I/O, so on this thread.
+            if let Some(stamp) = &stamp {
+                trash::record_call(&indexed, stamp, &outcome.kept);
+            }
+            (outcome, locked)
+        })
+        .await;
+        let elapsed = started.elapsed();
+        let (outcome, _locked) = match outcome {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                tracing::error!(tool, "tool call panicked: {e}");
+                return error_result(
+                    "the tool failed unexpectedly; the server log has details".into(),
+                );
+            }
+        };
+        let out_of_quota = activity.out_of_quota();
+        let out_of_descriptors = activity.out_of_descriptors();
+        // A disk error says what happened only where the call failed: a tool
+        // that met one and went another way (a copy where a link failed)
+        // still did what it says. A call cancelled or out of time says so.
+        let disk = activity.disk_error().filter(|_| {
+            matches!(&outcome.result, Err(e)
+                if !matches!(e, CallError::Cancelled | CallError::Timeout(_)))
+        });
+        let stopped = match &outcome.result {
+            _ if out_of_quota => Some("quota"),
+            _ if out_of_descriptors => Some("descriptors"),
+            _ if disk.is_some() => disk.as_ref().map(|(e, _)| e.rule()),
+            Err(CallError::Cancelled) => Some("cancelled"),
+            Err(CallError::Timeout(_)) => Some("timeout"),
+            Err(CallError::Memory(_)) => Some("memory"),
+            Err(CallError::Crashed(_)) => Some("crashed"),
+            Err(CallError::OutputTooLarge(_)) => Some("output"),
+            _ => None,
+        };
+        let built_in = self.runtime.tools()[index].is_built_in();
+        let (result, bytes) = match (outcome.result, &self.quota, &disk) {
+            (_, Some(q), _) if out_of_quota => (error_result(ran_out_of_quota(q, &activity)), 0),
+            // Whatever the tool made of it: a search would have skipped a
+            // directory, and its result would look complete.
+            _ if out_of_descriptors => {
+                tracing::warn!(
+                    tool,
+                    "a call found no file descriptor free (EMFILE): calls and connections hold \
+                     them all; see the descriptor limit on the start-up lines"
+                );
+                (error_result(ran_out_of_descriptors()), 0)
+            }
+            (_, _, Some((error, root))) => {
+                tracing::warn!(tool, root = %root, "a call met a disk error: {error:?}");
+                (error_result(disk_failed(*error, root, built_in)), 0)
+            }
+            (Ok(output), _, _) => {
+                to_result(tool, output, self.config.limits.max_output_bytes, built_in)
+            }
+            (Err(e), _, _) => (error_result(call_error_text(tool, e, built_in)), 0),
+        };
+        for r in &resolved {
+            let path = clip(r.requested());
+            // Where the previous content of this path went, if anywhere: the
+            // guest keeps the entry it was asked about (a symlink itself, say),
+            // the host resolved its target; either may match.
+            let asked: PathBuf = r
+                .requested()
+                .split('/')
+                .filter(|p| !p.is_empty() && *p != ".")
+                .collect();
+            let kept: Vec<&str> = outcome
+                .kept
+                .iter()
+                .filter(|k| {
+                    k.root == r.root().name
+                        && (Path::new(&k.from) == r.real_rel() || Path::new(&k.from) == asked)
+                })
+                .map(|k| k.to.as_str())
+                .collect();
+            self.audit.log(
+                &Record::new(tool, &r.root().name, &path, r.op())
+                    .client(client)
+                    .took(elapsed, bytes)
+                    .kept(&kept)
+                    .stopped(stopped),
+            );
+        }
+        if resolved.is_empty() {
+            // A tool without path arguments: one line for the call itself.
+            let op = self.runtime.tools()[index].descriptor.permission.into();
+            self.audit.log(
+                &Record::new(tool, "", "", op)
+                    .client(client)
+                    .took(elapsed, bytes)
+                    .stopped(stopped),
+            );
+        }
+        for refusal in &outcome.refusals {
+            self.audit.log(
+                &Record::new(tool, &refusal.root, &clip(&refusal.path), refusal.op)
+                    .client(client)
+                    .denied(refusal.rule),
+            );
+        }
+        result
+    }
+}
+
+/// One call on its way to its guest: resolved, locked and stamped.
+pub(super) struct Run<'a> {
+    pub(super) tool: &'a str,
+    pub(super) index: usize,
+    pub(super) resolved: Vec<Resolved>,
+    pub(super) arguments: JsonObject,
+    pub(super) stamp: Option<String>,
+    pub(super) control: Control,
+    pub(super) locked: Locked,
+    /// When waiting for a slot must end (the locks took their part).
+    pub(super) waits_until: tokio::time::Instant,
+}

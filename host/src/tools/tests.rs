@@ -1,0 +1,130 @@
+use super::*;
+use std::time::Duration;
+
+/// Structured JSON is counted before it is parsed, and a result of many
+/// tiny values is refused by what it would take once parsed.
+#[test]
+fn structured_results_are_charged_per_value() {
+    assert_eq!(
+        json_values(r#"{"a": [1, 2, {"b": null}], "c": "x"}"#).unwrap(),
+        7
+    );
+    assert_eq!(json_values("0").unwrap(), 1);
+    assert!(json_values(&("[".repeat(200) + &"]".repeat(200))).is_err());
+    let output = |structured: String| runtime::Output {
+        text: vec!["t".into()],
+        structured: Some(structured),
+        images: vec![],
+    };
+    let zeros = format!("[{}0]", "0,".repeat(9_999));
+    let (r, _) = to_result("t", output(zeros.clone()), 10_000 * JSON_VALUE_COST, true);
+    assert_eq!(r.is_error, Some(true));
+    let t = r.content[0].as_text().unwrap().text.clone();
+    assert!(t.contains("holds 10001 JSON values"), "{t}");
+    let (r, _) = to_result("t", output(zeros), 10_001 * JSON_VALUE_COST, true);
+    assert_ne!(r.is_error, Some(true));
+}
+
+#[test]
+fn tool_names_are_snake_case() {
+    for good in ["read_file", "a", "text_stats2", &"x".repeat(64)] {
+        assert!(is_tool_name(good), "{good}");
+    }
+    for bad in ["", "Read", "2x", "_x", "a-b", "a b", "é", &"x".repeat(65)] {
+        assert!(!is_tool_name(bad), "{bad}");
+    }
+}
+
+/// What a built-in tool echoes of the model's input (a glob, a regex, a
+/// field name) reaches the model neutralised.
+#[test]
+fn built_in_errors_echo_no_raw_controls() {
+    let echoed = call_error_text(
+        "search_files",
+        CallError::Tool(ToolError::InvalidArguments(
+            "invalid range; '\u{202e}' > '\u{1b}'".into(),
+        )),
+        true,
+    );
+    assert!(
+        !echoed.contains('\u{202e}') && !echoed.contains('\u{1b}'),
+        "{echoed:?}"
+    );
+    assert!(
+        echoed.starts_with("invalid arguments: invalid range"),
+        "{echoed:?}"
+    );
+}
+
+#[test]
+fn limit_errors_name_the_limit_and_no_detail() {
+    let call_error_text = |tool, e| call_error_text(tool, e, true);
+    let timeout = call_error_text("t", CallError::Timeout(Duration::from_millis(1500)));
+    assert_eq!(
+        timeout,
+        "the call took longer than 1500 ms and was stopped (tool_timeout_ms)"
+    );
+    let memory = call_error_text("t", CallError::Memory(64 << 20));
+    assert_eq!(
+        memory,
+        "the call needed more than 64 MiB of memory and was stopped (tool_memory_bytes)"
+    );
+    assert_eq!(
+        call_error_text("t", CallError::OutputTooLarge(1 << 20)),
+        "the tool's result would take more than 1048576 bytes of the server's memory and was \
+         refused as it was read (max_output_bytes); ask for less: a range of lines, a \
+         narrower search, a smaller depth"
+    );
+    let crash = call_error_text("t", CallError::Crashed("wasm trap at /home/me/x".into()));
+    assert_eq!(
+        crash,
+        "the tool failed unexpectedly; the server log has details"
+    );
+    assert_eq!(
+        call_error_text("t", CallError::Cancelled),
+        "the call was cancelled"
+    );
+    let invalid = call_error_text(
+        "t",
+        CallError::Tool(ToolError::InvalidArguments("missing field `path`".into())),
+    );
+    assert_eq!(invalid, "invalid arguments: missing field `path`");
+    let long = "é".repeat(3 * ERROR_CLIP);
+    let clipped = call_error_text(
+        "t",
+        CallError::Tool(ToolError::InvalidArguments(long.clone())),
+    );
+    assert_eq!(
+        clipped.len(),
+        "invalid arguments: ".len() + ERROR_CLIP + "…".len()
+    );
+    assert!(clipped.ends_with("é…"));
+    // A built-in's refusal shows whole names: never cut.
+    let whole = call_error_text("t", CallError::Tool(ToolError::Refused(long.clone())));
+    assert_eq!(whole, long);
+}
+
+#[test]
+fn a_third_party_tool_s_words_are_clipped_and_neutralised() {
+    let long = "é".repeat(3 * ERROR_CLIP);
+    let clipped = call_error_text("t", CallError::Tool(ToolError::Refused(long)), false);
+    assert_eq!(clipped.len(), ERROR_CLIP + "…".len());
+    let hostile = "\u{1b}[2J\u{202e}gnp.exe\nnext";
+    let refused = call_error_text(
+        "t",
+        CallError::Tool(ToolError::NotFound(hostile.into())),
+        false,
+    );
+    assert_eq!(refused, r"\u001b[2J\u202egnp.exe".to_string() + "\nnext");
+    let output = runtime::Output {
+        text: vec![hostile.into()],
+        structured: Some(r#"{"name": "\u202e"}"#.into()),
+        images: vec![],
+    };
+    let (theirs, _) = to_result("t", output.clone(), u64::MAX, false);
+    assert_eq!(theirs.content[0].as_text().unwrap().text, refused);
+    // Structured content keeps the exact text.
+    assert_eq!(theirs.structured_content.unwrap()["name"], "\u{202e}");
+    let (ours, _) = to_result("t", output, u64::MAX, true);
+    assert_eq!(ours.content[0].as_text().unwrap().text, hostile);
+}
