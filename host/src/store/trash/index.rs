@@ -1,0 +1,214 @@
+//! The trash directory opened beneath its root, and the index the host
+//! writes beside each call's entry (`.mcp-trash/<stamp>.json`): what was kept,
+//! from where. Written atomically, under the root's index lock.
+
+use super::*;
+
+/// `.mcp-trash/<stamp>.json`: what one call kept in one root.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub(super) struct Index {
+    pub(super) entries: Vec<IndexEntry>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct IndexEntry {
+    /// Root-relative path the entry was taken from.
+    pub(super) from: String,
+    /// Root-relative path in the trash (`.mcp-trash/<stamp>/…`).
+    pub(super) to: String,
+}
+
+pub(super) fn index_name(stamp: &str) -> String {
+    format!("{stamp}{INDEX_SUFFIX}")
+}
+
+/// The temporary file an index is written to before it is renamed into
+/// place: `.<stamp>.json.<pid>.tmp`.
+pub(super) fn temp_name(stamp: &str, pid: u32) -> String {
+    format!(".{}.{pid}.tmp", index_name(stamp))
+}
+
+/// Whether `name` is one [`temp_name`] makes.
+pub(super) fn is_temp_name(name: &str) -> bool {
+    let shaped = || {
+        let (index, pid) = name
+            .strip_prefix('.')?
+            .strip_suffix(".tmp")?
+            .rsplit_once('.')?;
+        let stamp = index.strip_suffix(INDEX_SUFFIX)?;
+        let digits = !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit());
+        (digits && stamp_time(stamp).is_some()).then_some(())
+    };
+    shaped().is_some()
+}
+
+/// `<root>/.mcp-trash`, opened beneath the root without following a
+/// symlink; everything below it is reached through this descriptor.
+pub(super) struct TrashDir {
+    pub(super) fd: OwnedFd,
+}
+
+impl TrashDir {
+    /// `None` if the root (or its trash) is not there.
+    pub(super) fn open(root: &Root) -> io::Result<Option<TrashDir>> {
+        let dir = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC;
+        let root_fd = match rustix::fs::open(&root.path, dir, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        match beneath(&root_fd, Path::new(TRASH_DIR)) {
+            Ok(fd) => Ok(Some(TrashDir { fd })),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// [`TrashDir::open`], saying which way a trash that cannot be opened
+    /// is wrong.
+    pub(super) fn open_checked(root: &Root) -> Result<Option<TrashDir>, TrashError> {
+        TrashDir::open(root).map_err(|e| match Errno::from_io_error(&e) {
+            // Either for a symlink, as the kernel pleases; looked at only
+            // to say which.
+            Some(Errno::LOOP | Errno::NOTDIR) => {
+                match fs::symlink_metadata(root.path.join(TRASH_DIR)) {
+                    Ok(meta) if meta.file_type().is_symlink() => TrashError::Symlink {
+                        root: root.name.clone(),
+                        path: TRASH_DIR.into(),
+                    },
+                    _ => TrashError::NotADirectory {
+                        root: root.name.clone(),
+                    },
+                }
+            }
+            _ => io_error(root, format!("cannot open {TRASH_DIR}"), e),
+        })
+    }
+
+    /// Whether the stamp's directory is there (and is one).
+    pub(super) fn has_dir(&self, stamp: &str) -> bool {
+        rustix::fs::statat(&self.fd, stamp, AtFlags::SYMLINK_NOFOLLOW)
+            .is_ok_and(|st| rustix::fs::FileType::from_raw_mode(st.st_mode).is_dir())
+    }
+
+    /// The stamp's index, `None` if it has none.
+    pub(super) fn read_index(&self, stamp: &str) -> io::Result<Option<Index>> {
+        // Non-blocking: a FIFO planted under the name must not hang us.
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        let fd = match rustix::fs::openat(&self.fd, index_name(stamp), flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let file = File::from(fd);
+        if !file.metadata()?.is_file() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "not a regular file",
+            ));
+        }
+        let mut text = Vec::new();
+        file.take(MAX_INDEX_BYTES + 1).read_to_end(&mut text)?;
+        if text.len() as u64 > MAX_INDEX_BYTES {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "too large"));
+        }
+        serde_json::from_slice(&text)
+            .map(Some)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+    }
+
+    /// Replaces the stamp's index atomically: a temporary file beside it
+    /// (exclusive, not through a symlink), created and written through one
+    /// descriptor, then a rename. On any failure the temporary file is
+    /// removed, even when the open itself failed: the kernel may create
+    /// the file and then refuse to open it for writing (Landlock without
+    /// the write right). Not flushed to disk: an index lost in a crash
+    /// only makes its entry list file by file, the kept files themselves
+    /// were flushed by the guest.
+    pub(super) fn write_index(&self, stamp: &str, index: &Index) -> io::Result<()> {
+        let text = serde_json::to_vec(index).map_err(io::Error::other)?;
+        let temp = temp_name(stamp, std::process::id());
+        // A leftover of a process that had this id and died mid-write.
+        let _ = rustix::fs::unlinkat(&self.fd, &temp, AtFlags::empty());
+        let flags =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let written = match rustix::fs::openat(&self.fd, &temp, flags, Mode::from_raw_mode(0o600)) {
+            // Someone else's file under our name: not ours to remove.
+            Err(Errno::EXIST) => return Err(Errno::EXIST.into()),
+            Err(e) => Err(e.into()),
+            Ok(fd) => File::from(fd).write_all(&text).and_then(|()| {
+                rustix::fs::renameat(&self.fd, &temp, &self.fd, index_name(stamp))
+                    .map_err(Into::into)
+            }),
+        };
+        if written.is_err() {
+            let _ = rustix::fs::unlinkat(&self.fd, &temp, AtFlags::empty());
+        }
+        written
+    }
+
+    pub(super) fn remove_index(&self, stamp: &str) -> io::Result<()> {
+        match rustix::fs::unlinkat(&self.fd, index_name(stamp), AtFlags::empty()) {
+            Ok(()) | Err(Errno::NOENT) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// Records in `root`'s trash what a call stamped `stamp` kept there. A
+/// call that kept nothing there writes nothing, unless its stamp
+/// directory exists anyway (a call that failed after making it): then an
+/// empty index says the leftovers are no entry. An index already there
+/// (another server's call with the same stamp) is added to.
+pub fn record(root: &Root, stamp: &str, kept: &[Kept]) -> io::Result<()> {
+    let entries: Vec<IndexEntry> = kept
+        .iter()
+        .filter(|k| k.root == root.name)
+        .map(|k| IndexEntry {
+            from: k.from.clone(),
+            to: k.to.clone(),
+        })
+        .collect();
+    let Some(trash) = TrashDir::open(root)? else {
+        return Ok(());
+    };
+    if entries.is_empty() && !trash.has_dir(stamp) {
+        return Ok(());
+    }
+    // Another server on this root may be adding to the same stamp's index.
+    let _held = locks::hold(root, &format!("index {stamp}"));
+    // A call that kept nothing here (a keep that failed: a full disk) may
+    // have made its entry's directories: they go, so a failed call leaves
+    // nothing behind in the trash either. Only empty ones are removed.
+    if entries.is_empty()
+        && trash.read_index(stamp)?.is_none()
+        && remove_empty(trash.fd.as_fd(), OsStr::new(stamp))
+    {
+        return Ok(());
+    }
+    let mut index = trash.read_index(stamp)?.unwrap_or_default();
+    index.entries.extend(entries);
+    trash.write_index(stamp, &index)
+}
+
+/// [`record`] for every root a call could keep something in (those it
+/// resolved a path on for more than reading). A failure is logged and
+/// never fails the call: what was kept is in the trash regardless, and
+/// lists file by file without its index.
+pub fn record_call<'a>(
+    resolved: impl IntoIterator<Item = &'a Resolved>,
+    stamp: &str,
+    kept: &[Kept],
+) {
+    let mut done: Vec<&str> = Vec::new();
+    for r in resolved.into_iter().filter(|r| r.op() != Permission::Read) {
+        let root = r.root();
+        if done.contains(&root.name.as_str()) {
+            continue;
+        }
+        done.push(&root.name);
+        if let Err(e) = record(root, stamp, kept) {
+            tracing::warn!(root = %root.name, stamp, "cannot write the trash index: {e}");
+        }
+    }
+}
