@@ -1,0 +1,225 @@
+//! One call: a fresh store and instance with only the call's mounts, the
+//! guest run under its memory cap and deadline, and what it left behind
+//! (refusals, kept versions, temporaries) gathered. The instance never
+//! outlives the call.
+
+use super::*;
+
+impl Runtime {
+    pub(super) fn store(&self, state: CallState, budget: &Budget) -> Store<CallState> {
+        let mut store = Store::new(&self.engine, state);
+        store.data_mut().limiter.max = usize::try_from(budget.memory_bytes).unwrap_or(usize::MAX);
+        store.limiter(|s| &mut s.limiter);
+        let (deadline, cancel) = (store.data().deadline, store.data().cancel.clone());
+        store.epoch_deadline_callback(move |_| {
+            if cancel.is_cancelled() || Instant::now() >= deadline {
+                Ok(UpdateDeadline::Interrupt)
+            } else {
+                Ok(UpdateDeadline::Continue(1))
+            }
+        });
+        store.set_epoch_deadline(1);
+        store
+    }
+
+    /// Runs tool `index` on a fresh instance that sees only `req.mounts`.
+    pub fn call(&self, index: usize, req: CallRequest) -> CallOutcome {
+        let setup = CallOutcome::setup;
+        // The reason a root's directory did not open, when it is worth
+        // telling (the rest are for the operator's log).
+        let why = |e: &wasmtime::Error| {
+            tracing::warn!("cannot open a root for a call: {e:?}");
+            match e.downcast_ref::<std::io::Error>() {
+                Some(e) if descriptors::out_of_descriptors(e) => {
+                    format!(": {}; try again", descriptors::NO_DESCRIPTORS)
+                }
+                _ => String::new(),
+            }
+        };
+        let mut wasi = WasiCtxBuilder::new();
+        // Before any preopen: each preopen captures it (2-5x cheaper calls).
+        wasi.allow_blocking_current_thread(true);
+        let mut mounts = Vec::new();
+        let mut context_mounts = Vec::new();
+        for m in &req.mounts {
+            let guest_dir = format!("/{}", m.root.name);
+            let perms = if m.writable() {
+                FsPerms::ReadWrite
+            } else {
+                FsPerms::ReadOnly
+            };
+            if let Err(e) = wasi.preopened_dir(&m.root.path, &guest_dir, perms) {
+                return setup(format!(
+                    "root '{}' cannot be opened{}",
+                    m.root.name,
+                    why(&e)
+                ));
+            }
+            let trash = match (&req.stamp, m.writable()) {
+                (Some(stamp), true) => {
+                    let mount_dir = format!("/.trash/{}", m.root.name);
+                    if let Err(e) = wasi.preopened_dir(&m.root.path, &mount_dir, FsPerms::ReadWrite)
+                    {
+                        return setup(format!(
+                            "root '{}' cannot be opened{}",
+                            m.root.name,
+                            why(&e)
+                        ));
+                    }
+                    let dir = format!("{mount_dir}/{TRASH_DIR}");
+                    mounts.push(Mount::trash(Arc::clone(&m.root), mount_dir, m.op));
+                    Some(bindings::Trash {
+                        dir,
+                        stamp: stamp.clone(),
+                    })
+                }
+                _ => None,
+            };
+            let staging = match (&m.staging, m.writable()) {
+                (Some(host), true) => {
+                    let mount_dir = format!("/.staging/{}", m.root.name);
+                    if let Err(e) = wasi.preopened_dir(host, &mount_dir, FsPerms::ReadWrite) {
+                        return setup(format!(
+                            "root '{}': its staging directory cannot be opened{}",
+                            m.root.name,
+                            why(&e)
+                        ));
+                    }
+                    mounts.push(Mount::staging(
+                        Arc::clone(&m.root),
+                        mount_dir.clone(),
+                        host.clone(),
+                    ));
+                    Some(mount_dir)
+                }
+                _ => None,
+            };
+            context_mounts.push(bindings::Mount {
+                name: m.root.name.clone(),
+                dir: guest_dir.clone(),
+                writable: m.writable(),
+                max_read_bytes: m.root.max_read_bytes,
+                trash,
+                staging,
+            });
+            mounts.push(Mount::root(Arc::clone(&m.root), guest_dir, m.op));
+        }
+        let stderr = MemoryOutputPipe::new(8 * 1024);
+        wasi.stderr(stderr.clone());
+        let mut table = ResourceTable::new();
+        // Streams, pollables and descriptors together; descriptors alone are
+        // capped lower by the policing filesystem.
+        table.set_max_capacity(4 * descriptors::MAX_DESCRIPTORS);
+        let state = CallState {
+            deadline: Instant::now() + self.budget.timeout,
+            cancel: req.cancel.clone(),
+            wasi: wasi.build(),
+            table,
+            limiter: MemoryLimiter {
+                max: 0,
+                used: 0,
+                hit: false,
+            },
+            guard: FsGuard::new(
+                mounts,
+                req.stamp.as_deref(),
+                Arc::clone(&req.activity),
+                req.quota.clone(),
+            ),
+        };
+        let mut store = self.store(state, &self.budget);
+        let ctx = bindings::Context {
+            mounts: context_mounts,
+            limits: bindings::Limits {
+                max_entries: req.limits.max_entries,
+                max_results: req.limits.max_results,
+                max_search_bytes: req.limits.max_search_bytes,
+                time_limit_ms: u64::try_from(self.budget.timeout.as_millis()).unwrap_or(u64::MAX),
+            },
+        };
+        let tool = &self.tools[index];
+        let limit = self.budget.output_bytes;
+        let ran = tool
+            .pre
+            .instance_pre()
+            .instantiate(&mut store)
+            .and_then(|instance| {
+                let call = instance
+                    .get_typed_func::<(bindings::Context, String), (output::GuestResult,)>(
+                        &mut store, &tool.call,
+                    )?;
+                let arguments = req.arguments.clone();
+                let (ran, over) =
+                    output::with_budget(limit, || call.call(&mut store, (ctx, arguments)));
+                let (lifted,) = ran?;
+                Ok(output::owned(lifted).filter(|_| !over))
+            });
+        let result = match ran {
+            Ok(None) => Err(CallError::OutputTooLarge(limit)),
+            Ok(Some(Ok(output))) => Ok(output),
+            Ok(Some(Err(e))) => Err(CallError::Tool(e)),
+            Err(_) if req.cancel.is_cancelled() => Err(CallError::Cancelled),
+            Err(e) if e.downcast_ref::<Trap>() == Some(&Trap::Interrupt) => {
+                Err(CallError::Timeout(self.budget.timeout))
+            }
+            Err(_) if store.data().limiter.hit => Err(CallError::Memory(self.budget.memory_bytes)),
+            Err(e) => {
+                let guest_stderr = String::from_utf8_lossy(&stderr.contents()).into_owned();
+                Err(CallError::Crashed(format!(
+                    "{e:?}; guest stderr: {}",
+                    guest_stderr.trim()
+                )))
+            }
+        };
+        let guard = &mut store.data_mut().guard;
+        if matches!(
+            result,
+            Err(CallError::Timeout(_)
+                | CallError::Cancelled
+                | CallError::Memory(_)
+                | CallError::Crashed(_))
+        ) {
+            // A guest stopped mid-write cannot clean up: remove the temporary
+            // files it created (by their reserved name, nothing else).
+            sweep_temporaries(guard.created());
+        }
+        CallOutcome {
+            result,
+            refusals: guard.take_refusals(),
+            kept: guard.take_kept(),
+        }
+    }
+}
+
+impl CallState {
+    /// State for `describe`: no filesystem at all.
+    pub(super) fn empty(timeout: Duration) -> CallState {
+        CallState {
+            deadline: Instant::now() + timeout,
+            cancel: CancellationToken::new(),
+            wasi: WasiCtxBuilder::new().build(),
+            table: ResourceTable::new(),
+            limiter: MemoryLimiter {
+                max: 0,
+                used: 0,
+                hit: false,
+            },
+            guard: FsGuard::new(vec![], None, Arc::default(), None),
+        }
+    }
+}
+
+/// The prefix of the temporary files guests write before renaming them
+/// into place (see `guest-tools/guest/src/write.rs`).
+pub(super) const TEMPORARY_PREFIX: &str = ".loom-fs-write-";
+
+pub(super) fn sweep_temporaries(created: impl Iterator<Item = PathBuf>) {
+    for path in created {
+        let temporary = path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with(TEMPORARY_PREFIX));
+        if temporary && std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+}
