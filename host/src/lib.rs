@@ -13,3 +13,6 @@ pub mod server;
 pub mod store;
 pub mod sys;
 pub mod tools;
+
+#[cfg(test)]
+mod layers;

@@ -48,6 +48,16 @@ pub struct BodyLimits {
 }
 
 impl BodyLimits {
+    /// What a request body must keep up under `limits`: the rate over each
+    /// header-timeout window, and the whole body's time.
+    pub fn of(limits: &conns::ConnLimits) -> BodyLimits {
+        BodyLimits {
+            rate: limits.min_body_rate,
+            window: limits.header_timeout,
+            whole: limits.body_timeout,
+        }
+    }
+
     /// The bytes each window must bring.
     fn quota(&self) -> u64 {
         let bytes = u128::from(self.rate) * self.window.as_millis() / 1000;

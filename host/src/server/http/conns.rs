@@ -46,7 +46,6 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::body::BodyLimits;
 use crate::sys::descriptors::MAX_DESCRIPTORS;
 
 /// Descriptors the server holds whatever it serves: stdin, stdout and
@@ -152,17 +151,6 @@ pub struct ConnLimits {
     pub body_timeout: Duration,
     /// The most a write of an answer may wait without progress.
     pub send_timeout: Duration,
-}
-
-impl ConnLimits {
-    /// What a request body must keep up.
-    pub fn body(&self) -> BodyLimits {
-        BodyLimits {
-            rate: self.min_body_rate,
-            window: self.header_timeout,
-            whole: self.body_timeout,
-        }
-    }
 }
 
 /// Why a connection was refused.

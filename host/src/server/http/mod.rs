@@ -397,7 +397,7 @@ impl Connection {
         let busy = Arc::new(self.ticket.request(request.body().is_end_stream()));
         let standalone = request.method() == Method::GET && request.uri().path() == "/mcp";
         let cut = Arc::new(OnceLock::new());
-        let limits = self.limits.body();
+        let limits = body::BodyLimits::of(&self.limits);
         let mut request = request.map(|incoming| {
             Body::new(MinRate::new(
                 incoming,

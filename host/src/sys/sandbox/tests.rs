@@ -152,7 +152,11 @@ fn the_kernel_refuses_what_the_grants_leave_out() {
     let out = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "sandbox::tests::the_kernel_refuses_what_the_grants_leave_out",
+            // This test's own name, whatever module holds it.
+            &format!(
+                "{}::the_kernel_refuses_what_the_grants_leave_out",
+                module_path!().split_once("::").unwrap().1
+            ),
             "--nocapture",
             "--test-threads=1",
         ])
