@@ -34,7 +34,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::Value;
-use session::{Session, code_text, printed_paths};
+use session::{Session, code_text, output, printed_paths};
 
 const TOKEN: &str = "LOOMFS_IGNORED_NEEDLE_51c2";
 const SEED: u64 = 0x19_1e0;
@@ -103,16 +103,6 @@ fn build(root: &Path) -> (Vec<String>, Vec<String>) {
     holders.sort();
     rs.sort();
     (holders, rs)
-}
-
-/// Runs a command to completion and returns its standard output.
-fn output(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success() || out.status.code() == Some(1),
-        "{out:?}"
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
 
 fn bench(c: &mut Criterion) {

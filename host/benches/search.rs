@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::Value;
-use session::{Session, code_text, printed_paths};
+use session::{Session, code_text, output, printed_paths};
 
 const TOKEN: &str = "LOOMFS_NEEDLE_7f3a";
 const SEED: u64 = 0x10_0f5;
@@ -94,16 +94,6 @@ fn build(root: &Path) -> Vec<String> {
         write(&root.join(rel), &text(&mut rng, len, n % 500 == 0));
     }
     holders
-}
-
-/// Runs a command to completion and returns its standard output.
-fn output(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success() || out.status.code() == Some(1),
-        "{out:?}"
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
 
 fn bench(c: &mut Criterion) {

@@ -143,3 +143,14 @@ pub fn code_text(
     }
     out
 }
+
+/// Runs a command to completion and returns its standard output (exit 1,
+/// "nothing found" for grep and rg, is a success).
+pub fn output(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success() || out.status.code() == Some(1),
+        "{out:?}"
+    );
+    String::from_utf8(out.stdout).unwrap()
+}

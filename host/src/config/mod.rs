@@ -145,95 +145,46 @@ struct Bound {
     max: u64,
 }
 
+impl Bound {
+    const fn new(key: &'static str, default: u64, min: u64, max: u64) -> Bound {
+        Bound {
+            key,
+            default,
+            min,
+            max,
+        }
+    }
+}
+
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;
 const GIB: u64 = 1024 * MIB;
 
-const AUDIT_MAX_BYTES: Bound = Bound {
-    key: "audit_log_max_bytes",
-    default: 8 * MIB,
-    min: 4 * KIB,
-    max: 64 * GIB,
-};
-const AUDIT_BACKUPS: Bound = Bound {
-    key: "audit_log_backups",
-    default: 3,
-    min: 0,
-    max: 1000,
-};
-const SEARCH_RESULTS: Bound = Bound {
-    key: "max_search_results",
-    default: 200,
-    min: 1,
-    max: 100_000,
-};
-const SEARCH_BYTES: Bound = Bound {
-    key: "max_search_bytes",
-    default: 64 * MIB,
-    min: 1,
-    max: 1024 * GIB,
-};
-const LIST_ENTRIES: Bound = Bound {
-    key: "max_list_entries",
-    default: 1000,
-    min: 1,
-    max: 100_000,
-};
-const TIMEOUT_MS: Bound = Bound {
-    key: "tool_timeout_ms",
-    default: 30_000,
-    min: 10,
-    max: 3_600_000,
-};
+const AUDIT_MAX_BYTES: Bound = Bound::new("audit_log_max_bytes", 8 * MIB, 4 * KIB, 64 * GIB);
+const AUDIT_BACKUPS: Bound = Bound::new("audit_log_backups", 3, 0, 1000);
+const SEARCH_RESULTS: Bound = Bound::new("max_search_results", 200, 1, 100_000);
+const SEARCH_BYTES: Bound = Bound::new("max_search_bytes", 64 * MIB, 1, 1024 * GIB);
+const LIST_ENTRIES: Bound = Bound::new("max_list_entries", 1000, 1, 100_000);
+const TIMEOUT_MS: Bound = Bound::new("tool_timeout_ms", 30_000, 10, 3_600_000);
 // A guest is wasm32: 4 GiB is the most linear memory it can have.
-const MEMORY_BYTES: Bound = Bound {
-    key: "tool_memory_bytes",
-    default: 256 * MIB,
-    min: 16 * MIB,
-    max: 4 * GIB,
-};
+const MEMORY_BYTES: Bound = Bound::new("tool_memory_bytes", 256 * MIB, 16 * MIB, 4 * GIB);
 // The default is worked out from the roots (see `output_bytes`).
-const OUTPUT_BYTES: Bound = Bound {
-    key: "max_output_bytes",
-    default: 16 * MIB,
-    min: 64 * KIB,
-    max: 4 * GIB,
-};
+const OUTPUT_BYTES: Bound = Bound::new("max_output_bytes", 16 * MIB, 64 * KIB, 4 * GIB);
 /// A whole read of a root's largest file comes back as text and again in the
 /// structured result, with JSON's escapes: the output limit must hold this
 /// many times `max_read_bytes`.
 pub const OUTPUT_PER_READ: u64 = 4;
 /// The runtime reserves one instance slot per call slot, plus one.
 pub const MAX_CONCURRENT_CALLS: u64 = 64;
-const CONCURRENT_CALLS: Bound = Bound {
-    key: "max_concurrent_calls",
-    default: 8,
-    min: 1,
-    max: MAX_CONCURRENT_CALLS,
-};
-const QUOTA_PER_MINUTE: Bound = Bound {
-    key: "quota_bytes_per_minute",
-    default: 0,
-    min: KIB,
-    max: 1024 * GIB,
-};
-const QUOTA_BURST: Bound = Bound {
-    key: "quota_burst_bytes",
-    default: 0,
-    min: KIB,
-    max: 1024 * GIB,
-};
+const CONCURRENT_CALLS: Bound = Bound::new("max_concurrent_calls", 8, 1, MAX_CONCURRENT_CALLS);
+const QUOTA_PER_MINUTE: Bound = Bound::new("quota_bytes_per_minute", 0, KIB, 1024 * GIB);
+const QUOTA_BURST: Bound = Bound::new("quota_burst_bytes", 0, KIB, 1024 * GIB);
 /// Free space kept on a root's disk. The default keeps 256 MiB: when an
 /// agent fills a laptop's disk to the last byte, the system and the user's
 /// own programs fail first (logs, editors saving, package managers), and
 /// 256 MiB is a few minutes of them, yet small enough that no disk a person
 /// is still working on is refused. 0 keeps none.
-const MIN_FREE_BYTES: Bound = Bound {
-    key: "min_free_bytes",
-    default: 256 * MIB,
-    min: 0,
-    max: 1024 * GIB,
-};
+const MIN_FREE_BYTES: Bound = Bound::new("min_free_bytes", 256 * MIB, 0, 1024 * GIB);
 
 /// Default per-root read cap.
 pub const DEFAULT_MAX_READ_BYTES: u64 = MIB;

@@ -183,16 +183,10 @@ impl PolicedFs<'_> {
         let h = self.guard.handle(fd.rep(), op)?;
         let rel = self.guard.lexical(&h, path, op, Lookup::Existing)?;
         if is_plain_name(path) && !follow && !refuse_special {
-            return Ok(Handle {
-                mount: h.mount,
-                rel,
-            });
+            return Ok(h.at(rel));
         }
         let Some(probe) = self.probe_checked(fd, path, follow, &h, &rel, op)? else {
-            return Ok(Handle {
-                mount: h.mount,
-                rel,
-            });
+            return Ok(h.at(rel));
         };
         // The real name first: a denied one looks missing, whatever it is.
         let real = self.guard.real(&h, probe.as_fd(), &rel, op)?;
@@ -223,12 +217,7 @@ impl PolicedFs<'_> {
         let op = Permission::Read;
         let h = self.guard.handle(fd.rep(), op)?;
         let rel = self.guard.lexical(&h, path, op, Lookup::Existing)?;
-        let general = |rel| {
-            Ok(ReadOpen::General(Handle {
-                mount: h.mount,
-                rel,
-            }))
-        };
+        let general = |rel| Ok(ReadOpen::General(h.at(rel)));
         let Some(probe) = self.probe_checked(fd, path, follow, &h, &rel, op)? else {
             return general(rel);
         };
@@ -288,17 +277,11 @@ impl PolicedFs<'_> {
         let (parent, name) = match path.trim_end_matches('/').rsplit_once('/') {
             Some((parent, name)) => (parent, name),
             None => {
-                return Ok(Handle {
-                    mount: h.mount,
-                    rel,
-                });
+                return Ok(h.at(rel));
             }
         };
         let Some(probe) = self.probe_checked(fd, parent, true, &h, &rel, op)? else {
-            return Ok(Handle {
-                mount: h.mount,
-                rel,
-            });
+            return Ok(h.at(rel));
         };
         let real_parent = self.guard.real(&h, probe.as_fd(), &rel, op)?;
         let real = real_parent.join(name);

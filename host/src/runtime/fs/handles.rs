@@ -11,6 +11,16 @@ pub(super) struct Handle {
     pub(super) rel: PathBuf,
 }
 
+impl Handle {
+    /// The same mount, at `rel`.
+    pub(super) fn at(&self, rel: PathBuf) -> Handle {
+        Handle {
+            mount: self.mount,
+            rel,
+        }
+    }
+}
+
 /// What a file was when a call opened it for reading: a publish over it
 /// checks it is still that file (see [`PolicedFs::publish`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
