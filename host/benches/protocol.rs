@@ -21,6 +21,8 @@
 //!
 //! Run with `cargo bench -p loom-fs-mcp --bench protocol`.
 
+// `output()` (running another program) is for the benches that compare with one.
+#[allow(dead_code)]
 mod session;
 
 use std::io::{BufRead, BufReader, Write};
