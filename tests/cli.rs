@@ -31,12 +31,7 @@ fn roots(env: &Env) -> std::path::PathBuf {
 fn check_prints_roots_and_tool_surface() {
     let env = Env::new();
     let config = roots(&env);
-    let out = command()
-        .arg("check")
-        .arg("--config")
-        .arg(&config)
-        .output()
-        .unwrap();
+    let out = check_output(&config);
     assert!(out.status.success(), "{out:?}");
     let stdout = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = stdout.lines().collect();
@@ -466,12 +461,7 @@ fn check_warns_about_risky_configs() {
     assert_fails_with(&out, "refusing to listen on 0.0.0.0:3000");
     // A plain config has no warnings.
     let plain = roots(&env);
-    let out = command()
-        .arg("check")
-        .arg("--config")
-        .arg(&plain)
-        .output()
-        .unwrap();
+    let out = check_output(&plain);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("transport: stdio"), "{stdout}");
     let warnings: Vec<&str> = stdout.lines().skip_while(|l| *l != "warnings:").collect();
@@ -504,12 +494,7 @@ fn a_second_server_on_the_same_audit_log_is_refused() {
     let mut first = spawn_stdio(&config, Stdio::piped());
     stderr_until(&mut first, "serving MCP over stdio");
     // `check` runs beside it: it does not take the log.
-    let check = command()
-        .arg("check")
-        .arg("--config")
-        .arg(&config)
-        .output()
-        .unwrap();
+    let check = check_output(&config);
     assert!(
         check.status.success(),
         "{}",

@@ -66,13 +66,12 @@ async fn the_example_tool_loads_from_the_config_and_works_over_mcp() {
     assert_eq!(hints.destructive_hint, Some(false));
     assert!(tool.output_schema.is_some());
 
-    let r = call(
+    let r = call_ok(
         &client,
         "text_stats",
         json!({"root": "docs", "path": "guide.md"}),
     )
     .await;
-    assert!(!is_error(&r), "{r:?}");
     assert_eq!(
         structured(&r),
         &json!({
@@ -284,12 +283,7 @@ fn components_that_cannot_be_tools_stop_the_start() {
             text += &format!("[[components]]\npath = \"{c}\"\n");
         }
         let config = env.config(&text);
-        let out = command()
-            .arg("check")
-            .arg("--config")
-            .arg(&config)
-            .output()
-            .unwrap();
+        let out = check_output(&config);
         (
             out.status.success(),
             String::from_utf8_lossy(&out.stderr).into_owned(),

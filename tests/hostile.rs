@@ -121,14 +121,7 @@ fn workspace() -> (Env, std::path::PathBuf) {
     env.write("ws/ok.txt", "fine\n")
         .write("outside/canary.txt", "CANARY-OUTSIDE\n")
         .write("outside/dir/inner.txt", "CANARY-INNER\n");
-    let config = env.config(
-        r#"
-        [[roots]]
-        name = "ws"
-        path = "ws"
-        role = "workspace"
-        "#,
-    );
+    let config = env.config(WS);
     (env, config)
 }
 

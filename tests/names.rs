@@ -138,13 +138,12 @@ async fn listings_have_one_line_per_entry_and_every_name_reads_back() {
     let (env, config) = fixture();
     let client = start(&config).await;
     for depth in [1, 3] {
-        let r = call(
+        let r = call_ok(
             &client,
             "list_directory",
             json!({"root": "ws", "depth": depth}),
         )
         .await;
-        assert!(!is_error(&r), "{r:?}");
         let what = format!("list depth {depth}");
         assert_no_raw(&r, &what);
         let listing = r.content[0].as_text().unwrap().text.clone();
@@ -241,13 +240,12 @@ async fn search_results_and_previews_hold_one_line_each() {
     );
     let client = start(&config).await;
 
-    let r = call(
+    let r = call_ok(
         &client,
         "search_files",
         json!({"root": "ws", "pattern": "*"}),
     )
     .await;
-    assert!(!is_error(&r), "{r:?}");
     assert_no_raw(&r, "search by glob");
     let matches = structured(&r)["matches"].as_array().unwrap().clone();
     let block = r.content[0].as_text().unwrap().text.clone();
@@ -264,13 +262,12 @@ async fn search_results_and_previews_hold_one_line_each() {
         assert_shows(&r, name, "search by glob");
     }
 
-    let r = call(
+    let r = call_ok(
         &client,
         "search_files",
         json!({"root": "ws", "pattern": "*", "contains": "needle"}),
     )
     .await;
-    assert!(!is_error(&r), "{r:?}");
     assert_no_raw(&r, "search by contains");
     let matches = structured(&r)["matches"].as_array().unwrap().clone();
     assert_eq!(matches.len(), 2 * NAMES.len());
@@ -309,13 +306,12 @@ async fn search_results_and_previews_hold_one_line_each() {
     assert!(text(&r).contains(QUOTED_NOTE));
 
     // A pattern and a needle that find nothing are echoed by the rule.
-    let r = call(
+    let r = call_ok(
         &client,
         "search_files",
         json!({"root": "ws", "pattern": BIDI, "contains": "no\u{1b}[2Jmatch"}),
     )
     .await;
-    assert!(!is_error(&r), "{r:?}");
     assert_shows(&r, BIDI, "search with no match");
     assert_shows(&r, "no\u{1b}[2Jmatch", "search with no match");
     client.cancel().await.unwrap();
@@ -520,13 +516,12 @@ async fn a_name_that_is_not_utf8_is_counted_never_shown() {
     let raw = std::ffi::OsStr::from_bytes(b"bad\xff\nfake.txt");
     std::fs::write(env.path("ws/odd").join(raw), "needle\n").unwrap();
     let client = start(&config).await;
-    let r = call(
+    let r = call_ok(
         &client,
         "list_directory",
         json!({"root": "ws", "path": "odd"}),
     )
     .await;
-    assert!(!is_error(&r), "{r:?}");
     assert_no_raw(&r, "list odd");
     assert_eq!(r.content[0].as_text().unwrap().text.lines().count(), 1);
     assert_eq!(structured(&r)["entries"].as_array().unwrap().len(), 1);
@@ -552,13 +547,12 @@ async fn a_name_that_is_not_utf8_is_counted_never_shown() {
             .contains("not UTF-8")
     );
     // A copy of the directory leaves it out, and says so.
-    let r = call(
+    let r = call_ok(
         &client,
         "copy_file",
         json!({"root": "ws", "source": "odd", "destination": "odd-copy"}),
     )
     .await;
-    assert!(!is_error(&r), "{r:?}");
     assert_no_raw(&r, "copy odd");
     assert_eq!(
         structured(&r)["skipped"],
@@ -577,8 +571,7 @@ async fn a_name_that_is_not_utf8_is_counted_never_shown() {
 async fn the_audit_and_the_trash_list_escape_a_bidi_name() {
     let (env, config) = fixture();
     let client = start(&config).await;
-    let r = call(&client, "delete_file", json!({"root": "ws", "path": BIDI})).await;
-    assert!(!is_error(&r), "{r:?}");
+    call_ok(&client, "delete_file", json!({"root": "ws", "path": BIDI})).await;
     client.cancel().await.unwrap();
 
     let log = std::fs::read_to_string(env.path("audit.log")).unwrap();

@@ -22,14 +22,7 @@ async fn swapping_a_directory_for_an_outside_symlink_never_escapes() {
         .write("outside/deep/y.txt", "CANARY-OUTSIDE-DEEP\n")
         .symlink("../outside", "ws/other");
     let outside = env.snapshot_of("outside");
-    let config = env.config(
-        r#"
-        [[roots]]
-        name = "ws"
-        path = "ws"
-        role = "workspace"
-        "#,
-    );
+    let config = env.config(WS);
     let client = start(&config).await;
 
     // `ws/d` and `ws/other` trade places (a directory and a symlink to

@@ -103,13 +103,12 @@ async fn write_file_modes() {
     let client = start(&config).await;
 
     // Create with parents.
-    let r = call(
+    let r = call_ok(
         &client,
         "write_file",
         json!({"root": "ws", "path": "new/deep/n.txt", "content": "hello\n"}),
     )
     .await;
-    assert!(!is_error(&r), "{r:?}");
     assert_eq!(
         std::fs::read_to_string(env.path("ws/new/deep/n.txt")).unwrap(),
         "hello\n"
@@ -125,13 +124,12 @@ async fn write_file_modes() {
     );
 
     // Overwrite keeps the old content in the trash.
-    let r = call(
+    let r = call_ok(
         &client,
         "write_file",
         json!({"root": "ws", "path": "a.txt", "content": "version 2\n"}),
     )
     .await;
-    assert!(!is_error(&r), "{r:?}");
     assert_eq!(
         std::fs::read_to_string(env.path("ws/a.txt")).unwrap(),
         "version 2\n"
@@ -168,13 +166,12 @@ async fn write_file_modes() {
     );
 
     // Append to an existing file and to a new one.
-    let r = call(
+    call_ok(
         &client,
         "write_file",
         json!({"root": "ws", "path": "a.txt", "content": "more\n", "mode": "append"}),
     )
     .await;
-    assert!(!is_error(&r), "{r:?}");
     assert_eq!(
         std::fs::read_to_string(env.path("ws/a.txt")).unwrap(),
         "version 2\nmore\n"
@@ -205,13 +202,12 @@ async fn write_file_modes() {
     );
 
     // Create mode on a new file on a sourcecode root.
-    let r = call(
+    call_ok(
         &client,
         "write_file",
         json!({"root": "src", "path": "lib.rs", "content": "// lib\n", "mode": "create"}),
     )
     .await;
-    assert!(!is_error(&r), "{r:?}");
 
     // No temporary file is left behind.
     let leftovers: Vec<_> = env
@@ -344,13 +340,12 @@ async fn delete_moves_to_the_trash() {
     let outside = env.snapshot_of("outside");
     let client = start(&config).await;
 
-    let r = call(
+    let r = call_ok(
         &client,
         "delete_file",
         json!({"root": "ws", "path": "a.txt"}),
     )
     .await;
-    assert!(!is_error(&r), "{r:?}");
     assert!(!env.path("ws/a.txt").exists());
     let trash = structured(&r)["trash"].as_str().unwrap().to_string();
     let stamp = trash
@@ -371,8 +366,7 @@ async fn delete_moves_to_the_trash() {
     );
 
     // A directory goes whole, denied entries included (nothing is erased).
-    let r = call(&client, "delete_file", json!({"root": "ws", "path": "sub"})).await;
-    assert!(!is_error(&r), "{r:?}");
+    let r = call_ok(&client, "delete_file", json!({"root": "ws", "path": "sub"})).await;
     assert_eq!(structured(&r)["type"], "directory");
     let entries: Vec<(std::path::PathBuf, Option<Vec<u8>>)> = env
         .trash("ws")
@@ -388,13 +382,12 @@ async fn delete_moves_to_the_trash() {
 
     // A symlink is deleted, not its target; one pointing out of the root is
     // refused like any path that leaves it.
-    let r = call(
+    let r = call_ok(
         &client,
         "delete_file",
         json!({"root": "ws", "path": "link_in"}),
     )
     .await;
-    assert!(!is_error(&r), "{r:?}");
     assert_eq!(structured(&r)["type"], "symlink");
     let r = call(
         &client,
@@ -483,14 +476,13 @@ async fn edit_file_all_or_nothing_with_a_diff() {
     env.write("ws/aaa.txt", "aaa\n");
     let client = start(&config).await;
 
-    let dry = call(
+    let dry = call_ok(
         &client,
         "edit_file",
         json!({"root": "ws", "path": "code.py", "dry_run": true,
         "edits": [{"old_text": "def f():\n    return 1", "new_text": "def f():\n    return 2"}]}),
     )
     .await;
-    assert!(!is_error(&dry), "{dry:?}");
     let diff = structured(&dry)["diff"].as_str().unwrap().to_string();
     assert!(
         diff.starts_with("--- a/code.py\n+++ b/code.py\n@@ -1,5 +1,5 @@\n"),
@@ -541,7 +533,7 @@ async fn edit_file_all_or_nothing_with_a_diff() {
     );
 
     // Applied in order; the second edit sees the first's result.
-    let done = call(
+    let done = call_ok(
         &client,
         "edit_file",
         json!({"root": "ws", "path": "code.py", "edits": [
@@ -549,7 +541,6 @@ async fn edit_file_all_or_nothing_with_a_diff() {
         {"old_text": "return 2", "new_text": "return 20"}]}),
     )
     .await;
-    assert!(!is_error(&done), "{done:?}");
     assert_eq!(
         std::fs::read_to_string(env.path("ws/code.py")).unwrap(),
         "def f():\n    return 20\n\ndef g():\n    return 1\n"
@@ -562,14 +553,13 @@ async fn edit_file_all_or_nothing_with_a_diff() {
     assert!(text(&done).contains("+    return 20"));
 
     // CRLF files keep CRLF, whatever line breaks the edit uses.
-    let dos = call(
+    call_ok(
         &client,
         "edit_file",
         json!({"root": "ws", "path": "dos.txt",
         "edits": [{"old_text": "alpha\nbeta", "new_text": "one\ntwo"}]}),
     )
     .await;
-    assert!(!is_error(&dos), "{dos:?}");
     assert_eq!(
         std::fs::read(env.path("ws/dos.txt")).unwrap(),
         b"one\r\ntwo\r\ngamma\r\n"
@@ -605,13 +595,12 @@ async fn move_within_and_across_roots() {
     let outside = env.snapshot_of("outside");
     let client = start(&config).await;
 
-    let r = call(
+    call_ok(
         &client,
         "move_file",
         json!({"root": "ws", "source": "a.txt", "destination": "moved/a.txt"}),
     )
     .await;
-    assert!(!is_error(&r), "{r:?}");
     assert!(!env.path("ws/a.txt").exists());
     assert_eq!(
         std::fs::read_to_string(env.path("ws/moved/a.txt")).unwrap(),
@@ -628,8 +617,7 @@ async fn move_within_and_across_roots() {
     .await;
     assert_refused(&r, "destination 'moved/a.txt' exists; pass overwrite: true");
     assert!(env.path("ws/other.txt").exists());
-    let r = call(&client, "move_file", json!({"root": "ws", "source": "other.txt", "destination": "moved/a.txt", "overwrite": true})).await;
-    assert!(!is_error(&r), "{r:?}");
+    let r = call_ok(&client, "move_file", json!({"root": "ws", "source": "other.txt", "destination": "moved/a.txt", "overwrite": true})).await;
     assert_eq!(
         std::fs::read_to_string(env.path("ws/moved/a.txt")).unwrap(),
         "other\n"
@@ -647,8 +635,7 @@ async fn move_within_and_across_roots() {
     assert_eq!(line["trash"], json!([previous]));
 
     // Across roots: a file from a workspace to a sourcecode root.
-    let r = call(&client, "move_file", json!({"root": "ws", "source": "moved/a.txt", "destination": "from-ws.txt", "destination_root": "src"})).await;
-    assert!(!is_error(&r), "{r:?}");
+    call_ok(&client, "move_file", json!({"root": "ws", "source": "moved/a.txt", "destination": "from-ws.txt", "destination_root": "src"})).await;
     assert_eq!(
         std::fs::read_to_string(env.path("src/from-ws.txt")).unwrap(),
         "other\n"
@@ -671,13 +658,12 @@ async fn move_within_and_across_roots() {
     assert!(env.path("ws/dir/hidden.secret").exists());
     assert!(!env.path("src/dir").exists());
     // Within its root it does, hidden entries included.
-    let r = call(
+    call_ok(
         &client,
         "move_file",
         json!({"root": "ws", "source": "dir", "destination": "renamed"}),
     )
     .await;
-    assert!(!is_error(&r), "{r:?}");
     assert_eq!(
         std::fs::read_to_string(env.path("ws/renamed/hidden.secret")).unwrap(),
         "CANARY-SECRET\n"
@@ -812,13 +798,12 @@ async fn copy_files_and_trees() {
         .fifo("ws/tree/pipe");
     let client = start(&config).await;
 
-    let r = call(
+    let r = call_ok(
         &client,
         "copy_file",
         json!({"root": "ws", "source": "tree", "destination": "copy/of/tree"}),
     )
     .await;
-    assert!(!is_error(&r), "{r:?}");
     let s = structured(&r);
     assert_eq!(
         (
@@ -845,8 +830,7 @@ async fn copy_files_and_trees() {
     assert!(env.path("ws/tree/one.txt").exists(), "the source stays");
 
     // A file across roots, from a reference root (read is enough there).
-    let r = call(&client, "copy_file", json!({"root": "docs", "source": "readme.md", "destination": "docs-copy.md", "destination_root": "src"})).await;
-    assert!(!is_error(&r), "{r:?}");
+    call_ok(&client, "copy_file", json!({"root": "docs", "source": "readme.md", "destination": "docs-copy.md", "destination_root": "src"})).await;
     assert_eq!(
         std::fs::read_to_string(env.path("src/docs-copy.md")).unwrap(),
         "docs\n"
@@ -859,13 +843,12 @@ async fn copy_files_and_trees() {
     )
     .await;
     assert_refused(&r, "destination 'a.txt' exists; pass overwrite: true");
-    let r = call(
+    let r = call_ok(
         &client,
         "copy_file",
         json!({"root": "ws", "source": "tree/one.txt", "destination": "a.txt", "overwrite": true}),
     )
     .await;
-    assert!(!is_error(&r), "{r:?}");
     assert_eq!(
         std::fs::read_to_string(env.path("ws/a.txt")).unwrap(),
         "1\n"
@@ -905,43 +888,39 @@ async fn delete_needs_only_delete_and_writes_keep_modes() {
     let client = start(&config).await;
 
     // A root that grants read and delete, not write: delete works.
-    let r = call(
+    call_ok(
         &client,
         "delete_file",
         json!({"root": "rd", "path": "old.txt"}),
     )
     .await;
-    assert!(!is_error(&r), "{r:?}");
     assert!(!env.path("rd/old.txt").exists());
 
     // Replacing a file keeps its permission bits.
-    let r = call(
+    call_ok(
         &client,
         "write_file",
         json!({"root": "ws", "path": "private.yaml", "content": "token: 2\n"}),
     )
     .await;
-    assert!(!is_error(&r), "{r:?}");
     let mode = |p: &str| std::fs::metadata(env.path(p)).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode("ws/private.yaml"), 0o600);
-    let r = call(
+    call_ok(
         &client,
         "edit_file",
         json!({"root": "ws", "path": "run.sh",
         "edits": [{"old_text": "echo 1", "new_text": "echo 2"}]}),
     )
     .await;
-    assert!(!is_error(&r), "{r:?}");
     assert_eq!(mode("ws/run.sh"), 0o750);
 
     // `.//x` is `x`.
-    let r = call(
+    let r = call_ok(
         &client,
         "write_file",
         json!({"root": "ws", "path": ".//sub//new.txt", "content": "n\n"}),
     )
     .await;
-    assert!(!is_error(&r), "{r:?}");
     assert_eq!(structured(&r)["path"], "sub/new.txt");
     assert_eq!(
         std::fs::read_to_string(env.path("ws/sub/new.txt")).unwrap(),
@@ -950,13 +929,12 @@ async fn delete_needs_only_delete_and_writes_keep_modes() {
 
     // A symlink written over is kept (in the trash), never silently lost;
     // its target is untouched; the audit line says where the link went.
-    let r = call(
+    let r = call_ok(
         &client,
         "write_file",
         json!({"root": "ws", "path": "link", "content": "replaced\n"}),
     )
     .await;
-    assert!(!is_error(&r), "{r:?}");
     let previous = structured(&r)["previous"].as_str().unwrap().to_string();
     assert!(
         std::fs::symlink_metadata(env.path(&format!("ws/{previous}")))
@@ -981,13 +959,12 @@ async fn delete_needs_only_delete_and_writes_keep_modes() {
     )
     .await;
     assert_refused(&r, "'dangling' already exists");
-    let r = call(
+    let r = call_ok(
         &client,
         "write_file",
         json!({"root": "ws", "path": "dangling", "content": "x\n", "mode": "append"}),
     )
     .await;
-    assert!(!is_error(&r), "{r:?}");
     let kept = structured(&r)["previous"].as_str().unwrap().to_string();
     assert!(
         std::fs::symlink_metadata(env.path(&format!("ws/{kept}")))

@@ -36,6 +36,14 @@ path = "docs"
 role = "reference"
 "#;
 
+/// A config of one root, `ws` (workspace), and nothing else.
+pub const WS: &str = r#"
+[[roots]]
+name = "ws"
+path = "ws"
+role = "workspace"
+"#;
+
 /// Compiled components are cached per test run, not in the user's home.
 pub fn cache_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("component-cache")
@@ -85,14 +93,19 @@ pub fn assert_fails_with(out: &std::process::Output, needle: &str) {
     assert!(stderr.contains(needle), "{needle:?} not in: {stderr}");
 }
 
-/// `check --config config`: whether it succeeded, and its stdout.
-pub fn check(config: &Path) -> (bool, String) {
-    let out = command()
+/// `check --config config`, run to its end.
+pub fn check_output(config: &Path) -> std::process::Output {
+    command()
         .arg("check")
         .arg("--config")
         .arg(config)
         .output()
-        .expect("run check");
+        .expect("run check")
+}
+
+/// `check --config config`: whether it succeeded, and its stdout.
+pub fn check(config: &Path) -> (bool, String) {
+    let out = check_output(config);
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -459,6 +472,13 @@ pub async fn call(client: &Client, name: &str, args: Value) -> CallToolResult {
             panic!("tools/call {name}: {e}")
         });
     scan(&serde_json::to_string(&r).unwrap());
+    r
+}
+
+/// Calls a tool that must succeed, and returns its result.
+pub async fn call_ok(client: &Client, name: &str, args: Value) -> CallToolResult {
+    let r = call(client, name, args).await;
+    assert!(!is_error(&r), "{name}: {r:?}");
     r
 }
 
