@@ -207,6 +207,24 @@ pub struct PathArgs {
     pub path: String,
 }
 
+/// The count argument `name`: `value`, or `default` when not given; refused
+/// unless between 1 and `max` (`max_from` says where that ceiling comes
+/// from, if not from the tool itself).
+pub fn count_arg(
+    name: &str,
+    value: Option<u32>,
+    default: u32,
+    max: u32,
+    max_from: &str,
+) -> Result<u32, ToolError> {
+    match value.unwrap_or(default) {
+        n if (1..=max).contains(&n) => Ok(n),
+        n => Err(ToolError::InvalidArguments(format!(
+            "'{name}' must be between 1 and {max}{max_from}, not {n}"
+        ))),
+    }
+}
+
 /// Parses the call's JSON arguments into the tool's argument struct.
 ///
 /// Argument structs use `#[serde(deny_unknown_fields)]`, so a misspelt field

@@ -17,8 +17,8 @@ use std::path::Path;
 use loomfs_guest::ignores::Ignored;
 use loomfs_guest::walk::{self, Flow, IgnoreFiles};
 use loomfs_guest::{
-    About, Answer, Context, Kind, Permission, ToolError, human_bytes, locate_dir, modified_at,
-    shown,
+    About, Answer, Context, Kind, Permission, ToolError, count_arg, human_bytes, locate_dir,
+    modified_at, shown,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -80,19 +80,12 @@ loomfs_guest::tool!(ListDirectory(Args) -> Listing, {
     About::new("list_directory", DESCRIPTION, Permission::Read).path_optional()
 });
 
+/// What to do instead, when `path` is not a directory.
+const NOT_A_DIRECTORY: &str = "use get_file_info or read_file";
+
 fn call(ctx: Context, args: Args) -> Result<Answer<Listing>, ToolError> {
-    let depth = args.depth.unwrap_or(1);
-    if !(1..=MAX_DEPTH).contains(&depth) {
-        return Err(ToolError::InvalidArguments(format!(
-            "'depth' must be between 1 and {MAX_DEPTH}, not {depth}"
-        )));
-    }
-    let at = locate_dir(
-        &ctx,
-        &args.root,
-        args.path.as_deref(),
-        "use get_file_info or read_file",
-    )?;
+    let depth = count_arg("depth", args.depth, 1, MAX_DEPTH, "")?;
+    let at = locate_dir(&ctx, &args.root, args.path.as_deref(), NOT_A_DIRECTORY)?;
     let rel = at.rel.as_str();
 
     let max_entries = ctx.limits.max_entries as usize;

@@ -27,7 +27,7 @@ use loomfs_guest::content::{SNIFF_BYTES, is_binary};
 use loomfs_guest::ignores::Ignored;
 use loomfs_guest::walk::{self, Flow, IgnoreFiles};
 use loomfs_guest::{
-    About, Answer, Context, Kind, Permission, ToolError, human_bytes, locate_dir, shown,
+    About, Answer, Context, Kind, Permission, ToolError, count_arg, human_bytes, locate_dir, shown,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -119,6 +119,9 @@ loomfs_guest::tool!(SearchFiles(Args) -> Found, {
     About::new("search_files", DESCRIPTION, Permission::Read).path_optional()
 });
 
+/// What to do instead, when `path` is not a directory.
+const NOT_A_DIRECTORY: &str = "search its parent directory";
+
 fn call(ctx: Context, args: Args) -> Result<Answer<Found>, ToolError> {
     let started = Instant::now();
     let pattern = Pattern::new(&args.pattern).map_err(ToolError::InvalidArguments)?;
@@ -132,21 +135,14 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Found>, ToolError> {
         ));
     }
     let ceiling = ctx.limits.max_results.max(1);
-    let max_results = match args.max_results {
-        None => ceiling,
-        Some(n) if (1..=ceiling).contains(&n) => n,
-        Some(n) => {
-            return Err(ToolError::InvalidArguments(format!(
-                "'max_results' must be between 1 and {ceiling} (max_search_results), not {n}"
-            )));
-        }
-    };
-    let at = locate_dir(
-        &ctx,
-        &args.root,
-        args.path.as_deref(),
-        "search its parent directory",
+    let max_results = count_arg(
+        "max_results",
+        args.max_results,
+        ceiling,
+        ceiling,
+        " (max_search_results)",
     )?;
+    let at = locate_dir(&ctx, &args.root, args.path.as_deref(), NOT_A_DIRECTORY)?;
     let rel = at.rel.as_str();
 
     // Stop with what was found while there is still time to answer: a
