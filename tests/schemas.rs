@@ -28,14 +28,20 @@ fn calls() -> Vec<(&'static str, Value)> {
             "read_file",
             json!({"root": "docs", "path": "notes.txt", "offset": 2, "limit": 2}),
         ),
-        ("read_file", json!({"root": "docs", "path": "notes.txt", "tail": 1})),
+        (
+            "read_file",
+            json!({"root": "docs", "path": "notes.txt", "tail": 1}),
+        ),
         ("read_file", json!({"root": "docs", "path": "image.png"})),
         ("list_directory", json!({"root": "docs"})),
         (
             "list_directory",
             json!({"root": "ws", "path": ".", "depth": 3, "ignored": "include"}),
         ),
-        ("get_file_info", json!({"root": "docs", "path": "notes.txt"})),
+        (
+            "get_file_info",
+            json!({"root": "docs", "path": "notes.txt"}),
+        ),
         ("get_file_info", json!({"root": "docs", "path": "."})),
         ("search_files", json!({"root": "ws", "pattern": "*.txt"})),
         (
@@ -61,7 +67,10 @@ fn calls() -> Vec<(&'static str, Value)> {
             json!({"root": "ws", "path": "new/a.txt",
                    "edits": [{"old_text": "two", "new_text": "2"}]}),
         ),
-        ("create_directory", json!({"root": "ws", "path": "made/deep"})),
+        (
+            "create_directory",
+            json!({"root": "ws", "path": "made/deep"}),
+        ),
         (
             "copy_file",
             json!({"root": "docs", "source": "notes.txt", "destination": "copied.txt",
@@ -138,7 +147,9 @@ async fn every_tool_takes_and_gives_what_its_schemas_say() {
         let output = checked.output.expect("every tool has an output schema");
         let structured = structured(&result);
         if let Err(e) = checked.schemas.validate(structured, output) {
-            panic!("{name} {args}: its structuredContent {structured} is refused by its output schema: {e}");
+            panic!(
+                "{name} {args}: its structuredContent {structured} is refused by its output schema: {e}"
+            );
         }
         called.insert(name);
     }
@@ -156,5 +167,8 @@ async fn an_unknown_argument_is_refused_by_schema_and_tool() {
     let checked = compile(tool);
     let args = json!({"root": "docs", "path": "notes.txt", "offest": 2});
     assert!(checked.schemas.validate(&args, checked.input).is_err());
-    assert_refused(&call(&client, "read_file", args).await, "unknown field `offest`");
+    assert_refused(
+        &call(&client, "read_file", args).await,
+        "unknown field `offest`",
+    );
 }
