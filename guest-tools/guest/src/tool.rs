@@ -259,6 +259,10 @@ fn not_null_when_optional(schema: &mut Value) {
 }
 
 fn without_null(property: &mut Map<String, Value>) {
+    // schemars writes the default of an `Option` with `#[serde(default)]`.
+    if property.get("default") == Some(&Value::Null) {
+        property.remove("default");
+    }
     if let Some(Value::Array(types)) = property.get_mut("type") {
         types.retain(|t| t != "null");
         if let [only] = types.as_slice() {
@@ -287,6 +291,7 @@ mod tests {
         /// lines.
         root: String,
         /// Levels.
+        #[serde(default)]
         #[schemars(range(min = 1, max = 10))]
         depth: Option<u32>,
         #[serde(default)]
