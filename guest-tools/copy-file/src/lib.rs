@@ -10,111 +10,84 @@ use std::fs;
 use std::io;
 
 use loomfs_guest::transfer::{
-    OUTPUT_SCHEMA, TransferArgs, Transferred, check_destination, copy_tree, input_schema,
-    locate_ends, path_arguments, within,
+    TransferArgs, Transferred, check_destination, copy_tree, locate_ends, path_arguments, within,
 };
 use loomfs_guest::write::{Publish, replace};
 use loomfs_guest::{
-    Context, DESTRUCTIVE, Descriptor, Guest, Kind, Output, Permission, ToolError, human_bytes,
-    io_error, parse_args, shown, to_json,
+    About, Answer, Context, Kind, Permission, ToolError, human_bytes, io_error, shown, special_file,
 };
 
-struct CopyFile;
+const DESCRIPTION: &str = "Copy a file, or a directory recursively, within a root or to another \
+    (destination_root). An existing destination file is replaced only \
+    with overwrite, its content kept in the trash; a directory is only \
+    copied to a new path. Symlinks and special files inside a directory \
+    are skipped.";
 
-impl Guest for CopyFile {
-    fn describe() -> Descriptor {
-        Descriptor {
-            name: "copy_file".into(),
-            description: "Copy a file, or a directory recursively, within a root or to another \
-                          (destination_root). An existing destination file is replaced only \
-                          with overwrite, its content kept in the trash; a directory is only \
-                          copied to a new path. Symlinks and special files inside a directory \
-                          are skipped."
-                .into(),
-            input_schema: input_schema("copy"),
-            output_schema: Some(OUTPUT_SCHEMA.into()),
-            permission: Permission::Write,
-            annotations: DESTRUCTIVE,
-            path_arguments: path_arguments(Permission::Read, None),
-            keeps_history: true,
-        }
-    }
+loomfs_guest::tool!(CopyFile(TransferArgs) -> Transferred, {
+    About::new("copy_file", DESCRIPTION, Permission::Write)
+        .paths(path_arguments(Permission::Read, None))
+});
 
-    fn call(ctx: Context, arguments: String) -> Result<Output, ToolError> {
-        let args: TransferArgs = parse_args(&arguments)?;
-        let (source, destination) = locate_ends(&ctx, &args)?;
-        let meta = fs::metadata(&source.full).map_err(|e| io_error(&source.rel, &e))?;
-        let kind = Kind::of(meta.file_type(), &source.full, true);
-        let mut out = Transferred {
-            source: source.rel.clone(),
-            destination: destination.rel.clone(),
-            destination_root: destination.mount.name.clone(),
-            kind: kind.name(),
-            ..Transferred::default()
-        };
-        match kind {
-            Kind::Directory => {
-                if within(&source, &destination) {
-                    return Err(ToolError::Refused(format!(
-                        "cannot copy '{}' into itself",
-                        source.shown()
-                    )));
-                }
-                check_destination(&destination, true, args.overwrite)?;
-                copy_tree(&source, &destination, &mut out)?;
-            }
-            Kind::File => {
-                let exists = check_destination(&destination, false, args.overwrite)?;
-                let mut from =
-                    fs::File::open(&source.full).map_err(|e| io_error(&source.rel, &e))?;
-                let publish = if exists {
-                    Publish::Replace
-                } else {
-                    Publish::New
-                };
-                let done = replace(&destination, publish, |f| io::copy(&mut from, f))?;
-                out.overwritten = exists;
-                out.previous = done.previous;
-                out.files = 1;
-                out.bytes = done.bytes;
-            }
-            other => {
+fn call(ctx: Context, args: TransferArgs) -> Result<Answer<Transferred>, ToolError> {
+    let (source, destination) = locate_ends(&ctx, &args)?;
+    let meta = fs::metadata(&source.full).map_err(|e| io_error(&source.rel, &e))?;
+    let kind = Kind::of(meta.file_type(), &source.full, true);
+    let mut out = Transferred {
+        source: source.rel.clone(),
+        destination: destination.rel.clone(),
+        destination_root: destination.mount.name.clone(),
+        kind: kind.name(),
+        ..Transferred::default()
+    };
+    match kind {
+        Kind::Directory => {
+            if within(&source, &destination) {
                 return Err(ToolError::Refused(format!(
-                    "'{}' is a {} (special file): never copied",
-                    source.shown(),
-                    other.name()
+                    "cannot copy '{}' into itself",
+                    source.shown()
                 )));
             }
+            check_destination(&destination, true, args.overwrite)?;
+            copy_tree(&source, &destination, &mut out)?;
         }
-        let mut text = format!(
-            "copied {} '{}' to '{}'",
-            out.kind,
-            source.shown(),
-            destination.shown()
-        );
-        if out.destination_root != args.root {
-            text.push_str(&format!(" in root '{}'", out.destination_root));
+        Kind::File => {
+            let exists = check_destination(&destination, false, args.overwrite)?;
+            let mut from = fs::File::open(&source.full).map_err(|e| io_error(&source.rel, &e))?;
+            let publish = if exists {
+                Publish::Replace
+            } else {
+                Publish::New
+            };
+            let done = replace(&destination, publish, |f| io::copy(&mut from, f))?;
+            out.overwritten = exists;
+            out.previous = done.previous;
+            out.files = 1;
+            out.bytes = done.bytes;
         }
-        if kind == Kind::Directory {
-            text.push_str(&format!(
-                ": {} files, {} directories, {}",
-                out.files,
-                out.directories,
-                human_bytes(out.bytes)
-            ));
-        }
-        if !out.skipped_shown.is_empty() {
-            text.push_str(&format!("; skipped: {}", out.skipped_shown.join(", ")));
-        }
-        if let Some(p) = &out.previous {
-            text.push_str(&format!("; the replaced file is kept at {}", shown(p)));
-        }
-        Ok(Output {
-            text: vec![text],
-            structured: Some(to_json(&out)),
-            images: vec![],
-        })
+        other => return Err(special_file(&source.rel, other, "copied")),
     }
+    let mut text = format!(
+        "copied {} '{}' to '{}'",
+        out.kind,
+        source.shown(),
+        destination.shown()
+    );
+    if out.destination_root != args.root {
+        text.push_str(&format!(" in root '{}'", out.destination_root));
+    }
+    if kind == Kind::Directory {
+        text.push_str(&format!(
+            ": {} files, {} directories, {}",
+            out.files,
+            out.directories,
+            human_bytes(out.bytes)
+        ));
+    }
+    if !out.skipped_shown.is_empty() {
+        text.push_str(&format!("; skipped: {}", out.skipped_shown.join(", ")));
+    }
+    if let Some(p) = &out.previous {
+        text.push_str(&format!("; the replaced file is kept at {}", shown(p)));
+    }
+    Ok(Answer::new(text, out))
 }
-
-loomfs_guest::tool!(CopyFile);

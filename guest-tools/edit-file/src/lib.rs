@@ -23,192 +23,153 @@ use std::io::{Read, Write};
 use loomfs_guest::content::is_binary;
 use loomfs_guest::write::{Publish, Published, replace_checked};
 use loomfs_guest::{
-    Context, DESTRUCTIVE, Descriptor, Guest, Kind, Output, Permission, ToolError, human_bytes,
-    io_error, locate, parse_args, root_and_path, shown, to_json,
+    About, Answer, Context, Kind, Permission, ToolError, human_bytes, io_error, locate, shown,
+    special_file,
 };
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use similar::TextDiff;
 
-struct EditFile;
-
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Edit {
+    /// Exact text to replace (include enough context to make it unique).
     old_text: String,
+    /// Replacement text.
     new_text: String,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Args {
+    /// Name of the root (see list_roots).
     root: String,
+    /// Text file relative to the root.
     path: String,
+    /// Applied in order; each old_text must match exactly once in the text as it stands then.
+    #[schemars(length(min = 1))]
     edits: Vec<Edit>,
+    /// Only return the diff; change nothing.
     #[serde(default)]
     dry_run: bool,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct Edited {
     path: String,
+    /// False for a dry run.
     applied: bool,
     edits: usize,
+    /// Unified diff of the change.
     diff: String,
+    /// Where the previous content was kept (root-relative, in the trash).
     previous: Option<String>,
 }
 
-const INPUT_SCHEMA: &str = r#"{
-  "type": "object",
-  "properties": {
-    "root": {"type": "string", "description": "Name of the root (see list_roots)."},
-    "path": {"type": "string", "description": "Text file relative to the root."},
-    "edits": {
-      "type": "array",
-      "minItems": 1,
-      "description": "Applied in order; each old_text must match exactly once in the text as it stands then.",
-      "items": {
-        "type": "object",
-        "properties": {
-          "old_text": {"type": "string", "description": "Exact text to replace (include enough context to make it unique)."},
-          "new_text": {"type": "string", "description": "Replacement text."}
-        },
-        "required": ["old_text", "new_text"],
-        "additionalProperties": false
-      }
-    },
-    "dry_run": {"type": "boolean", "description": "Only return the diff; change nothing."}
-  },
-  "required": ["root", "path", "edits"],
-  "additionalProperties": false
-}"#;
+const DESCRIPTION: &str = "Replace exact text in a file: every old_text must match exactly once; \
+    edits apply in order, all or nothing. Returns a unified diff; with \
+    dry_run nothing is written. The previous content is kept in the \
+    root's trash.";
 
-const OUTPUT_SCHEMA: &str = r#"{
-  "type": "object",
-  "properties": {
-    "path": {"type": "string"},
-    "applied": {"type": "boolean", "description": "False for a dry run."},
-    "edits": {"type": "integer"},
-    "diff": {"type": "string", "description": "Unified diff of the change."},
-    "previous": {"type": ["string", "null"], "description": "Where the previous content was kept (root-relative, in the trash)."}
-  },
-  "required": ["path", "applied", "edits", "diff", "previous"]
-}"#;
+loomfs_guest::tool!(EditFile(Args) -> Edited, {
+    About::new("edit_file", DESCRIPTION, Permission::Write)
+});
 
-impl Guest for EditFile {
-    fn describe() -> Descriptor {
-        Descriptor {
-            name: "edit_file".into(),
-            description: "Replace exact text in a file: every old_text must match exactly once; \
-                          edits apply in order, all or nothing. Returns a unified diff; with \
-                          dry_run nothing is written. The previous content is kept in the \
-                          root's trash."
-                .into(),
-            input_schema: INPUT_SCHEMA.into(),
-            output_schema: Some(OUTPUT_SCHEMA.into()),
-            permission: Permission::Write,
-            annotations: DESTRUCTIVE,
-            path_arguments: root_and_path(Permission::Write, false),
-            keeps_history: true,
-        }
+fn call(ctx: Context, args: Args) -> Result<Answer<Edited>, ToolError> {
+    if args.edits.is_empty() {
+        return Err(ToolError::InvalidArguments("'edits' is empty".into()));
     }
-
-    fn call(ctx: Context, arguments: String) -> Result<Output, ToolError> {
-        let args: Args = parse_args(&arguments)?;
-        if args.edits.is_empty() {
-            return Err(ToolError::InvalidArguments("'edits' is empty".into()));
+    if let Some(n) = args.edits.iter().position(|e| e.old_text.is_empty()) {
+        return Err(ToolError::InvalidArguments(format!(
+            "edit {}: old_text is empty",
+            n + 1
+        )));
+    }
+    let at = locate(&ctx, &args.root, &args.path)?;
+    let rel = at.rel.as_str();
+    let max = at.mount.max_read_bytes;
+    let mut original = read_text(&at.full, rel, max)?;
+    let mut attempt = 1;
+    let (text, previous) = loop {
+        let text = apply(&args.edits, &original).map_err(|e| e.refusal(rel, attempt))?;
+        if args.dry_run || text == original {
+            break (text, None);
         }
-        if let Some(n) = args.edits.iter().position(|e| e.old_text.is_empty()) {
-            return Err(ToolError::InvalidArguments(format!(
-                "edit {}: old_text is empty",
-                n + 1
-            )));
-        }
-        let at = locate(&ctx, &args.root, &args.path)?;
-        let rel = at.rel.as_str();
-        let max = at.mount.max_read_bytes;
-        let mut original = read_text(&at.full, rel, max)?;
-        let mut attempt = 1;
-        let (text, previous) = loop {
-            let text = apply(&args.edits, &original).map_err(|e| e.refusal(rel, attempt))?;
-            if args.dry_run || text == original {
-                break (text, None);
-            }
-            // Read again just before publishing: a change since the first
-            // read is seen here, and one after this read by the host.
-            let current = read_text(&at.full, rel, max)?;
-            let published = if current == original {
-                replace_checked(&at, Publish::Replace, attempt, |f| {
-                    f.write_all(text.as_bytes())?;
-                    Ok(text.len() as u64)
-                })?
-            } else {
-                Published::Changed
-            };
-            match published {
-                Published::Done(done) => break (text, done.previous),
-                Published::Changed if attempt < MAX_ATTEMPTS => {
-                    attempt += 1;
-                    original = read_text(&at.full, rel, max)?;
-                }
-                Published::Changed => {
-                    return Err(ToolError::Refused(format!(
-                        "'{}' kept changing while it was being edited ({MAX_ATTEMPTS} tries); \
-                         nothing was written; read it again",
-                        at.shown()
-                    )));
-                }
-            }
-        };
-        // The header names the file by the rule too, prefix included, as git
-        // quotes such a path ("a/evil\nfile"): a line break in the name
-        // would forge a line of the diff. The body is the file's content,
-        // shown as read_file shows it.
-        let diff = TextDiff::from_lines(&original, &text)
-            .unified_diff()
-            .context_radius(3)
-            .header(&shown(&format!("a/{rel}")), &shown(&format!("b/{rel}")))
-            .to_string();
-        let unchanged = text == original;
-        let result = Edited {
-            path: rel.to_string(),
-            applied: !args.dry_run && !unchanged,
-            edits: args.edits.len(),
-            diff,
-            previous,
-        };
-        let shown = at.shown();
-        let mut summary = if unchanged {
-            format!("the edits leave '{shown}' unchanged; nothing was written")
-        } else if args.dry_run {
-            format!(
-                "dry run: {} edit(s) to '{shown}' would apply; nothing was written",
-                result.edits
-            )
+        // Read again just before publishing: a change since the first
+        // read is seen here, and one after this read by the host.
+        let current = read_text(&at.full, rel, max)?;
+        let published = if current == original {
+            replace_checked(&at, Publish::Replace, attempt, |f| {
+                f.write_all(text.as_bytes())?;
+                Ok(text.len() as u64)
+            })?
         } else {
-            format!("applied {} edit(s) to '{shown}'", result.edits)
+            Published::Changed
         };
-        if attempt > 1 && result.applied {
-            summary.push_str(
-                " (the file changed while it was being edited: the edits were applied again to \
-                 its new content, which the diff shows)",
-            );
+        match published {
+            Published::Done(done) => break (text, done.previous),
+            Published::Changed if attempt < MAX_ATTEMPTS => {
+                attempt += 1;
+                original = read_text(&at.full, rel, max)?;
+            }
+            Published::Changed => {
+                return Err(ToolError::Refused(format!(
+                    "'{}' kept changing while it was being edited ({MAX_ATTEMPTS} tries); \
+                     nothing was written; read it again",
+                    at.shown()
+                )));
+            }
         }
-        if let Some(p) = &result.previous {
-            summary.push_str(&format!(
-                "; the previous content is kept at {}",
-                loomfs_guest::shown(p)
-            ));
-        }
-        let mut text_blocks = vec![summary];
-        if !result.diff.is_empty() {
-            text_blocks.push(result.diff.clone());
-        }
-        Ok(Output {
-            text: text_blocks,
-            structured: Some(to_json(&result)),
-            images: vec![],
-        })
+    };
+    // The header names the file by the rule too, prefix included, as git
+    // quotes such a path ("a/evil\nfile"): a line break in the name
+    // would forge a line of the diff. The body is the file's content,
+    // shown as read_file shows it.
+    let diff = TextDiff::from_lines(&original, &text)
+        .unified_diff()
+        .context_radius(3)
+        .header(&shown(&format!("a/{rel}")), &shown(&format!("b/{rel}")))
+        .to_string();
+    let unchanged = text == original;
+    let result = Edited {
+        path: rel.to_string(),
+        applied: !args.dry_run && !unchanged,
+        edits: args.edits.len(),
+        diff,
+        previous,
+    };
+    let shown = at.shown();
+    let mut summary = if unchanged {
+        format!("the edits leave '{shown}' unchanged; nothing was written")
+    } else if args.dry_run {
+        format!(
+            "dry run: {} edit(s) to '{shown}' would apply; nothing was written",
+            result.edits
+        )
+    } else {
+        format!("applied {} edit(s) to '{shown}'", result.edits)
+    };
+    if attempt > 1 && result.applied {
+        summary.push_str(
+            " (the file changed while it was being edited: the edits were applied again to \
+             its new content, which the diff shows)",
+        );
     }
+    if let Some(p) = &result.previous {
+        summary.push_str(&format!(
+            "; the previous content is kept at {}",
+            loomfs_guest::shown(p)
+        ));
+    }
+    let mut text_blocks = vec![summary];
+    if !result.diff.is_empty() {
+        text_blocks.push(result.diff.clone());
+    }
+    Ok(Answer {
+        text: text_blocks,
+        result,
+        images: vec![],
+    })
 }
 
 /// How many times an edit is tried against a file that keeps changing.
@@ -267,13 +228,13 @@ fn read_text(full: &std::path::Path, rel: &str, max: u64) -> Result<String, Tool
     // The host refuses to open special files (FIFO, socket, device); a
     // refusal is named by a stat.
     let file = std::fs::File::open(full).map_err(|e| match Kind::at(full, true) {
-        kind if kind.is_special() && kind != Kind::Unknown => special(rel, kind),
+        kind if kind.is_special() && kind != Kind::Unknown => special_file(rel, kind, "edited"),
         _ => io_error(rel, &e),
     })?;
     let meta = file.metadata().map_err(|e| io_error(rel, &e))?;
     let kind = Kind::of(meta.file_type(), full, true);
     if kind.is_special() && kind != Kind::Unknown {
-        return Err(special(rel, kind));
+        return Err(special_file(rel, kind, "edited"));
     }
     let shown = shown(rel);
     if kind != Kind::File {
@@ -310,14 +271,6 @@ fn read_text(full: &std::path::Path, rel: &str, max: u64) -> Result<String, Tool
     })
 }
 
-fn special(rel: &str, kind: Kind) -> ToolError {
-    ToolError::Refused(format!(
-        "'{}' is a {} (special file): never edited",
-        shown(rel),
-        kind.name()
-    ))
-}
-
 /// `s` with its line breaks written the file's way.
 fn line_breaks(s: &str, crlf: bool) -> String {
     let lf = s.replace("\r\n", "\n");
@@ -336,5 +289,3 @@ fn occurrences(haystack: &str, needle: &str) -> usize {
     }
     count
 }
-
-loomfs_guest::tool!(EditFile);

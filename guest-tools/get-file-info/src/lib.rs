@@ -5,127 +5,79 @@
 //! missing or outside the root, so the answer never maps the disk beyond it.
 
 use loomfs_guest::{
-    Context, Descriptor, Guest, Kind, Output, Permission, READ_ONLY, ToolError, human_bytes,
-    io_error, locate, modified, parse_args, root_and_path, sys, timestamp, to_json,
+    About, Answer, Context, Kind, PathArgs, Permission, ToolError, human_bytes, io_error, locate,
+    modified, sys, timestamp,
 };
-use serde::{Deserialize, Serialize};
+use schemars::JsonSchema;
+use serde::Serialize;
 
-struct GetFileInfo;
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Args {
-    root: String,
-    path: String,
-}
-
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct Info {
     path: String,
+    /// Type of what the path names, symlinks followed.
     #[serde(rename = "type")]
     kind: &'static str,
     is_symlink: bool,
+    /// Bytes, for files.
     size: Option<u64>,
     modified: Option<String>,
     accessed: Option<String>,
     created: Option<String>,
+    /// Hard link count.
     links: Option<u64>,
     note: Option<String>,
 }
 
-const INPUT_SCHEMA: &str = r#"{
-  "type": "object",
-  "properties": {
-    "root": {"type": "string", "description": "Name of the root (see list_roots)."},
-    "path": {"type": "string", "description": "Path relative to the root ('.' for the root)."}
-  },
-  "required": ["root", "path"],
-  "additionalProperties": false
-}"#;
+const DESCRIPTION: &str = "Metadata of a file or directory ('.' for the root): type, size, modification/access \
+    times, hard link count, and whether it is a symlink.";
 
-const OUTPUT_SCHEMA: &str = r#"{
-  "type": "object",
-  "properties": {
-    "path": {"type": "string"},
-    "type": {"type": "string", "description": "Type of what the path names, symlinks followed."},
-    "is_symlink": {"type": "boolean"},
-    "size": {"type": ["integer", "null"], "description": "Bytes, for files."},
-    "modified": {"type": ["string", "null"]},
-    "accessed": {"type": ["string", "null"]},
-    "created": {"type": ["string", "null"]},
-    "links": {"type": ["integer", "null"], "description": "Hard link count."},
-    "note": {"type": ["string", "null"]}
-  },
-  "required": ["path", "type", "is_symlink", "size", "modified", "accessed", "created", "links", "note"]
-}"#;
+loomfs_guest::tool!(GetFileInfo(PathArgs) -> Info, {
+    About::new("get_file_info", DESCRIPTION, Permission::Read)
+});
 
-impl Guest for GetFileInfo {
-    fn describe() -> Descriptor {
-        Descriptor {
-            name: "get_file_info".into(),
-            description: "Metadata of a file or directory: type, size, modification/access \
-                          times, hard link count, and whether it is a symlink."
-                .into(),
-            input_schema: INPUT_SCHEMA.into(),
-            output_schema: Some(OUTPUT_SCHEMA.into()),
-            permission: Permission::Read,
-            annotations: READ_ONLY,
-            path_arguments: root_and_path(Permission::Read, false),
-            keeps_history: false,
+fn call(ctx: Context, args: PathArgs) -> Result<Answer<Info>, ToolError> {
+    let at = locate(&ctx, &args.root, &args.path)?;
+    let own = std::fs::symlink_metadata(&at.full).map_err(|e| io_error(&at.rel, &e))?;
+    let is_symlink = own.file_type().is_symlink();
+    let (meta, note) = if is_symlink {
+        match std::fs::metadata(&at.full) {
+            Ok(target) => (target, None),
+            Err(_) => (
+                own,
+                Some("symlink whose target cannot be reached (missing or outside the root)"),
+            ),
         }
-    }
-
-    fn call(ctx: Context, arguments: String) -> Result<Output, ToolError> {
-        let args: Args = parse_args(&arguments)?;
-        let at = locate(&ctx, &args.root, &args.path)?;
-        let own = std::fs::symlink_metadata(&at.full).map_err(|e| io_error(&at.rel, &e))?;
-        let is_symlink = own.file_type().is_symlink();
-        let (meta, note) = if is_symlink {
-            match std::fs::metadata(&at.full) {
-                Ok(target) => (target, None),
-                Err(_) => (
-                    own,
-                    Some("symlink whose target cannot be reached (missing or outside the root)"),
-                ),
-            }
+    } else {
+        (own, None)
+    };
+    let kind = Kind::of(meta.file_type(), &at.full, is_symlink);
+    let info = Info {
+        path: at.rel.clone(),
+        kind: kind.name(),
+        is_symlink,
+        size: (kind == Kind::File).then_some(meta.len()),
+        modified: modified(&meta),
+        accessed: timestamp(meta.accessed()),
+        created: timestamp(meta.created()),
+        links: if is_symlink && note.is_some() {
+            None
         } else {
-            (own, None)
-        };
-        let kind = Kind::of(meta.file_type(), &at.full, is_symlink);
-        let info = Info {
-            path: at.rel.clone(),
-            kind: kind.name(),
-            is_symlink,
-            size: (kind == Kind::File).then_some(meta.len()),
-            modified: modified(&meta),
-            accessed: timestamp(meta.accessed()),
-            created: timestamp(meta.created()),
-            links: if is_symlink && note.is_some() {
-                None
-            } else {
-                sys::link_count(&at.full)
-            },
-            note: note.map(str::to_string),
-        };
-        let mut text = format!("{}: {}", at.shown(), info.kind);
-        if is_symlink {
-            text.push_str(" (via symlink)");
-        }
-        if let Some(size) = info.size {
-            text.push_str(&format!(", {} ({size} bytes)", human_bytes(size)));
-        }
-        if let Some(m) = &info.modified {
-            text.push_str(&format!(", modified {m}"));
-        }
-        if let Some(n) = &info.note {
-            text.push_str(&format!("; {n}"));
-        }
-        Ok(Output {
-            text: vec![text],
-            structured: Some(to_json(&info)),
-            images: vec![],
-        })
+            sys::link_count(&at.full)
+        },
+        note: note.map(str::to_string),
+    };
+    let mut text = format!("{}: {}", at.shown(), info.kind);
+    if is_symlink {
+        text.push_str(" (via symlink)");
     }
+    if let Some(size) = info.size {
+        text.push_str(&format!(", {} ({size} bytes)", human_bytes(size)));
+    }
+    if let Some(m) = &info.modified {
+        text.push_str(&format!(", modified {m}"));
+    }
+    if let Some(n) = &info.note {
+        text.push_str(&format!("; {n}"));
+    }
+    Ok(Answer::new(text, info))
 }
-
-loomfs_guest::tool!(GetFileInfo);

@@ -79,16 +79,18 @@ impl Rules {
 }
 
 /// A call's `ignored` argument: what to do with entries the root's ignore
-/// files exclude.
-#[derive(serde::Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// files exclude. (Its variants carry plain comments: doc comments would
+/// make each one a subschema of its own in the tools' input schemas, where
+/// the field's description says it all.)
+#[derive(serde::Deserialize, schemars::JsonSchema, Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Ignored {
-    /// Searches leave them out and listings show them marked; neither
-    /// enters an ignored directory (counted either way).
+    // Searches leave them out and listings show them marked; neither
+    // enters an ignored directory (counted either way).
     #[default]
     Skip,
-    /// Searched and listed inside like any other entry (listings still
-    /// mark them).
+    // Searched and listed inside like any other entry (listings still
+    // mark them).
     Include,
 }
 

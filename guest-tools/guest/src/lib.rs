@@ -6,9 +6,11 @@
 //! no policy: the host has resolved every path argument before the call and
 //! polices every filesystem operation during it (denied names are invisible,
 //! escapes fail). This crate holds the pieces every tool needs so no guest
-//! carries its own copy: argument parsing, locating a root-relative path under
-//! its mount, naming file types, error mapping, binary detection, timestamps
-//! and a breadth-first walk.
+//! carries its own copy: the [`Tool`] trait and [`tool!`], which derive a
+//! tool's descriptor and JSON Schemas from its argument and result types
+//! (`tool.rs`), argument parsing, locating a root-relative path under its
+//! mount, naming file types, error mapping, binary detection, timestamps and
+//! a breadth-first walk.
 //!
 //! Messages never carry a mount directory: paths are shown relative to their
 //! root, and always through [`shown`], the naming rule of `loomfs-names`
@@ -18,9 +20,12 @@
 //! A call whose text shows such a name also carries
 //! [`loomfs_names::QUOTED_NOTE`], saying how to act on it: [`tool!`] adds it.
 
+#[cfg(feature = "check")]
+pub mod check;
 pub mod content;
 pub mod ignores;
 pub mod sys;
+pub mod tool;
 pub mod transfer;
 pub mod walk;
 pub mod write;
@@ -33,6 +38,8 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use serde::de::DeserializeOwned;
+
+pub use tool::{About, Answer, Tool};
 
 #[doc(hidden)]
 pub mod bindings {
@@ -49,28 +56,71 @@ pub use bindings::exports::loom_fs::tool::tool::{
     Permission, ToolError, Trash,
 };
 
-/// Registers a type implementing [`Guest`] as this component's tool. Its
-/// calls go through [`noted`], so a text showing a quoted name always says
-/// how to act on it.
+/// Declares this component's tool: `tool!(Name(Args) -> Result, about)`
+/// makes `Name` a [`Tool`] whose arguments are `Args`, whose structured
+/// result is `Result`, which says `about` (an [`About`]) of itself and
+/// whose calls run the crate's function
+/// `call(Context, Args) -> Result<Answer<Result>, ToolError>`.
+///
+/// A wasm build exports it: its descriptor derived from its types
+/// ([`tool::describe`]), its calls parsing the arguments and going through
+/// [`noted`], so a text showing a quoted name always says how to act on it.
+/// Natively there is no component to export; a native test build gets the
+/// tool's unit test instead ([`check::readme_examples`], with the
+/// dev-dependency's feature `check`).
 #[macro_export]
 macro_rules! tool {
-    ($ty:ident) => {
-        struct __NotedTool;
+    ($tool:ident($args:ty) -> $result:ty, $about:expr) => {
+        struct $tool;
 
-        impl $crate::Guest for __NotedTool {
+        impl $crate::Tool for $tool {
+            type Args = $args;
+            type Result = $result;
+
+            fn about() -> $crate::About {
+                $about
+            }
+
+            fn call(
+                ctx: $crate::Context,
+                args: $args,
+            ) -> ::std::result::Result<$crate::Answer<$result>, $crate::ToolError> {
+                call(ctx, args)
+            }
+        }
+
+        #[cfg(test)]
+        #[test]
+        fn readme_examples_fit_the_types_and_the_schemas() {
+            $crate::check::readme_examples::<$tool>(include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../README.md"
+            )));
+        }
+
+        #[cfg(target_arch = "wasm32")]
+        impl $crate::Guest for $tool {
             fn describe() -> $crate::Descriptor {
-                <$ty as $crate::Guest>::describe()
+                $crate::tool::describe::<$tool>()
             }
 
             fn call(
                 ctx: $crate::Context,
                 arguments: ::std::string::String,
             ) -> ::std::result::Result<$crate::Output, $crate::ToolError> {
-                $crate::noted(|| <$ty as $crate::Guest>::call(ctx, arguments))
+                $crate::noted(|| $crate::tool::call::<$tool>(ctx, &arguments))
             }
         }
 
-        $crate::bindings::export!(__NotedTool with_types_in $crate::bindings);
+        #[cfg(target_arch = "wasm32")]
+        $crate::bindings::export!($tool with_types_in $crate::bindings);
+
+        // What the export would call, so that a native build sees it used.
+        #[cfg(not(target_arch = "wasm32"))]
+        const _: [fn(); 2] = [
+            || drop($crate::tool::describe::<$tool>()),
+            || drop($crate::tool::call::<$tool>),
+        ];
     };
 }
 
@@ -146,6 +196,35 @@ pub fn root_and_path(permission: Permission, optional: bool) -> Vec<PathArgument
     }]
 }
 
+/// The arguments of a tool that takes a root and a path and nothing else
+/// (what it does with the path, its description says).
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PathArgs {
+    /// Name of the root (see list_roots).
+    pub root: String,
+    /// Path relative to the root.
+    pub path: String,
+}
+
+/// The count argument `name`: `value`, or `default` when not given; refused
+/// unless between 1 and `max` (`max_from` says where that ceiling comes
+/// from, if not from the tool itself).
+pub fn count_arg(
+    name: &str,
+    value: Option<u32>,
+    default: u32,
+    max: u32,
+    max_from: &str,
+) -> Result<u32, ToolError> {
+    match value.unwrap_or(default) {
+        n if (1..=max).contains(&n) => Ok(n),
+        n => Err(ToolError::InvalidArguments(format!(
+            "'{name}' must be between 1 and {max}{max_from}, not {n}"
+        ))),
+    }
+}
+
 /// Parses the call's JSON arguments into the tool's argument struct.
 ///
 /// Argument structs use `#[serde(deny_unknown_fields)]`, so a misspelt field
@@ -218,6 +297,35 @@ pub fn io_error(rel: &str, err: &io::Error) -> ToolError {
     }
 }
 
+/// The refusal of a special file (FIFO, socket, device) at `rel`, which a
+/// tool `never` opens, writes, copies...: `never` says which.
+pub fn special_file(rel: &str, kind: Kind, never: &str) -> ToolError {
+    ToolError::Refused(format!(
+        "'{}' is a {} (special file): never {never}",
+        shown(rel),
+        kind.name()
+    ))
+}
+
+/// The directory `path` of `root` (the root itself when `None`); anything
+/// else is refused, with `advice` on what to do instead.
+pub fn locate_dir<'a>(
+    ctx: &'a Context,
+    root: &str,
+    path: Option<&str>,
+    advice: &str,
+) -> Result<Located<'a>, ToolError> {
+    let at = locate(ctx, root, path.unwrap_or("."))?;
+    let meta = std::fs::metadata(&at.full).map_err(|e| io_error(&at.rel, &e))?;
+    if !meta.is_dir() {
+        return Err(ToolError::Refused(format!(
+            "'{}' is not a directory; {advice}",
+            at.shown()
+        )));
+    }
+    Ok(at)
+}
+
 /// wasi-libc's errno values for the disk errors (its own numbering, not
 /// Linux's): the standard library names none of them on this target, so
 /// its text would be "uncategorized error".
@@ -257,8 +365,12 @@ fn io_kind_text(err: &io::Error) -> String {
     }
 }
 
-/// The kind of a filesystem entry, as results name it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The kind of a filesystem entry, as results name it ([`Kind::name`], and
+/// the same name when serialised).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+// In a schema, the field holding a kind says what it is.
+#[schemars(description = "")]
 pub enum Kind {
     File,
     Directory,

@@ -1,5 +1,6 @@
-//! What `move_file` and `copy_file` share: their arguments, the rules for
-//! what may stand at the destination, and copying a tree.
+//! What `move_file` and `copy_file` share: their argument and result
+//! types, the rules for what may stand at the destination, and copying a
+//! tree.
 //!
 //! A destination that exists is replaced only with `overwrite`, only if it
 //! is not a directory (a directory is never replaced or merged into), and its
@@ -18,58 +19,31 @@ use std::fs::{self, File};
 use std::io;
 use std::path::Path;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::walk::{self, Flow, IgnoreFiles};
 use crate::write::{create_parents, publish_new_file, temp_beside};
 use crate::{Context, Kind, Located, PathArgument, Permission, ToolError, io_error, locate, shown};
 
-#[derive(Deserialize)]
+/// The arguments of a move or a copy.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TransferArgs {
+    /// Root of the source (see list_roots).
     pub root: String,
+    /// File or directory, relative to its root.
     pub source: String,
+    /// New path, relative to the destination root; missing parents are created.
     pub destination: String,
+    /// Root of the destination; default: the source's root.
     #[serde(default)]
     pub destination_root: Option<String>,
+    /// Replace an existing destination file (its content is kept in the trash). A directory is
+    /// never replaced.
     #[serde(default)]
     pub overwrite: bool,
 }
-
-/// The JSON Schema of the arguments, with `verb` in the descriptions.
-pub fn input_schema(verb: &str) -> String {
-    format!(
-        r#"{{
-  "type": "object",
-  "properties": {{
-    "root": {{"type": "string", "description": "Root of the source (see list_roots)."}},
-    "source": {{"type": "string", "description": "File or directory to {verb}, relative to its root."}},
-    "destination": {{"type": "string", "description": "New path, relative to the destination root; missing parents are created."}},
-    "destination_root": {{"type": "string", "description": "Root of the destination; default: the source's root."}},
-    "overwrite": {{"type": "boolean", "description": "Replace an existing destination file (its content is kept in the trash). A directory is never replaced."}}
-  }},
-  "required": ["root", "source", "destination"],
-  "additionalProperties": false
-}}"#
-    )
-}
-
-pub const OUTPUT_SCHEMA: &str = r#"{
-  "type": "object",
-  "properties": {
-    "source": {"type": "string"},
-    "destination": {"type": "string"},
-    "destination_root": {"type": "string"},
-    "type": {"type": "string", "description": "Type of the source."},
-    "overwritten": {"type": "boolean"},
-    "previous": {"type": ["string", "null"], "description": "Where the replaced destination was kept (root-relative, in the trash of the destination root)."},
-    "files": {"type": "integer"},
-    "directories": {"type": "integer"},
-    "bytes": {"type": "integer"},
-    "skipped": {"type": "array", "items": {"type": "string"}, "description": "Entries of a directory not copied (symlinks, special files)."}
-  },
-  "required": ["source", "destination", "destination_root", "type", "overwritten", "previous", "files", "directories", "bytes", "skipped"]
-}"#;
 
 /// The two path arguments: the source with `source_op` (and, for a move,
 /// delete when the destination is another root), the destination with write.
@@ -98,18 +72,22 @@ pub fn path_arguments(
 }
 
 /// The result of a move or copy.
-#[derive(Serialize, Default)]
+#[derive(Serialize, JsonSchema, Default)]
 pub struct Transferred {
     pub source: String,
     pub destination: String,
     pub destination_root: String,
+    /// Type of the source.
     #[serde(rename = "type")]
     pub kind: &'static str,
     pub overwritten: bool,
+    /// Where the replaced destination was kept (root-relative, in the trash of the destination
+    /// root).
     pub previous: Option<String>,
     pub files: u64,
     pub directories: u64,
     pub bytes: u64,
+    /// Entries of a directory not copied (symlinks, special files).
     pub skipped: Vec<String>,
     /// `skipped` as text shows it: each name by the rule, then its type.
     #[serde(skip)]

@@ -17,182 +17,138 @@ use std::path::Path;
 use loomfs_guest::ignores::Ignored;
 use loomfs_guest::walk::{self, Flow, IgnoreFiles};
 use loomfs_guest::{
-    Context, Descriptor, Guest, Kind, Output, Permission, READ_ONLY, ToolError, human_bytes,
-    io_error, locate, modified_at, parse_args, root_and_path, shown, to_json,
+    About, Answer, Context, Kind, Permission, ToolError, count_arg, human_bytes, locate_dir,
+    modified_at, shown,
 };
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-
-struct ListDirectory;
 
 /// Deepest listing a call may ask for.
 const MAX_DEPTH: u32 = 10;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Args {
+    /// Name of the root (see list_roots).
     root: String,
+    /// Directory relative to the root; default: the root itself.
     #[serde(default)]
     path: Option<String>,
+    /// Levels to list; default 1 (direct entries only).
     #[serde(default)]
+    #[schemars(range(min = 1, max = MAX_DEPTH))]
     depth: Option<u32>,
+    /// Directories excluded by the root's .gitignore/.ignore files are always listed, marked
+    /// `ignored`: `skip` (default) does not list inside them; `include` does. A `path` named
+    /// directly is listed even if ignored.
     #[serde(default)]
     ignored: Ignored,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct Entry {
+    /// Relative to the root.
     path: String,
     #[serde(rename = "type")]
-    kind: &'static str,
+    kind: Kind,
     size: Option<u64>,
+    /// RFC 3339, UTC.
     modified: Option<String>,
+    /// Excluded by the root's .gitignore/.ignore files (or inside a directory that is).
     ignored: bool,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct Listing {
     path: String,
     entries: Vec<Entry>,
+    /// True when the entry limit cut the listing.
     truncated: bool,
     unreadable_dirs: u64,
+    /// Entries listed marked `ignored`.
     ignored: u64,
     note: Option<String>,
 }
 
-const INPUT_SCHEMA: &str = r#"{
-  "type": "object",
-  "properties": {
-    "root": {"type": "string", "description": "Name of the root (see list_roots)."},
-    "path": {"type": "string", "description": "Directory relative to the root; default: the root itself."},
-    "depth": {"type": "integer", "minimum": 1, "maximum": 10, "description": "Levels to list; default 1 (direct entries only)."},
-    "ignored": {"type": "string", "enum": ["skip", "include"], "description": "Directories excluded by the root's .gitignore/.ignore files are always listed, marked `ignored`: `skip` (default) does not list inside them; `include` does. A `path` named directly is listed even if ignored."}
-  },
-  "required": ["root"],
-  "additionalProperties": false
-}"#;
+const DESCRIPTION: &str = "List a directory's entries with type, size and modification time, \
+    sorted; `depth` (1-10) lists subdirectories too. Symlinks are shown, \
+    not followed. Entries the root's .gitignore/.ignore files exclude \
+    are shown marked `ignored`, and ignored directories are not listed \
+    inside unless `ignored: \"include\"`.";
 
-const OUTPUT_SCHEMA: &str = r#"{
-  "type": "object",
-  "properties": {
-    "path": {"type": "string"},
-    "entries": {"type": "array", "items": {
-      "type": "object",
-      "properties": {
-        "path": {"type": "string", "description": "Relative to the root."},
-        "type": {"type": "string", "enum": ["file", "directory", "symlink", "fifo", "socket", "char_device", "block_device", "unknown"]},
-        "size": {"type": ["integer", "null"]},
-        "modified": {"type": ["string", "null"], "description": "RFC 3339, UTC."},
-        "ignored": {"type": "boolean", "description": "Excluded by the root's .gitignore/.ignore files (or inside a directory that is)."}
-      },
-      "required": ["path", "type", "size", "modified", "ignored"]
-    }},
-    "truncated": {"type": "boolean", "description": "True when the entry limit cut the listing."},
-    "unreadable_dirs": {"type": "integer"},
-    "ignored": {"type": "integer", "description": "Entries listed marked `ignored`."},
-    "note": {"type": ["string", "null"]}
-  },
-  "required": ["path", "entries", "truncated", "unreadable_dirs", "ignored", "note"]
-}"#;
+loomfs_guest::tool!(ListDirectory(Args) -> Listing, {
+    About::new("list_directory", DESCRIPTION, Permission::Read).path_optional()
+});
 
-impl Guest for ListDirectory {
-    fn describe() -> Descriptor {
-        Descriptor {
-            name: "list_directory".into(),
-            description: "List a directory's entries with type, size and modification time, \
-                          sorted; `depth` (1-10) lists subdirectories too. Symlinks are shown, \
-                          not followed. Entries the root's .gitignore/.ignore files exclude \
-                          are shown marked `ignored`, and ignored directories are not listed \
-                          inside unless `ignored: \"include\"`."
-                .into(),
-            input_schema: INPUT_SCHEMA.into(),
-            output_schema: Some(OUTPUT_SCHEMA.into()),
-            permission: Permission::Read,
-            annotations: READ_ONLY,
-            path_arguments: root_and_path(Permission::Read, true),
-            keeps_history: false,
+/// What to do instead, when `path` is not a directory.
+const NOT_A_DIRECTORY: &str = "use get_file_info or read_file";
+
+fn call(ctx: Context, args: Args) -> Result<Answer<Listing>, ToolError> {
+    let depth = count_arg("depth", args.depth, 1, MAX_DEPTH, "")?;
+    let at = locate_dir(&ctx, &args.root, args.path.as_deref(), NOT_A_DIRECTORY)?;
+    let rel = at.rel.as_str();
+
+    let max_entries = ctx.limits.max_entries as usize;
+    let mut entries = Vec::new();
+    let mut truncated = false;
+    let (mut ignored, mut unlisted) = (0, 0);
+    let ignore_files = IgnoreFiles::Apply {
+        root: Path::new(&at.mount.dir),
+    };
+    let stats = walk::breadth_first(&at.full, rel, depth, ignore_files, |e| {
+        if entries.len() == max_entries {
+            truncated = true;
+            return Flow::Stop;
         }
+        ignored += u64::from(e.ignored);
+        let stat = e.stat();
+        let is_file = e.kind == Kind::File;
+        entries.push(Entry {
+            path: e.rel.clone(),
+            kind: e.kind,
+            size: stat.as_ref().filter(|_| is_file).map(|s| s.size),
+            modified: stat.as_ref().and_then(modified_at),
+            ignored: e.ignored,
+        });
+        if e.ignored && args.ignored == Ignored::Skip {
+            // Not listed inside: said when the depth would have.
+            unlisted += u64::from(e.kind == Kind::Directory && e.depth < depth);
+            return Flow::Prune;
+        }
+        Flow::Continue
+    })?;
+    entries.sort_by(|a, b| tree_order(&a.path, &b.path));
+
+    let mut notes = Vec::new();
+    if truncated {
+        notes.push(format!(
+            "listing cut at {max_entries} entries (nearest levels first); list a \
+             subdirectory or use a smaller depth to see the rest"
+        ));
     }
-
-    fn call(ctx: Context, arguments: String) -> Result<Output, ToolError> {
-        let args: Args = parse_args(&arguments)?;
-        let depth = args.depth.unwrap_or(1);
-        if !(1..=MAX_DEPTH).contains(&depth) {
-            return Err(ToolError::InvalidArguments(format!(
-                "'depth' must be between 1 and {MAX_DEPTH}, not {depth}"
-            )));
-        }
-        let at = locate(&ctx, &args.root, args.path.as_deref().unwrap_or("."))?;
-        let rel = at.rel.as_str();
-        let meta = std::fs::metadata(&at.full).map_err(|e| io_error(rel, &e))?;
-        if !meta.is_dir() {
-            return Err(ToolError::Refused(format!(
-                "'{}' is not a directory; use get_file_info or read_file",
-                at.shown()
-            )));
-        }
-
-        let max_entries = ctx.limits.max_entries as usize;
-        let mut entries = Vec::new();
-        let mut truncated = false;
-        let (mut ignored, mut unlisted) = (0, 0);
-        let ignore_files = IgnoreFiles::Apply {
-            root: Path::new(&at.mount.dir),
-        };
-        let stats = walk::breadth_first(&at.full, rel, depth, ignore_files, |e| {
-            if entries.len() == max_entries {
-                truncated = true;
-                return Flow::Stop;
-            }
-            ignored += u64::from(e.ignored);
-            let stat = e.stat();
-            let is_file = e.kind == Kind::File;
-            entries.push(Entry {
-                path: e.rel.clone(),
-                kind: e.kind.name(),
-                size: stat.as_ref().filter(|_| is_file).map(|s| s.size),
-                modified: stat.as_ref().and_then(modified_at),
-                ignored: e.ignored,
-            });
-            if e.ignored && args.ignored == Ignored::Skip {
-                // Not listed inside: said when the depth would have.
-                unlisted += u64::from(e.kind == Kind::Directory && e.depth < depth);
-                return Flow::Prune;
-            }
-            Flow::Continue
-        })?;
-        entries.sort_by(|a, b| tree_order(&a.path, &b.path));
-
-        let mut notes = Vec::new();
-        if truncated {
-            notes.push(format!(
-                "listing cut at {max_entries} entries (nearest levels first); list a \
-                 subdirectory or use a smaller depth to see the rest"
-            ));
-        }
-        if unlisted > 0 {
-            notes.push(format!(
-                "{unlisted} ignored directories (excluded by the root's .gitignore/.ignore \
-                 files) are shown but not listed inside: pass ignored: \"include\" to list \
-                 them"
-            ));
-        }
-        notes.extend(stats.notes());
-        let listing = Listing {
-            path: rel.to_string(),
-            truncated,
-            unreadable_dirs: stats.dirs_unreadable,
-            ignored,
-            note: (!notes.is_empty()).then(|| notes.join("; ")),
-            entries,
-        };
-        let mut text = vec![render(&listing)];
-        text.extend(listing.note.clone());
-        Ok(Output {
-            text,
-            structured: Some(to_json(&listing)),
-            images: vec![],
-        })
+    if unlisted > 0 {
+        notes.push(format!(
+            "{unlisted} ignored directories (excluded by the root's .gitignore/.ignore \
+             files) are shown but not listed inside: pass ignored: \"include\" to list \
+             them"
+        ));
     }
+    notes.extend(stats.notes());
+    let listing = Listing {
+        path: rel.to_string(),
+        truncated,
+        unreadable_dirs: stats.dirs_unreadable,
+        ignored,
+        note: (!notes.is_empty()).then(|| notes.join("; ")),
+        entries,
+    };
+    let mut text = vec![render(&listing)];
+    text.extend(listing.note.clone());
+    Ok(Answer {
+        text,
+        result: listing,
+        images: vec![],
+    })
 }
 
 /// Orders paths as a tree: by component, so `a/x` sorts right after `a`.
@@ -218,19 +174,17 @@ fn render(listing: &Listing) -> String {
             (true, true) => "ignored  ",
             (true, false) => "         ",
         };
-        let path = if e.kind == "directory" {
+        let path = if e.kind == Kind::Directory {
             shown(&format!("{}/", e.path)).into_owned()
         } else {
             shown(&e.path).into_owned()
         };
         out.push_str(&format!(
             "{:<9} {:>10}  {:<20}  {mark}{path}\n",
-            e.kind,
+            e.kind.name(),
             size,
             e.modified.as_deref().unwrap_or("-"),
         ));
     }
     out
 }
-
-loomfs_guest::tool!(ListDirectory);

@@ -13,139 +13,118 @@ use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 
 use loomfs_guest::content::{SNIFF_BYTES, image_mime, is_binary};
 use loomfs_guest::{
-    Context, Descriptor, Guest, Image, Kind, Output, Permission, READ_ONLY, ToolError, human_bytes,
-    io_error, locate, parse_args, root_and_path, shown, to_json,
+    About, Answer, Context, Image, Kind, Permission, ToolError, human_bytes, io_error, locate,
+    shown, special_file,
 };
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-struct ReadFile;
-
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Args {
+    /// Name of the root (see list_roots).
     root: String,
+    /// File path relative to the root.
     path: String,
+    /// First line to return, 1-based.
+    #[schemars(range(min = 1))]
     offset: Option<u64>,
+    /// Number of lines to return.
+    #[schemars(range(min = 1))]
     limit: Option<u64>,
+    /// Return only the last N lines (not with offset/limit).
+    #[schemars(range(min = 1))]
     tail: Option<u64>,
 }
 
-#[derive(Serialize)]
-struct Result_ {
+#[derive(Serialize, JsonSchema)]
+struct FileRead {
     path: String,
+    /// File size in bytes.
     size: u64,
+    /// Set for images, returned as image content.
     #[serde(skip_serializing_if = "Option::is_none")]
     mime_type: Option<&'static str>,
+    /// The text of the lines returned.
     #[serde(skip_serializing_if = "Option::is_none")]
     content: Option<String>,
+    /// First line returned, 1-based (0 when none).
     start_line: u64,
+    /// Last line returned (0 when none).
     end_line: u64,
+    /// Lines in the file, when the read reached its end.
     total_lines: Option<u64>,
+    /// True when the byte cap cut the range short.
     truncated: bool,
     note: Option<String>,
 }
 
-const INPUT_SCHEMA: &str = r#"{
-  "type": "object",
-  "properties": {
-    "root": {"type": "string", "description": "Name of the root (see list_roots)."},
-    "path": {"type": "string", "description": "File path relative to the root."},
-    "offset": {"type": "integer", "minimum": 1, "description": "First line to return, 1-based."},
-    "limit": {"type": "integer", "minimum": 1, "description": "Number of lines to return."},
-    "tail": {"type": "integer", "minimum": 1, "description": "Return only the last N lines (not with offset/limit)."}
-  },
-  "required": ["root", "path"],
-  "additionalProperties": false
-}"#;
+const DESCRIPTION: &str = "Read a text file, whole or by line range (offset/limit, or tail for \
+    the last lines). Images (png, jpeg, gif, webp) come back as image \
+    content; other binary files are refused. Files over the root's read \
+    limit can only be read by range.";
 
-const OUTPUT_SCHEMA: &str = r#"{
-  "type": "object",
-  "properties": {
-    "path": {"type": "string"},
-    "size": {"type": "integer", "description": "File size in bytes."},
-    "mime_type": {"type": "string", "description": "Set for images, returned as image content."},
-    "content": {"type": "string", "description": "The text of the lines returned."},
-    "start_line": {"type": "integer", "description": "First line returned, 1-based (0 when none)."},
-    "end_line": {"type": "integer", "description": "Last line returned (0 when none)."},
-    "total_lines": {"type": ["integer", "null"], "description": "Lines in the file, when the read reached its end."},
-    "truncated": {"type": "boolean", "description": "True when the byte cap cut the range short."},
-    "note": {"type": ["string", "null"]}
-  },
-  "required": ["path", "size", "start_line", "end_line", "total_lines", "truncated", "note"]
-}"#;
+loomfs_guest::tool!(ReadFile(Args) -> FileRead, {
+    About::new("read_file", DESCRIPTION, Permission::Read)
+});
 
-impl Guest for ReadFile {
-    fn describe() -> Descriptor {
-        Descriptor {
-            name: "read_file".into(),
-            description: "Read a text file, whole or by line range (offset/limit, or tail for \
-                          the last lines). Images (png, jpeg, gif, webp) come back as image \
-                          content; other binary files are refused. Files over the root's read \
-                          limit can only be read by range."
-                .into(),
-            input_schema: INPUT_SCHEMA.into(),
-            output_schema: Some(OUTPUT_SCHEMA.into()),
-            permission: Permission::Read,
-            annotations: READ_ONLY,
-            path_arguments: root_and_path(Permission::Read, false),
-            keeps_history: false,
+fn call(ctx: Context, args: Args) -> Result<Answer<FileRead>, ToolError> {
+    let range = Range::from_args(&args)?;
+    let at = locate(&ctx, &args.root, &args.path)?;
+    let rel = at.rel.as_str();
+    let max = at.mount.max_read_bytes;
+
+    // Open first, then look at the open file: one path lookup. The
+    // host refuses to open special files (FIFO, socket, device), so an
+    // open can never block; a refusal is named by a stat.
+    let mut file = File::open(&at.full).map_err(|e| match Kind::at(&at.full, true) {
+        kind if kind.is_special() && kind != Kind::Unknown => special_file(rel, kind, "opened"),
+        _ => io_error(rel, &e),
+    })?;
+    let meta = file.metadata().map_err(|e| io_error(rel, &e))?;
+    let kind = Kind::of(meta.file_type(), &at.full, true);
+    if kind == Kind::Directory {
+        return Err(ToolError::Refused(format!(
+            "'{}' is a directory; use list_directory",
+            at.shown()
+        )));
+    }
+    if kind != Kind::File {
+        return Err(special_file(rel, kind, "opened"));
+    }
+    let size = meta.len();
+    if range.is_whole() && size > max {
+        return Err(ToolError::Refused(format!(
+            "'{}' is {}, over this root's read limit of {}; read part of it with \
+             offset/limit or tail",
+            at.shown(),
+            human_bytes(size),
+            human_bytes(max)
+        )));
+    }
+    let taken = match range {
+        Range::Whole => return read_whole(file, rel, size, max),
+        Range::Lines { offset, limit } => {
+            check_head(&mut file, rel, size)?;
+            read_lines(file, offset, limit, max)
+        }
+        Range::Tail(n) => {
+            check_head(&mut file, rel, size)?;
+            read_tail(file, size, n, max)
         }
     }
-
-    fn call(ctx: Context, arguments: String) -> Result<Output, ToolError> {
-        let args: Args = parse_args(&arguments)?;
-        let range = Range::from_args(&args)?;
-        let at = locate(&ctx, &args.root, &args.path)?;
-        let rel = at.rel.as_str();
-        let max = at.mount.max_read_bytes;
-
-        // Open first, then look at the open file: one path lookup. The
-        // host refuses to open special files (FIFO, socket, device), so an
-        // open can never block; a refusal is named by a stat.
-        let mut file = File::open(&at.full).map_err(|e| match Kind::at(&at.full, true) {
-            kind if kind.is_special() && kind != Kind::Unknown => special(rel, kind),
-            _ => io_error(rel, &e),
-        })?;
-        let meta = file.metadata().map_err(|e| io_error(rel, &e))?;
-        let kind = Kind::of(meta.file_type(), &at.full, true);
-        if kind == Kind::Directory {
-            return Err(ToolError::Refused(format!(
-                "'{}' is a directory; use list_directory",
-                at.shown()
-            )));
-        }
-        if kind != Kind::File {
-            return Err(special(rel, kind));
-        }
-        let size = meta.len();
-        if range.is_whole() && size > max {
-            return Err(ToolError::Refused(format!(
-                "'{}' is {}, over this root's read limit of {}; read part of it with \
-                 offset/limit or tail",
-                at.shown(),
-                human_bytes(size),
-                human_bytes(max)
-            )));
-        }
-        let taken = match range {
-            Range::Whole => return read_whole(file, rel, size, max),
-            Range::Lines { offset, limit } => {
-                check_head(&mut file, rel, size)?;
-                read_lines(file, offset, limit, max)
-            }
-            Range::Tail(n) => {
-                check_head(&mut file, rel, size)?;
-                read_tail(file, size, n, max)
-            }
-        }
-        .map_err(|e| io_error(rel, &e))?;
-        Ok(text_output(rel, size, taken))
-    }
+    .map_err(|e| io_error(rel, &e))?;
+    Ok(text_output(rel, size, taken))
 }
 
 /// One read of a whole file: its head decides image or binary, the rest is
 /// the text.
-fn read_whole(mut file: File, rel: &str, size: u64, max: u64) -> Result<Output, ToolError> {
+fn read_whole(
+    mut file: File,
+    rel: &str,
+    size: u64,
+    max: u64,
+) -> Result<Answer<FileRead>, ToolError> {
     let mut bytes = Vec::with_capacity(size as usize);
     file.by_ref()
         .take(max + 1)
@@ -221,14 +200,6 @@ fn read_head(file: &mut File) -> std::io::Result<Vec<u8>> {
     Ok(head)
 }
 
-fn special(rel: &str, kind: Kind) -> ToolError {
-    ToolError::Refused(format!(
-        "'{}' is a {} (special file): never opened",
-        shown(rel),
-        kind.name()
-    ))
-}
-
 fn binary(rel: &str, size: u64) -> ToolError {
     ToolError::Refused(format!(
         "'{}' is a binary file ({}) and is not shown",
@@ -237,14 +208,19 @@ fn binary(rel: &str, size: u64) -> ToolError {
     ))
 }
 
-fn image(rel: &str, data: Vec<u8>, max: u64, mime: &'static str) -> Result<Output, ToolError> {
+fn image(
+    rel: &str,
+    data: Vec<u8>,
+    max: u64,
+    mime: &'static str,
+) -> Result<Answer<FileRead>, ToolError> {
     if data.len() as u64 > max {
         return Err(ToolError::Refused(format!(
             "image '{}' grew past this root's read limit while being read",
             shown(rel)
         )));
     }
-    let result = Result_ {
+    let result = FileRead {
         path: rel.to_string(),
         size: data.len() as u64,
         mime_type: Some(mime),
@@ -255,13 +231,13 @@ fn image(rel: &str, data: Vec<u8>, max: u64, mime: &'static str) -> Result<Outpu
         truncated: false,
         note: None,
     };
-    Ok(Output {
+    Ok(Answer {
         text: vec![format!(
             "image '{}' ({mime}, {})",
             shown(rel),
             human_bytes(data.len() as u64)
         )],
-        structured: Some(to_json(&result)),
+        result,
         images: vec![Image {
             mime_type: mime.into(),
             data,
@@ -457,7 +433,7 @@ fn tail_start(bytes: &[u8], n: u64) -> usize {
     0
 }
 
-fn text_output(rel: &str, size: u64, taken: Taken) -> Output {
+fn text_output(rel: &str, size: u64, taken: Taken) -> Answer<FileRead> {
     let (content, lossy) = match String::from_utf8(taken.bytes) {
         Ok(s) => (s, false),
         Err(e) => (String::from_utf8_lossy(e.as_bytes()).into_owned(), true),
@@ -491,7 +467,7 @@ fn text_output(rel: &str, size: u64, taken: Taken) -> Output {
         _ => {}
     }
     let note = (!notes.is_empty()).then(|| notes.join("; "));
-    let result = Result_ {
+    let result = FileRead {
         path: rel.to_string(),
         size,
         mime_type: None,
@@ -504,11 +480,9 @@ fn text_output(rel: &str, size: u64, taken: Taken) -> Output {
     };
     let mut text = vec![result.content.clone().unwrap_or_default()];
     text.extend(note);
-    Output {
+    Answer {
         text,
-        structured: Some(to_json(&result)),
+        result,
         images: vec![],
     }
 }
-
-loomfs_guest::tool!(ReadFile);

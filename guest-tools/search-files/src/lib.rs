@@ -27,40 +27,52 @@ use loomfs_guest::content::{SNIFF_BYTES, is_binary};
 use loomfs_guest::ignores::Ignored;
 use loomfs_guest::walk::{self, Flow, IgnoreFiles};
 use loomfs_guest::{
-    Context, Descriptor, Guest, Kind, Output, Permission, READ_ONLY, ToolError, human_bytes,
-    io_error, locate, parse_args, root_and_path, shown, to_json,
+    About, Answer, Context, Kind, Permission, ToolError, count_arg, human_bytes, locate_dir, shown,
 };
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use wasip2::filesystem::types::{Descriptor as File, ErrorCode};
 
 use needle::Needle;
 use pattern::Pattern;
 
-struct SearchFiles;
-
 /// Longest preview of a matching line, in characters.
 const PREVIEW_CHARS: usize = 200;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Args {
+    /// Name of the root (see list_roots).
     root: String,
+    /// Glob on paths relative to `path`: `*` and `?` stay within a name, `**` crosses
+    /// directories, `[abc]`/`[!abc]` classes, `{a,b}` alternatives. Without `/` it matches the
+    /// file name at any depth (`*.py`); with `/` the whole relative path (`pkg/*.py`,
+    /// `**/test_*.py`).
     pattern: String,
+    /// Directory to search, relative to the root; default: the root itself.
     #[serde(default)]
     path: Option<String>,
+    /// Only files holding these bytes (exact, case-sensitive); each matching line is returned.
     #[serde(default)]
     contains: Option<String>,
+    /// Treat `contains` as a regular expression (Rust regex syntax, linear time; `^`/`$` match
+    /// at line ends; `(?i)` for case-insensitive).
     #[serde(default)]
     regex: bool,
+    /// Most matches to return; default and ceiling: the server's max_search_results.
     #[serde(default)]
+    #[schemars(range(min = 1))]
     max_results: Option<u32>,
+    /// Entries excluded by the root's .gitignore/.ignore files: `skip` (default) leaves them
+    /// out and does not enter ignored directories (the result counts them in `ignored`);
+    /// `include` searches them too. A `path` named directly is searched even if ignored.
     #[serde(default)]
     ignored: Ignored,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct Match {
-    /// Root-relative; a directory's ends in `/`.
+    /// Relative to the root; directories end in `/`.
     path: String,
     /// 1-based line of a `contains` match.
     line: Option<u64>,
@@ -68,15 +80,19 @@ struct Match {
     preview: Option<String>,
 }
 
-#[derive(Serialize, Default)]
+#[derive(Serialize, JsonSchema, Default)]
 struct Found {
     matches: Vec<Match>,
+    /// True when the search stopped before seeing everything.
     truncated: bool,
+    /// Files whose path matched the pattern.
     examined_files: u64,
     scanned_bytes: u64,
     skipped_too_large: u64,
     skipped_binary: u64,
-    /// Ignored entries left out: directories, and files whose path matched.
+    /// Entries left out because the root's ignore files exclude them: directories (not
+    /// entered; their contents are not counted) and files whose path matched the pattern.
+    /// Always 0 with `ignored: include`.
     ignored: u64,
     note: Option<String>,
 }
@@ -89,155 +105,100 @@ enum Cut {
     Time,
 }
 
-const INPUT_SCHEMA: &str = r#"{
-  "type": "object",
-  "properties": {
-    "root": {"type": "string", "description": "Name of the root (see list_roots)."},
-    "pattern": {"type": "string", "description": "Glob on paths relative to `path`: `*` and `?` stay within a name, `**` crosses directories, `[abc]`/`[!abc]` classes, `{a,b}` alternatives. Without `/` it matches the file name at any depth (`*.py`); with `/` the whole relative path (`pkg/*.py`, `**/test_*.py`)."},
-    "path": {"type": "string", "description": "Directory to search, relative to the root; default: the root itself."},
-    "contains": {"type": "string", "description": "Only files holding these bytes (exact, case-sensitive); each matching line is returned."},
-    "regex": {"type": "boolean", "description": "Treat `contains` as a regular expression (Rust regex syntax, linear time; `^`/`$` match at line ends; `(?i)` for case-insensitive)."},
-    "max_results": {"type": "integer", "minimum": 1, "description": "Most matches to return; default and ceiling: the server's max_search_results."},
-    "ignored": {"type": "string", "enum": ["skip", "include"], "description": "Entries excluded by the root's .gitignore/.ignore files: `skip` (default) leaves them out and does not enter ignored directories (the result counts them in `ignored`); `include` searches them too. A `path` named directly is searched even if ignored."}
-  },
-  "required": ["root", "pattern"],
-  "additionalProperties": false
-}"#;
+const DESCRIPTION: &str = "Find files by glob under a directory, optionally only those \
+    containing some text (`contains`, or a regular expression with \
+    `regex: true`), with the line and a preview of each match. \
+    Breadth-first, sorted: the nearest matches come first. Symlinks are \
+    not followed; denied names (.git, .venv, node_modules, secrets, ...) \
+    are never searched. Entries the root's .gitignore/.ignore files \
+    exclude (build output, ...) are skipped by default and counted in \
+    `ignored`; `ignored: \"include\"` searches them. A result cut short \
+    says so in `truncated` and `note`.";
 
-const OUTPUT_SCHEMA: &str = r#"{
-  "type": "object",
-  "properties": {
-    "matches": {"type": "array", "items": {
-      "type": "object",
-      "properties": {
-        "path": {"type": "string", "description": "Relative to the root; directories end in `/`."},
-        "line": {"type": ["integer", "null"], "description": "1-based line of a `contains` match."},
-        "preview": {"type": ["string", "null"], "description": "The matching line, trimmed."}
-      },
-      "required": ["path", "line", "preview"]
-    }},
-    "truncated": {"type": "boolean", "description": "True when the search stopped before seeing everything."},
-    "examined_files": {"type": "integer", "description": "Files whose path matched the pattern."},
-    "scanned_bytes": {"type": "integer"},
-    "skipped_too_large": {"type": "integer"},
-    "skipped_binary": {"type": "integer"},
-    "ignored": {"type": "integer", "description": "Entries left out because the root's ignore files exclude them: directories (not entered; their contents are not counted) and files whose path matched the pattern. Always 0 with `ignored: include`."},
-    "note": {"type": ["string", "null"]}
-  },
-  "required": ["matches", "truncated", "examined_files", "scanned_bytes", "skipped_too_large", "skipped_binary", "ignored", "note"]
-}"#;
+loomfs_guest::tool!(SearchFiles(Args) -> Found, {
+    About::new("search_files", DESCRIPTION, Permission::Read).path_optional()
+});
 
-impl Guest for SearchFiles {
-    fn describe() -> Descriptor {
-        Descriptor {
-            name: "search_files".into(),
-            description: "Find files by glob under a directory, optionally only those \
-                          containing some text (`contains`, or a regular expression with \
-                          `regex: true`), with the line and a preview of each match. \
-                          Breadth-first, sorted: the nearest matches come first. Symlinks are \
-                          not followed; denied names (.git, .venv, node_modules, secrets, ...) \
-                          are never searched. Entries the root's .gitignore/.ignore files \
-                          exclude (build output, ...) are skipped by default and counted in \
-                          `ignored`; `ignored: \"include\"` searches them. A result cut short \
-                          says so in `truncated` and `note`."
-                .into(),
-            input_schema: INPUT_SCHEMA.into(),
-            output_schema: Some(OUTPUT_SCHEMA.into()),
-            permission: Permission::Read,
-            annotations: READ_ONLY,
-            path_arguments: root_and_path(Permission::Read, true),
-            keeps_history: false,
-        }
+/// What to do instead, when `path` is not a directory.
+const NOT_A_DIRECTORY: &str = "search its parent directory";
+
+fn call(ctx: Context, args: Args) -> Result<Answer<Found>, ToolError> {
+    let started = Instant::now();
+    let pattern = Pattern::new(&args.pattern).map_err(ToolError::InvalidArguments)?;
+    let needle = match args.contains.as_deref() {
+        None => None,
+        Some(text) => Some(Needle::new(text, args.regex).map_err(ToolError::InvalidArguments)?),
+    };
+    if args.regex && needle.is_none() {
+        return Err(ToolError::InvalidArguments(
+            "'regex' applies to 'contains', which is missing".into(),
+        ));
     }
+    let ceiling = ctx.limits.max_results.max(1);
+    let max_results = count_arg(
+        "max_results",
+        args.max_results,
+        ceiling,
+        ceiling,
+        " (max_search_results)",
+    )?;
+    let at = locate_dir(&ctx, &args.root, args.path.as_deref(), NOT_A_DIRECTORY)?;
+    let rel = at.rel.as_str();
 
-    fn call(ctx: Context, arguments: String) -> Result<Output, ToolError> {
-        let started = Instant::now();
-        let args: Args = parse_args(&arguments)?;
-        let pattern = Pattern::new(&args.pattern).map_err(ToolError::InvalidArguments)?;
-        let needle = match args.contains.as_deref() {
-            None => None,
-            Some(text) => Some(Needle::new(text, args.regex).map_err(ToolError::InvalidArguments)?),
-        };
-        if args.regex && needle.is_none() {
-            return Err(ToolError::InvalidArguments(
-                "'regex' applies to 'contains', which is missing".into(),
-            ));
+    // Stop with what was found while there is still time to answer: a
+    // tenth of the limit before it, at least 250 ms (half a short one).
+    let time_limit = Duration::from_millis(ctx.limits.time_limit_ms);
+    let margin = (time_limit / 10).max((time_limit / 2).min(Duration::from_millis(250)));
+    let soft_deadline = started + (time_limit - margin);
+    let mut search = Search {
+        pattern: &pattern,
+        needle: needle.as_ref(),
+        max_results: max_results as usize,
+        max_read_bytes: at.mount.max_read_bytes,
+        max_search_bytes: ctx.limits.max_search_bytes,
+        start_prefix: if rel == "." {
+            String::new()
+        } else {
+            format!("{rel}/")
+        },
+        found: Found::default(),
+        cut: None,
+        unreadable_files: 0,
+        buffer: Vec::new(),
+    };
+    let ignore_files = match args.ignored {
+        Ignored::Skip => IgnoreFiles::Apply {
+            root: Path::new(&at.mount.dir),
+        },
+        Ignored::Include => IgnoreFiles::Off,
+    };
+    let stats = walk::breadth_first(&at.full, rel, u32::MAX, ignore_files, |entry| {
+        if Instant::now() >= soft_deadline {
+            search.cut = Some(Cut::Time);
+            return Flow::Stop;
         }
-        let ceiling = ctx.limits.max_results.max(1);
-        let max_results = match args.max_results {
-            None => ceiling,
-            Some(n) if (1..=ceiling).contains(&n) => n,
-            Some(n) => {
-                return Err(ToolError::InvalidArguments(format!(
-                    "'max_results' must be between 1 and {ceiling} (max_search_results), not {n}"
-                )));
-            }
-        };
-        let at = locate(&ctx, &args.root, args.path.as_deref().unwrap_or("."))?;
-        let rel = at.rel.as_str();
-        let meta = std::fs::metadata(&at.full).map_err(|e| io_error(rel, &e))?;
-        if !meta.is_dir() {
-            return Err(ToolError::Refused(format!(
-                "'{}' is not a directory; search its parent directory",
-                at.shown()
-            )));
-        }
+        search.visit(entry)
+    })?;
 
-        // Stop with what was found while there is still time to answer: a
-        // tenth of the limit before it, at least 250 ms (half a short one).
-        let time_limit = Duration::from_millis(ctx.limits.time_limit_ms);
-        let margin = (time_limit / 10).max((time_limit / 2).min(Duration::from_millis(250)));
-        let soft_deadline = started + (time_limit - margin);
-        let mut search = Search {
-            pattern: &pattern,
-            needle: needle.as_ref(),
-            max_results: max_results as usize,
-            max_read_bytes: at.mount.max_read_bytes,
-            max_search_bytes: ctx.limits.max_search_bytes,
-            start_prefix: if rel == "." {
-                String::new()
-            } else {
-                format!("{rel}/")
-            },
-            found: Found::default(),
-            cut: None,
-            unreadable_files: 0,
-            buffer: Vec::new(),
-        };
-        let ignore_files = match args.ignored {
-            Ignored::Skip => IgnoreFiles::Apply {
-                root: Path::new(&at.mount.dir),
-            },
-            Ignored::Include => IgnoreFiles::Off,
-        };
-        let stats = walk::breadth_first(&at.full, rel, u32::MAX, ignore_files, |entry| {
-            if Instant::now() >= soft_deadline {
-                search.cut = Some(Cut::Time);
-                return Flow::Stop;
-            }
-            search.visit(entry)
-        })?;
+    let mut found = search.found;
+    found.truncated = search.cut.is_some();
+    found.note = note(
+        &found,
+        search.cut,
+        &stats,
+        search.unreadable_files,
+        max_results,
+        at.mount.max_read_bytes,
+        ctx.limits.time_limit_ms,
+    );
 
-        let mut found = search.found;
-        found.truncated = search.cut.is_some();
-        found.note = note(
-            &found,
-            search.cut,
-            &stats,
-            search.unreadable_files,
-            max_results,
-            at.mount.max_read_bytes,
-            ctx.limits.time_limit_ms,
-        );
-
-        let mut text = vec![render(&found, rel, &args)];
-        text.extend(found.note.clone());
-        Ok(Output {
-            text,
-            structured: Some(to_json(&found)),
-            images: vec![],
-        })
-    }
+    let mut text = vec![render(&found, rel, &args)];
+    text.extend(found.note.clone());
+    Ok(Answer {
+        text,
+        result: found,
+        images: vec![],
+    })
 }
 
 /// What the model must know besides the matches: why the search stopped
@@ -501,5 +462,3 @@ fn render(found: &Found, rel: &str, args: &Args) -> String {
     }
     out
 }
-
-loomfs_guest::tool!(SearchFiles);

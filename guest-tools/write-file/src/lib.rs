@@ -14,14 +14,13 @@ use std::io::Write;
 
 use loomfs_guest::write::{Publish, Published, replace, replace_checked};
 use loomfs_guest::{
-    Context, DESTRUCTIVE, Descriptor, Guest, Kind, Located, Output, Permission, ToolError,
-    human_bytes, io_error, locate, parse_args, root_and_path, shown, sys, to_json,
+    About, Answer, Context, Kind, Located, Permission, ToolError, human_bytes, io_error, locate,
+    shown, special_file, sys,
 };
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-struct WriteFile;
-
-#[derive(Deserialize, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Deserialize, Serialize, JsonSchema, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 enum Mode {
     Overwrite,
@@ -29,141 +28,106 @@ enum Mode {
     Append,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Args {
+    /// Name of the root (see list_roots).
     root: String,
+    /// File path relative to the root; missing parent directories are created.
     path: String,
+    /// The text to write.
     content: String,
+    /// overwrite (default): replace the file, keeping the old content in the trash; create: fail
+    /// if the file exists; append: add to the end.
     #[serde(default)]
     mode: Option<Mode>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct Written {
     path: String,
     mode: Mode,
+    /// Bytes written.
     bytes: u64,
+    /// Whether the file is new.
     created: bool,
+    /// Where the previous content was kept (root-relative, in the trash).
     previous: Option<String>,
 }
 
-const INPUT_SCHEMA: &str = r#"{
-  "type": "object",
-  "properties": {
-    "root": {"type": "string", "description": "Name of the root (see list_roots)."},
-    "path": {"type": "string", "description": "File path relative to the root; missing parent directories are created."},
-    "content": {"type": "string", "description": "The text to write."},
-    "mode": {"type": "string", "enum": ["overwrite", "create", "append"], "description": "overwrite (default): replace the file, keeping the old content in the trash; create: fail if the file exists; append: add to the end."}
-  },
-  "required": ["root", "path", "content"],
-  "additionalProperties": false
-}"#;
+const DESCRIPTION: &str = "Write a text file: replace it (mode overwrite, the default; the old \
+    content is kept in the root's trash), create it only if new (mode \
+    create), or append to it. Writes are atomic; missing parent \
+    directories are created.";
 
-const OUTPUT_SCHEMA: &str = r#"{
-  "type": "object",
-  "properties": {
-    "path": {"type": "string"},
-    "mode": {"type": "string", "enum": ["overwrite", "create", "append"]},
-    "bytes": {"type": "integer", "description": "Bytes written."},
-    "created": {"type": "boolean", "description": "Whether the file is new."},
-    "previous": {"type": ["string", "null"], "description": "Where the previous content was kept (root-relative, in the trash)."}
-  },
-  "required": ["path", "mode", "bytes", "created", "previous"]
-}"#;
+loomfs_guest::tool!(WriteFile(Args) -> Written, {
+    About::new("write_file", DESCRIPTION, Permission::Write)
+});
 
-impl Guest for WriteFile {
-    fn describe() -> Descriptor {
-        Descriptor {
-            name: "write_file".into(),
-            description: "Write a text file: replace it (mode overwrite, the default; the old \
-                          content is kept in the root's trash), create it only if new (mode \
-                          create), or append to it. Writes are atomic; missing parent \
-                          directories are created."
-                .into(),
-            input_schema: INPUT_SCHEMA.into(),
-            output_schema: Some(OUTPUT_SCHEMA.into()),
-            permission: Permission::Write,
-            annotations: DESTRUCTIVE,
-            path_arguments: root_and_path(Permission::Write, false),
-            keeps_history: true,
+fn call(ctx: Context, args: Args) -> Result<Answer<Written>, ToolError> {
+    let mode = args.mode.unwrap_or(Mode::Overwrite);
+    let at = locate(&ctx, &args.root, &args.path)?;
+    let rel = at.rel.as_str();
+    // What stands at the path, the entry itself (a symlink, dangling or
+    // not, counts: it is never silently lost).
+    let entry = match std::fs::symlink_metadata(&at.full) {
+        Ok(meta) => Some(meta),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(io_error(rel, &e)),
+    };
+    if let Some(meta) = &entry {
+        let shown = at.shown();
+        let kind = Kind::of(meta.file_type(), &at.full, false);
+        let target = std::fs::metadata(&at.full)
+            .map(|m| Kind::of(m.file_type(), &at.full, true))
+            .unwrap_or(kind);
+        if target == Kind::Directory {
+            return Err(ToolError::Refused(format!(
+                "'{shown}' is a directory; a directory is never written"
+            )));
+        }
+        if target.is_special() && target != Kind::Symlink {
+            return Err(special_file(rel, target, "written"));
+        }
+        if mode == Mode::Create {
+            return Err(ToolError::Refused(format!(
+                "'{shown}' already exists (mode create); use mode overwrite to replace it"
+            )));
         }
     }
-
-    fn call(ctx: Context, arguments: String) -> Result<Output, ToolError> {
-        let args: Args = parse_args(&arguments)?;
-        let mode = args.mode.unwrap_or(Mode::Overwrite);
-        let at = locate(&ctx, &args.root, &args.path)?;
-        let rel = at.rel.as_str();
-        // What stands at the path, the entry itself (a symlink, dangling or
-        // not, counts: it is never silently lost).
-        let entry = match std::fs::symlink_metadata(&at.full) {
-            Ok(meta) => Some(meta),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(io_error(rel, &e)),
+    let content = args.content.as_bytes();
+    let appends = mode == Mode::Append && entry.as_ref().is_some_and(|m| m.file_type().is_file());
+    let written = if appends {
+        append(&at, content)?
+    } else {
+        // Appending to nothing (or to a symlink, which is kept) writes a
+        // new file, like create.
+        let publish = match (mode, &entry) {
+            (Mode::Overwrite, _) | (Mode::Append, Some(_)) => Publish::Replace,
+            _ => Publish::New,
         };
-        if let Some(meta) = &entry {
-            let shown = at.shown();
-            let kind = Kind::of(meta.file_type(), &at.full, false);
-            let target = std::fs::metadata(&at.full)
-                .map(|m| Kind::of(m.file_type(), &at.full, true))
-                .unwrap_or(kind);
-            if target == Kind::Directory {
-                return Err(ToolError::Refused(format!(
-                    "'{shown}' is a directory; a directory is never written"
-                )));
-            }
-            if target.is_special() && target != Kind::Symlink {
-                return Err(ToolError::Refused(format!(
-                    "'{shown}' is a {} (special file): never written",
-                    target.name()
-                )));
-            }
-            if mode == Mode::Create {
-                return Err(ToolError::Refused(format!(
-                    "'{shown}' already exists (mode create); use mode overwrite to replace it"
-                )));
-            }
+        let r = replace(&at, publish, |f| {
+            f.write_all(content)?;
+            Ok(content.len() as u64)
+        })?;
+        Written {
+            path: rel.to_string(),
+            mode,
+            bytes: r.bytes,
+            created: r.created,
+            previous: r.previous,
         }
-        let content = args.content.as_bytes();
-        let appends =
-            mode == Mode::Append && entry.as_ref().is_some_and(|m| m.file_type().is_file());
-        let written = if appends {
-            append(&at, content)?
-        } else {
-            // Appending to nothing (or to a symlink, which is kept) writes a
-            // new file, like create.
-            let publish = match (mode, &entry) {
-                (Mode::Overwrite, _) | (Mode::Append, Some(_)) => Publish::Replace,
-                _ => Publish::New,
-            };
-            let r = replace(&at, publish, |f| {
-                f.write_all(content)?;
-                Ok(content.len() as u64)
-            })?;
-            Written {
-                path: rel.to_string(),
-                mode,
-                bytes: r.bytes,
-                created: r.created,
-                previous: r.previous,
-            }
-        };
-        let mut text = format!(
-            "wrote {} to '{}'{}",
-            human_bytes(written.bytes),
-            at.shown(),
-            if written.created { " (new file)" } else { "" }
-        );
-        if let Some(p) = &written.previous {
-            text.push_str(&format!("; the previous content is kept at {}", shown(p)));
-        }
-        Ok(Output {
-            text: vec![text],
-            structured: Some(to_json(&written)),
-            images: vec![],
-        })
+    };
+    let mut text = format!(
+        "wrote {} to '{}'{}",
+        human_bytes(written.bytes),
+        at.shown(),
+        if written.created { " (new file)" } else { "" }
+    );
+    if let Some(p) = &written.previous {
+        text.push_str(&format!("; the previous content is kept at {}", shown(p)));
     }
+    Ok(Answer::new(text, written))
 }
 
 /// How many times an append is tried against a file that keeps changing.
@@ -203,5 +167,3 @@ fn append(at: &Located, content: &[u8]) -> Result<Written, ToolError> {
         at.shown()
     )))
 }
-
-loomfs_guest::tool!(WriteFile);

@@ -1,0 +1,174 @@
+//! End to end: every tool's advertised schemas against what it really takes
+//! and gives. The real binary lists its tools; each one is called with
+//! sample arguments (each checked first against the tool's `inputSchema`),
+//! and every `structuredContent` it answers is checked against its
+//! `outputSchema`, with a JSON Schema validator that knows nothing of how
+//! the schemas were made.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use boon::{Compiler, SchemaIndex, Schemas};
+use common::*;
+use serde_json::{Value, json};
+
+/// A PNG signature and header: read back as image content.
+const PNG: &[u8] =
+    b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\x1f\x15\xc4\x89";
+
+/// Successful calls, in order (later ones use what earlier ones made),
+/// covering every tool and the optional arguments that change the shape
+/// of a result.
+fn calls() -> Vec<(&'static str, Value)> {
+    vec![
+        ("list_roots", json!({})),
+        ("read_file", json!({"root": "docs", "path": "notes.txt"})),
+        (
+            "read_file",
+            json!({"root": "docs", "path": "notes.txt", "offset": 2, "limit": 2}),
+        ),
+        (
+            "read_file",
+            json!({"root": "docs", "path": "notes.txt", "tail": 1}),
+        ),
+        ("read_file", json!({"root": "docs", "path": "image.png"})),
+        ("list_directory", json!({"root": "docs"})),
+        (
+            "list_directory",
+            json!({"root": "ws", "path": ".", "depth": 3, "ignored": "include"}),
+        ),
+        (
+            "get_file_info",
+            json!({"root": "docs", "path": "notes.txt"}),
+        ),
+        ("get_file_info", json!({"root": "docs", "path": "."})),
+        ("search_files", json!({"root": "ws", "pattern": "*.txt"})),
+        (
+            "search_files",
+            json!({"root": "docs", "pattern": "**/*", "path": ".", "contains": "^line [12]$",
+                   "regex": true, "max_results": 5, "ignored": "include"}),
+        ),
+        (
+            "write_file",
+            json!({"root": "ws", "path": "new/a.txt", "content": "one\ntwo\n"}),
+        ),
+        (
+            "write_file",
+            json!({"root": "ws", "path": "new/a.txt", "content": "three\n", "mode": "append"}),
+        ),
+        (
+            "edit_file",
+            json!({"root": "ws", "path": "new/a.txt",
+                   "edits": [{"old_text": "two", "new_text": "2"}], "dry_run": true}),
+        ),
+        (
+            "edit_file",
+            json!({"root": "ws", "path": "new/a.txt",
+                   "edits": [{"old_text": "two", "new_text": "2"}]}),
+        ),
+        (
+            "create_directory",
+            json!({"root": "ws", "path": "made/deep"}),
+        ),
+        (
+            "copy_file",
+            json!({"root": "docs", "source": "notes.txt", "destination": "copied.txt",
+                   "destination_root": "ws"}),
+        ),
+        (
+            "copy_file",
+            json!({"root": "ws", "source": "new", "destination": "new-copy"}),
+        ),
+        (
+            "move_file",
+            json!({"root": "ws", "source": "copied.txt", "destination": "new/a.txt",
+                   "overwrite": true}),
+        ),
+        ("delete_file", json!({"root": "ws", "path": "new-copy"})),
+    ]
+}
+
+/// A tool's two schemas, compiled (each checked against its meta-schema).
+struct Checked {
+    schemas: Schemas,
+    input: SchemaIndex,
+    output: Option<SchemaIndex>,
+}
+
+fn compile(tool: &rmcp::model::Tool) -> Checked {
+    let mut schemas = Schemas::new();
+    let mut compiler = Compiler::new();
+    let mut add = |part: &str, schema: Value| {
+        let url = format!("urn:loomfs:{}:{part}", tool.name);
+        compiler.add_resource(&url, schema).unwrap();
+        compiler
+            .compile(&url, &mut schemas)
+            .unwrap_or_else(|e| panic!("{}: {part} schema: {e:#}", tool.name))
+    };
+    let input = add("input", Value::Object((*tool.input_schema).clone()));
+    let output = tool
+        .output_schema
+        .as_ref()
+        .map(|s| add("output", Value::Object((**s).clone())));
+    Checked {
+        schemas,
+        input,
+        output,
+    }
+}
+
+#[tokio::test]
+async fn every_tool_takes_and_gives_what_its_schemas_say() {
+    let env = Env::new();
+    env.write(
+        "docs/notes.txt",
+        (1..=4).map(|i| format!("line {i}\n")).collect::<String>(),
+    )
+    .write("docs/image.png", PNG)
+    .write("ws/.gitignore", "build/\n")
+    .write("ws/build/out.txt", "built\n")
+    .write("ws/a.txt", "a\n");
+    let client = start(&env.config(WS_AND_DOCS)).await;
+
+    let listed = tools(&client).await;
+    let mut called = BTreeSet::new();
+    for (name, args) in calls() {
+        let tool = listed
+            .iter()
+            .find(|t| t.name == name)
+            .unwrap_or_else(|| panic!("{name} is not listed"));
+        let checked = compile(tool);
+        if let Err(e) = checked.schemas.validate(&args, checked.input) {
+            panic!("{name}: {args} is refused by its input schema: {e}");
+        }
+        let result = call(&client, name, args.clone()).await;
+        assert!(!is_error(&result), "{name} {args}: {}", text(&result));
+        let output = checked.output.expect("every tool has an output schema");
+        let structured = structured(&result);
+        if let Err(e) = checked.schemas.validate(structured, output) {
+            panic!(
+                "{name} {args}: its structuredContent {structured} is refused by its output schema: {e}"
+            );
+        }
+        called.insert(name);
+    }
+    let all: BTreeSet<&str> = listed.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(called, all, "every listed tool is called");
+}
+
+#[tokio::test]
+async fn an_unknown_argument_is_refused_by_schema_and_tool() {
+    let env = Env::new();
+    env.write("docs/notes.txt", "a\n").mkdir("ws");
+    let client = start(&env.config(WS_AND_DOCS)).await;
+    let listed = tools(&client).await;
+    let tool = listed.iter().find(|t| t.name == "read_file").unwrap();
+    let checked = compile(tool);
+    let args = json!({"root": "docs", "path": "notes.txt", "offest": 2});
+    assert!(checked.schemas.validate(&args, checked.input).is_err());
+    assert_refused(
+        &call(&client, "read_file", args).await,
+        "unknown field `offest`",
+    );
+}
