@@ -34,7 +34,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::Value;
-use session::{Session, code_text, output, printed_paths};
+use session::{Session, code_text, one_root_config, output, printed_paths};
 
 const TOKEN: &str = "LOOMFS_IGNORED_NEEDLE_51c2";
 const SEED: u64 = 0x19_1e0;
@@ -114,12 +114,7 @@ fn bench(c: &mut Criterion) {
     let dir = std::fs::canonicalize(tmp.path()).unwrap();
     let root = dir.join("repo");
     let (holders, rs) = build(&root);
-    let config = dir.join("roots.toml");
-    std::fs::write(
-        &config,
-        "audit_log = \"audit.log\"\nmax_search_results = 20000\n[[roots]]\nname = \"repo\"\npath = \"repo\"\nrole = \"reference\"\n",
-    )
-    .unwrap();
+    let config = one_root_config(&dir, "repo", 20000);
 
     let rg_l = || {
         output(

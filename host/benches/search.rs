@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::Value;
-use session::{Session, code_text, output, printed_paths};
+use session::{Session, code_text, one_root_config, output, printed_paths};
 
 const TOKEN: &str = "LOOMFS_NEEDLE_7f3a";
 const SEED: u64 = 0x10_0f5;
@@ -102,12 +102,7 @@ fn bench(c: &mut Criterion) {
     let root = dir.join("tree");
     let mut holders = build(&root);
     holders.sort();
-    let config = dir.join("roots.toml");
-    std::fs::write(
-        &config,
-        "audit_log = \"audit.log\"\nmax_search_results = 1000\n[[roots]]\nname = \"tree\"\npath = \"tree\"\nrole = \"reference\"\n",
-    )
-    .unwrap();
+    let config = one_root_config(&dir, "tree", 1000);
 
     let find = || {
         output(Command::new("find").arg(&root).args([

@@ -154,3 +154,18 @@ pub fn output(cmd: &mut Command) -> String {
     );
     String::from_utf8(out.stdout).unwrap()
 }
+
+/// Writes `dir/roots.toml`: one reference root, `dir/<name>`, an audit log
+/// beside it, and room for `max_results` search results.
+pub fn one_root_config(dir: &Path, name: &str, max_results: usize) -> std::path::PathBuf {
+    let config = dir.join("roots.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "audit_log = \"audit.log\"\nmax_search_results = {max_results}\n\
+             [[roots]]\nname = \"{name}\"\npath = \"{name}\"\nrole = \"reference\"\n"
+        ),
+    )
+    .unwrap();
+    config
+}

@@ -1,7 +1,7 @@
 //! `loom-fs-mcp`: the command line. Serves MCP over stdio (the default),
 //! checks a config, or lists, restores and purges the trash. Under stdio,
 //! stdout is the JSON-RPC channel: everything else (banner, logs, audit)
-//! goes to stderr.
+//! goes to stderr. No other layer uses this one.
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;

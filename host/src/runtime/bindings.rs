@@ -1,6 +1,6 @@
 //! Host bindings of the WIT tool world (`wit/tool.wit`). Kept in its own
 //! module: the generated names (`Descriptor`, `Output`, ...) would clash with
-//! rmcp's model types elsewhere.
+//! rmcp's model types elsewhere. Generated code only: no logic here.
 
 wasmtime::component::bindgen!({
     path: "../wit",

@@ -1,4 +1,5 @@
-//! The MCP face of the [`Toolbox`]: an rmcp `ServerHandler`.
+//! The MCP face of the [`Toolbox`]: an rmcp `ServerHandler`. It answers
+//! the protocol only: every decision about a call is the toolbox's.
 //!
 //! Both protocol eras are answered: `initialize` (2024-11-05 … 2025-11-25)
 //! and `server/discover` (2026-07-28), which rmcp handles from `get_info`.

@@ -1,4 +1,5 @@
-//! The tool surface and the call path.
+//! The tool surface and the call path, whatever the transport: nothing here
+//! speaks MCP framing, and no call reaches a component but through it.
 //!
 //! The surface is derived from the config: a component is listed only if some
 //! root grants the permission it needs, and its description names those

@@ -1,7 +1,8 @@
 //! Before a call runs: every path argument resolved, the path locks taken
 //! (and the resolution checked again under them), the reserve for what the
 //! call will keep, and a staging directory in each root it writes. A refusal
-//! here ends the call before any component starts.
+//! here ends the call before any component starts; nothing here writes a
+//! user's file.
 
 use super::*;
 

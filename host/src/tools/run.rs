@@ -1,6 +1,6 @@
 //! One call from its instance to its result: limits, mounts, the guest's
 //! run, what it kept and what it was refused, the audit line. The only place
-//! a component is called.
+//! a component is called; it never resolves a path (`prepare` has).
 
 use super::*;
 

@@ -1,6 +1,6 @@
 //! The WASI `descriptor` methods: every open, stat, link, rename, removal,
 //! read and write a guest makes, each through the checks before it touches
-//! the disk.
+//! the disk. None of them acts on a path the checks have not judged.
 
 use super::entries::as_seen;
 use super::*;

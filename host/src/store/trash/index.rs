@@ -1,6 +1,7 @@
 //! The trash directory opened beneath its root, and the index the host
 //! writes beside each call's entry (`.mcp-trash/<stamp>.json`): what was kept,
-//! from where. Written atomically, under the root's index lock.
+//! from where. Written atomically, under the root's index lock; never
+//! followed through a symlink.
 
 use super::*;
 

@@ -1,5 +1,6 @@
 //! Purging entries for good: the operator's erase, by ID or by age, and the
-//! left-overs of interrupted index writes.
+//! left-overs of interrupted index writes. The model never reaches it: the
+//! command line does.
 
 use super::*;
 
