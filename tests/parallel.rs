@@ -639,7 +639,7 @@ fn a_wait_for_a_lock_ends_at_the_deadline_or_when_cancelled() {
 /// Another process's lock is waited for. The test holds, as another server
 /// would, the byte that stands for `e.txt` in the root's `.mcp-trash/.locks`
 /// (an OFD lock on the first 62 bits of the path's SHA-256, see
-/// `host/src/locks.rs`): an edit of `e.txt` waits for it and is refused at
+/// `host/src/store/locks.rs`): an edit of `e.txt` waits for it and is refused at
 /// the tool timeout, a write of another file goes ahead; once the lock is
 /// released, the edit runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

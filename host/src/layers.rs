@@ -3,8 +3,8 @@
 //! the modules of one directory do not use each other in a circle. Test
 //! code is exempt (a test may drive a lower layer through a higher one).
 //! It reads `crate::…` and `super::…` paths as text: a name brought in by
-//! `use super::*` is not seen, which is why the split modules' shared
-//! names live in their parent.
+//! `use super::*` is not seen, so the files of one split module (which
+//! share names through their parent's globs) are checked as one module.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -55,13 +55,44 @@ fn module_of(src: &Path, path: &Path) -> Option<Vec<String>> {
     (!skip && !parts.is_empty()).then_some(parts)
 }
 
-/// The text before the first `#[cfg(test)]` item, comments dropped.
+/// The text before the module's test module (`#[cfg(test)]` then `mod`),
+/// comments dropped. A `#[cfg(test)]` on anything else ends nothing.
 fn code_part(text: &str) -> String {
-    text.lines()
-        .take_while(|l| l.trim() != "#[cfg(test)]")
+    let lines: Vec<&str> = text.lines().collect();
+    let end = lines
+        .windows(2)
+        .position(|w| w[0].trim() == "#[cfg(test)]" && w[1].trim_start().starts_with("mod "))
+        .unwrap_or(lines.len());
+    lines[..end]
+        .iter()
         .filter(|l| !l.trim_start().starts_with("//"))
+        .copied()
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// The items of a `{…}` group (after its `{`), split at its own commas:
+/// nested groups stay whole inside their item.
+fn group_items(group: &str) -> Vec<&str> {
+    let mut items = Vec::new();
+    let (mut depth, mut start) = (0usize, 0usize);
+    for (i, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => {
+                items.push(&group[start..i]);
+                return items;
+            }
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(&group[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(&group[start..]);
+    items
 }
 
 /// The modules `code` names, as absolute module paths: `crate::a::b…` and
@@ -93,8 +124,7 @@ fn references(module: &[String], code: &str) -> BTreeSet<Vec<String>> {
                 supers = r;
             }
             if let Some(group) = supers.strip_prefix('{') {
-                let end = group.find('}').unwrap_or(group.len());
-                for item in group[..end].split(',') {
+                for item in group_items(group) {
                     let path: Vec<String> = item
                         .trim()
                         .split("::")
@@ -227,10 +257,22 @@ fn the_check_sees_an_import_that_points_up() {
     let module = vec!["store".to_string(), "locks".to_string()];
     let found = references(
         &module,
-        "use crate::runtime::fs::TRASH_DIR;\nuse crate::{policy::Root, tools};\nuse super::trash;",
+        "use crate::runtime::fs::TRASH_DIR;\nuse crate::{policy::Root, tools};\nuse super::trash;\n\
+         use crate::{sys::{space, beneath}, server::mcp};",
     );
     assert!(found.contains(&vec!["runtime".to_string(), "fs".to_string()]));
     assert!(found.contains(&vec!["policy".to_string()]));
     assert!(found.contains(&vec!["tools".to_string()]));
     assert!(found.contains(&vec!["store".to_string(), "trash".to_string()]));
+    assert!(found.contains(&vec!["sys".to_string()]));
+    assert!(found.contains(&vec!["server".to_string(), "mcp".to_string()]));
+}
+
+#[test]
+fn only_the_test_module_is_exempt() {
+    let code = code_part(
+        "enum E {\n    #[cfg(test)]\n    Fake,\n}\nuse crate::tools;\n#[cfg(test)]\nmod tests {\n    use crate::cli;\n}\n",
+    );
+    assert!(code.contains("crate::tools"), "{code}");
+    assert!(!code.contains("crate::cli"), "{code}");
 }

@@ -2,8 +2,10 @@
 //! WebAssembly component. See `ARCHITECTURE.md` at the repository root for
 //! the map of this crate.
 //!
-//! The modules are layers, listed here from the top: a module uses those
-//! below it, never one above (tests excepted).
+//! The modules are layers; from the top: `cli`, `server`, `tools`,
+//! `runtime`, `store`, `sys`, `config`, `policy`. A module uses those below
+//! its own, never one above (tests excepted); `layers.rs` holds the order and
+//! checks it.
 
 pub mod cli;
 pub mod config;
