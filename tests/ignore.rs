@@ -652,6 +652,7 @@ async fn ignore_files_are_read_through_the_policy() {
         .symlink("rules", "r/other/.gitignore");
     let config = env.config(
         r#"
+        audit_log = "audit.log"
         [[roots]]
         name = "r"
         path = "r"
@@ -682,6 +683,22 @@ async fn ignore_files_are_read_through_the_policy() {
     );
     assert_eq!(ignored_count(&r), 2);
     assert!(!text(&r).contains("could not be read"), "{}", text(&r));
+
+    // Started below the root, the rules above the start still count, and
+    // the denied .ignore up there is never asked for: the audit log has no
+    // refusal of a file nobody named.
+    let below = search(&client, json!({"root": "r", "pattern": "*", "path": "sub"})).await;
+    assert_eq!(
+        found(&below),
+        ["sub/b.rs"].map(String::from).into(),
+        "{}",
+        text(&below)
+    );
+    let refused: Vec<_> = audit(&env)
+        .into_iter()
+        .filter(|line| line["decision"] == "deny")
+        .collect();
+    assert!(refused.is_empty(), "{refused:?}");
 
     // An unreadable one is said, never fatal.
     env.write("r/locked/.gitignore", "*\n")

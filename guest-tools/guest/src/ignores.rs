@@ -103,8 +103,10 @@ pub struct StartIgnored;
 /// Reads ignore files and counts those that could not be read.
 #[derive(Default)]
 pub struct Loader {
-    /// Ignore files that exist but could not be read (unreadable, too
-    /// large, not a regular file): their rules are not applied.
+    /// Ignore files that exist but could not be read (unreadable, or too
+    /// large), and directories above a walk's start that could not be
+    /// listed for theirs: their rules are not applied. An ignore file that
+    /// is not a regular file (a symlink, a FIFO) is not one, and not counted.
     pub unreadable: u64,
 }
 
@@ -162,8 +164,14 @@ impl Loader {
             } else {
                 root.join(&dir_rel)
             };
-            let [ignore, gitignore] =
-                FILE_NAMES.map(|name| self.parse(sys::open_file(&dir.join(name), false)));
+            let listed = self.listed_in(&dir);
+            let [ignore, gitignore] = [0, 1].map(|i| {
+                if listed[i] {
+                    self.parse(sys::open_file(&dir.join(FILE_NAMES[i]), false))
+                } else {
+                    Gitignore::empty()
+                }
+            });
             chain = chained(&dir_rel, ignore, gitignore, chain);
             let child = if dir_rel == "." {
                 part.to_string()
@@ -176,6 +184,30 @@ impl Loader {
             dir_rel = child;
         }
         Ok(chain)
+    }
+
+    /// Which of [`FILE_NAMES`] `dir` lists as regular files. Listed first,
+    /// never opened on the chance: a denied name is not listed, so it is
+    /// never asked for, and the audit log records no refusal of a file
+    /// nobody named. A directory that cannot be listed is counted.
+    fn listed_in(&mut self, dir: &Path) -> [bool; 2] {
+        let mut listed = [false; 2];
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(_) => {
+                self.unreadable += 1;
+                return listed;
+            }
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if let Some(i) = FILE_NAMES.iter().position(|n| name == *n)
+                && entry.file_type().is_ok_and(|t| t.is_file())
+            {
+                listed[i] = true;
+            }
+        }
+        listed
     }
 
     /// The rules of one opened ignore file; empty when it is missing, or
@@ -314,7 +346,11 @@ mod tests {
         let ignored = |rel| Rules::is_ignored(rules.as_ref(), rel, false);
         assert!(ignored("a.txt"), "BOM and CR dropped");
         assert!(ignored("#b") && ignored("c.txt"));
-        assert!(!ignored("d.txt"), "a bare ! re-includes nothing");
+        let bare = chain(&[(".", "", "*.txt\n!\n")]);
+        assert!(
+            Rules::is_ignored(bare.as_ref(), "d.txt", false),
+            "a bare ! re-includes nothing"
+        );
         assert!(chain(&[(".", "", "# only a comment\n")]).is_none());
         let not_utf8 = parse(b"\xff\xfe\nz.txt\n");
         assert!(
