@@ -43,6 +43,7 @@ fn fixture() -> (Env, std::path::PathBuf) {
          /data/*\n\
          !/data/public/\n\
          \\#notes\n\
+         *.{o,a}\n\
          trailing.txt   \n\
          \u{feff}not-a-bom.txt\n",
     )
@@ -60,6 +61,9 @@ fn fixture() -> (Env, std::path::PathBuf) {
     .write("repo/src/build/out.rs", format!("// {TOKEN}\n"))
     .write("repo/notes/build", "a file named build\n")
     .write("repo/notes/#notes", "escaped hash\n")
+    // Braces are themselves in git, not alternatives.
+    .write("repo/notes/x.{o,a}", "literal braces\n")
+    .write("repo/notes/x.o", "not ignored\n")
     .write("repo/notes/trailing.txt", "trailing spaces trimmed\n")
     // Anchored with a slash: only the root's docs/*.html, one level.
     .write("repo/docs/index.html", "<p>\n")

@@ -280,6 +280,25 @@ fn read_small(file: &Descriptor) -> Option<Vec<u8>> {
     }
 }
 
+/// `line` with its braces escaped (an escaped one stays as it is): git
+/// reads `{` and `}` as themselves, globset as alternatives, so `*.{o,a}`
+/// names the one file `x.{o,a}` in git and must here too.
+fn literal_braces(line: &str) -> std::borrow::Cow<'_, str> {
+    if !line.contains(['{', '}']) {
+        return line.into();
+    }
+    let mut out = String::with_capacity(line.len() + 4);
+    let mut escaped = false;
+    for c in line.chars() {
+        if !escaped && (c == '{' || c == '}') {
+            out.push('\\');
+        }
+        escaped = !escaped && c == '\\';
+        out.push(c);
+    }
+    out.into()
+}
+
 /// Parses the text of an ignore file as `GitignoreBuilder::add` does
 /// (lines split at `\n`, a trailing `\r` and a leading BOM dropped, lines
 /// that are not UTF-8 or not a valid glob skipped), from bytes read here.
@@ -297,7 +316,7 @@ pub fn parse(text: &[u8]) -> Gitignore {
             line
         };
         // A line that is not a valid glob is skipped, as git skips it.
-        let _ = builder.add_line(None, line);
+        let _ = builder.add_line(None, &literal_braces(line));
     }
     builder.build().unwrap_or_else(|_| Gitignore::empty())
 }
@@ -352,6 +371,11 @@ mod tests {
             "a bare ! re-includes nothing"
         );
         assert!(chain(&[(".", "", "# only a comment\n")]).is_none());
+        let braces = chain(&[(".", "", "*.{o,a}\n\\{b}\n")]);
+        let ignored_here = |rel| Rules::is_ignored(braces.as_ref(), rel, false);
+        assert!(ignored_here("x.{o,a}"), "braces are literal, as in git");
+        assert!(!ignored_here("x.o") && !ignored_here("x.a"));
+        assert!(ignored_here("{b}"), "an escaped brace stays one");
         let not_utf8 = parse(b"\xff\xfe\nz.txt\n");
         assert!(
             not_utf8.matched("z.txt", false).is_ignore(),
