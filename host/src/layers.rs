@@ -95,12 +95,11 @@ fn group_items(group: &str) -> Vec<&str> {
     items
 }
 
-/// The modules `code` names, as absolute module paths: `crate::a::b…` and
+/// The modules `text` names, as absolute module paths: `crate::a::b…` and
 /// `super::…` (resolved against `module`), including inside
 /// `crate::{a::x, b}` groups.
-fn references(module: &[String], code: &str) -> BTreeSet<Vec<String>> {
+fn references(module: &[String], text: &str) -> BTreeSet<Vec<String>> {
     let mut found = BTreeSet::new();
-    let text = code;
     for start in ["crate::", "super::"] {
         let mut from = 0;
         while let Some(at) = text[from..].find(start) {

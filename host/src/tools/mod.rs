@@ -26,8 +26,6 @@ use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotation
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-pub mod slots;
-
 use crate::config::Config;
 use crate::policy::{
     PathArg, Permission, Perms, Resolved, neutralised, noted, path_requests, resolve, shown_arg,
@@ -48,6 +46,7 @@ use slots::{SlotError, Slots};
 mod prepare;
 mod results;
 mod run;
+pub mod slots;
 
 use prepare::*;
 use results::*;
