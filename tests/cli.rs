@@ -208,6 +208,50 @@ fn stdout_is_only_json_rpc_and_eof_exits_cleanly() {
     assert_eq!(allow["tool"], "read_file");
 }
 
+/// Pipes are read and written on the server's event loop; anything else
+/// keeps tokio's blocking stdio: a stdin that is a file, and a stdout that
+/// is also stderr's pipe (`2>&1`), which stderr's writers expect blocking.
+/// Both serve the session whole.
+#[test]
+fn stdin_from_a_file_and_stderr_on_stdout_still_serve() {
+    let env = Env::new();
+    let config = roots(&env);
+    env.write("docs/a.txt", "hello\n");
+    let requests = env.path("requests.jsonl");
+    std::fs::write(
+        &requests,
+        [
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read_file","arguments":{"root":"docs","path":"a.txt"}}}"#,
+            "",
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let (mut reader, writer) = std::io::pipe().unwrap();
+    let mut child = command()
+        .arg("--config")
+        .arg(&config)
+        .stdin(std::fs::File::open(&requests).unwrap())
+        .stdout(writer.try_clone().unwrap())
+        .stderr(writer)
+        .spawn()
+        .expect("spawn loom-fs-mcp");
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut reader, &mut out).unwrap();
+    assert_exits_cleanly(&mut child);
+    let answers: Vec<serde_json::Value> = out
+        .lines()
+        .filter(|l| l.starts_with(r#"{"jsonrpc""#))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(answers.len(), 2, "{out}");
+    assert_eq!(answers[1]["id"], 2, "{out}");
+    assert_eq!(answers[1]["result"]["content"][0]["text"], "hello\n", "{out}");
+    assert!(out.contains("serving MCP over stdio"), "{out}");
+}
+
 #[test]
 fn audit_lines_go_to_the_configured_file() {
     let env = Env::new();

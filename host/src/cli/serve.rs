@@ -261,7 +261,8 @@ pub(super) fn shared_audit_dir(dir: &Path) -> String {
 }
 
 pub(super) async fn serve_stdio(server: Server) -> anyhow::Result<()> {
-    let (io, flushed) = stdio::guarded(tokio::io::stdin(), tokio::io::stdout());
+    let (input, output) = stdio::std_streams();
+    let (io, flushed) = stdio::guarded(input, output);
     let service = server
         .serve(io)
         .await

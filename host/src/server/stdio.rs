@@ -36,6 +36,52 @@ enum Verdict {
     Skip,
 }
 
+/// The process's stdin and stdout, for [`guarded`]. When they are pipes (as
+/// an MCP client starts a server) they are read and written on the runtime's
+/// own event loop; tokio's `stdin()` and `stdout()` hand each read and write
+/// to a blocking thread, a wake-up of another thread and back on every
+/// request and every answer. Anything else (a terminal, a file) keeps
+/// tokio's. The pipe becomes non-blocking, which the client's end, another
+/// open file, does not see; a stdout that is also stderr's pipe stays
+/// blocking, as stderr's writers expect.
+pub fn std_streams() -> (
+    Box<dyn AsyncRead + Unpin + Send>,
+    Box<dyn AsyncWrite + Unpin + Send>,
+) {
+    use std::os::fd::AsFd;
+    use tokio::net::unix::pipe;
+    let input: Box<dyn AsyncRead + Unpin + Send> = match std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(pipe::Receiver::from_owned_fd)
+    {
+        Ok(pipe) => Box::new(pipe),
+        Err(_) => Box::new(tokio::io::stdin()),
+    };
+    let (stdout, stderr) = (std::io::stdout(), std::io::stderr());
+    let same = |a: std::os::fd::BorrowedFd, b: std::os::fd::BorrowedFd| {
+        use std::os::unix::fs::MetadataExt;
+        let meta = |fd: std::os::fd::BorrowedFd| {
+            fd.try_clone_to_owned()
+                .and_then(|fd| std::fs::File::from(fd).metadata())
+                .map(|m| (m.dev(), m.ino()))
+        };
+        matches!((meta(a), meta(b)), (Ok(a), Ok(b)) if a == b)
+    };
+    let output: Box<dyn AsyncWrite + Unpin + Send> = match same(stdout.as_fd(), stderr.as_fd()) {
+        true => Box::new(tokio::io::stdout()),
+        false => match stdout
+            .as_fd()
+            .try_clone_to_owned()
+            .and_then(pipe::Sender::from_owned_fd)
+        {
+            Ok(pipe) => Box::new(pipe),
+            Err(_) => Box::new(tokio::io::stdout()),
+        },
+    };
+    (input, output)
+}
+
 /// rmcp's side of the guard, to hand to `serve`.
 pub type Io = rmcp::transport::async_rw::AsyncRwTransport<
     rmcp::RoleServer,
