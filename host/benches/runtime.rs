@@ -1,7 +1,8 @@
 //! The component call alone, without MCP: a fresh instance per call reading
 //! a 4 KiB file through the policing filesystem (`runtime/read_file_4k`),
 //! against the same call on `get_file_info` of that file, which does no
-//! read (`runtime/get_file_info`): the difference is the read itself.
+//! read (`runtime/get_file_info`): the difference is the read itself; and a
+//! 1 MiB read (`runtime/read_file_1m`), where the guest's own work shows.
 //!
 //! Run with `cargo bench -p loom-fs-mcp --bench runtime`.
 
@@ -16,6 +17,11 @@ fn bench(c: &mut Criterion) {
     let tmp = tempfile::TempDir::new().unwrap();
     let dir = std::fs::canonicalize(tmp.path()).unwrap();
     std::fs::write(dir.join("page.txt"), "x".repeat(4095) + "\n").unwrap();
+    std::fs::write(
+        dir.join("book.txt"),
+        "a line of sixty-four bytes, the same one again and again.......\n".repeat(1 << 14),
+    )
+    .unwrap();
     let root = Arc::new(Root {
         name: "docs".into(),
         path: dir,
@@ -23,7 +29,7 @@ fn bench(c: &mut Criterion) {
         perms: Role::Reference.ceiling(),
         deny: DenyList::new([]).unwrap(),
         extra_deny: vec![],
-        max_read_bytes: 1 << 20,
+        max_read_bytes: 2 << 20,
         min_free_bytes: 0,
     });
     let mut rt = Runtime::new(Budget {
@@ -41,7 +47,7 @@ fn bench(c: &mut Criterion) {
             rt.load(&component, runtime::BUILT_IN.into()).unwrap(),
         );
     }
-    let call = |tool: &str| {
+    let call = |tool: &str, path: &str| {
         let out = rt.call(
             index[tool],
             CallRequest {
@@ -55,7 +61,7 @@ fn bench(c: &mut Criterion) {
                     max_results: 200,
                     max_search_bytes: 1 << 26,
                 },
-                arguments: r#"{"root":"docs","path":"page.txt"}"#.into(),
+                arguments: format!(r#"{{"root":"docs","path":"{path}"}}"#),
                 stamp: None,
                 cancel: Default::default(),
                 activity: Arc::default(),
@@ -68,8 +74,11 @@ fn bench(c: &mut Criterion) {
     group
         .sample_size(50)
         .measurement_time(Duration::from_secs(6));
-    group.bench_function("get_file_info", |b| b.iter(|| call("get_file_info")));
-    group.bench_function("read_file_4k", |b| b.iter(|| call("read_file")));
+    group.bench_function("get_file_info", |b| {
+        b.iter(|| call("get_file_info", "page.txt"))
+    });
+    group.bench_function("read_file_4k", |b| b.iter(|| call("read_file", "page.txt")));
+    group.bench_function("read_file_1m", |b| b.iter(|| call("read_file", "book.txt")));
     group.finish();
 }
 
