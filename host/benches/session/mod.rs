@@ -5,6 +5,8 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
+pub mod noisy;
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_loom-fs-mcp");
 pub const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"0"}}}"#;
 
@@ -81,9 +83,27 @@ impl Session {
 
     /// Sends one JSON-RPC line and reads the response line.
     pub fn request(&mut self, json: &str) -> usize {
+        self.send(json);
+        self.recv()
+    }
+
+    /// Sends one JSON-RPC line without waiting for an answer (for requests
+    /// kept in flight).
+    #[allow(dead_code)]
+    pub fn send(&mut self, json: &str) {
         writeln!(self.stdin, "{json}").unwrap();
+    }
+
+    /// Reads the next line into `line`; its length, 0 at end of output.
+    pub fn recv(&mut self) -> usize {
         self.line.clear();
         self.stdout.read_line(&mut self.line).unwrap()
+    }
+
+    /// The server's process id.
+    #[allow(dead_code)]
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 }
 
