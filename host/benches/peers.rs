@@ -15,14 +15,38 @@
 //! response line) per server, and the ratios of loom-fs's p50 to each peer's
 //! and to the floor. Replies are only checked for being answers and not
 //! errors (`error`, or `result.isError`); errors are counted per workload
-//! and shown, never fatal.
+//! and shown (with the first error's reply), never fatal. The floors:
+//! spawning `cat` and reading a line back (for spawn → `initialize`);
+//! loom-fs's `list_roots`, answered by its host alone, the protocol floor
+//! (for `read_file` and `get_file_info`); a native temporary file, write,
+//! fsync, rename of the same 4 KiB (for `write_file`); `find -prune` and
+//! `grep -rl --exclude-dir` as whole processes on the noisy tree (for glob
+//! and `contains`). After the table: `read_file` throughput with 8 requests
+//! in flight on one session, and each server's RSS after start and after
+//! 10,000 calls.
+//!
+//! The fixture: a 4 KiB and a 1 MiB text file, a directory of 1,000 files,
+//! a tree exactly 3 levels deep (10 × 10 directories of 49 files, 5,010
+//! entries, so the Node server's `directory_tree`, which has no depth, lists
+//! the same), a 4 KiB and a 100 KiB file per server for writes and edits,
+//! and the noisy tree of `session/noisy.rs` (24,300 files, 24,000 of them
+//! under `.venv/` and `node_modules/`). loom-fs serves it as one workspace
+//! root (its audit log to stderr, which is null: an audit file is held by
+//! one instance, and the spawn workload starts more beside the open
+//! session); the peers get it as their allowed directory (rust-mcp-filesystem
+//! with `--allow-write`). loom-fs prunes the noise by its deny list; the
+//! peers are given `excludePatterns` for it (the Node server then prunes;
+//! rust-mcp-filesystem walks everything first and filters after). Where a
+//! peer has no tool for a workload (`copy_file`, Node's `contains`), its
+//! cells say `n/a`.
 //!
 //! Then the same workloads through the official Python SDK
 //! (`benches/peers_sdk.py`, `ClientSession.call_tool`, what real clients pay;
 //! needs `pip install mcp`), in a second table.
 //!
 //! Run with `cargo bench -p loom-fs-mcp --bench peers`. `LOOMFS_PEERS_WORKLOADS`
-//! (comma-separated names from the first column) picks workloads,
+//! (comma-separated keys from the first column, `throughput`, `rss`) picks
+//! workloads,
 //! `LOOMFS_PEERS_ROUNDS` sets every workload's rounds, `LOOMFS_PEERS_SDK=0`
 //! skips the Python mode, `LOOMFS_PEERS_PYTHON` names the interpreter.
 
@@ -112,6 +136,13 @@ fn loom(fx: &Fixture) -> Server {
 
 /// The pinned Node server, installed on first use.
 fn node(fx: &Fixture) -> Result<Server, String> {
+    let node_runs = Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !node_runs {
+        return Err("no `node` on PATH".into());
+    }
     let prefix = peers_dir().join("node");
     let package = prefix.join("node_modules").join(NODE_PACKAGE);
     let installed = std::fs::read_to_string(package.join("package.json"))
@@ -310,79 +341,47 @@ impl Floor {
     }
 }
 
-const WORKLOADS: &[(Work, &str, &str, usize, Option<Floor>)] = &[
-    (
-        Work::Spawn,
-        "spawn",
-        "spawn -> initialize",
-        10,
-        Some(Floor::Cat),
-    ),
-    (
-        Work::ListRoots,
-        "list_roots",
-        "list_roots / list_allowed_directories",
-        50,
-        None,
-    ),
-    (
-        Work::Read4k,
-        "read_4k",
-        "read_file 4 KiB",
-        50,
-        Some(Floor::ListRoots),
-    ),
-    (Work::Read1m, "read_1m", "read_file 1 MiB", 20, None),
-    (
-        Work::Info,
-        "info",
-        "get_file_info",
-        50,
-        Some(Floor::ListRoots),
-    ),
-    (Work::List1000, "list_1000", "list 1,000 entries", 20, None),
-    (
-        Work::Tree5000,
-        "tree_5000",
-        "tree depth 3, 5,010 entries",
-        10,
-        None,
-    ),
-    (
-        Work::Write4k,
-        "write_4k",
-        "write_file 4 KiB overwrite",
-        30,
-        Some(Floor::NativeWrite),
-    ),
-    (
-        Work::Edit100k,
-        "edit_100k",
-        "edit_file 1 line in 100 KiB",
-        30,
-        None,
-    ),
-    (
-        Work::Glob,
-        "glob",
-        "glob *.py, noisy tree",
-        10,
-        Some(Floor::Find),
-    ),
-    (
-        Work::Contains,
-        "contains",
-        "contains token, noisy tree",
-        10,
-        Some(Floor::Grep),
-    ),
-    (
-        Work::Copy1000,
-        "copy_1000",
-        "copy 1,000-file directory",
-        5,
-        None,
-    ),
+/// One row of the tables.
+#[derive(Clone, Copy)]
+struct Workload {
+    work: Work,
+    /// Its name in `LOOMFS_PEERS_WORKLOADS` and the first column.
+    key: &'static str,
+    label: &'static str,
+    rounds: usize,
+    floor: Option<Floor>,
+}
+
+const fn w(
+    work: Work,
+    key: &'static str,
+    label: &'static str,
+    rounds: usize,
+    floor: Option<Floor>,
+) -> Workload {
+    Workload {
+        work,
+        key,
+        label,
+        rounds,
+        floor,
+    }
+}
+
+#[rustfmt::skip]
+const WORKLOADS: &[Workload] = &[
+    w(Work::Spawn, "spawn", "spawn -> initialize", 10, Some(Floor::Cat)),
+    w(Work::ListRoots, "list_roots", "list_roots / list_allowed_directories", 50, None),
+    w(Work::Read4k, "read_4k", "read_file 4 KiB", 50, Some(Floor::ListRoots)),
+    w(Work::Read1m, "read_1m", "read_file 1 MiB", 20, None),
+    w(Work::Info, "info", "get_file_info", 50, Some(Floor::ListRoots)),
+    w(Work::List1000, "list_1000", "list 1,000 entries", 20, None),
+    w(Work::Tree5000, "tree_5000", "tree depth 3, 5,010 entries", 10, None),
+    w(Work::Write4k, "write_4k", "write_file 4 KiB overwrite", 30, Some(Floor::NativeWrite)),
+    w(Work::Edit100k, "edit_100k", "edit_file 1 line in 100 KiB", 30, None),
+    w(Work::Glob, "glob", "glob *.py, noisy tree", 10, Some(Floor::Find)),
+    w(Work::Contains, "contains", "contains token, noisy tree", 10, Some(Floor::Grep)),
+    w(Work::Copy1000, "copy_1000", "copy 1,000-file directory", 5, None),
 ];
 
 /// The tool and arguments of one sample of `work` for `kind`, or `None`
@@ -424,7 +423,7 @@ fn call(work: Work, kind: Kind, dir: &Path, round: usize) -> Option<(&'static st
             with(&format!("w/{kind:?}.txt"), json!({"content": lines(4096)})),
         ),
         Work::Edit100k => {
-            let (old, new) = if round % 2 == 0 {
+            let (old, new) = if round.is_multiple_of(2) {
                 (EDIT_A, EDIT_B)
             } else {
                 (EDIT_B, EDIT_A)
@@ -616,10 +615,17 @@ fn sample_floor(floor: Floor, dir: &Path, loom: &mut Session) -> (Duration, usiz
 fn run_raw(
     lives: &mut [Live],
     dir: &Path,
-    works: &[(Work, &str, &str, usize, Option<Floor>)],
+    works: &[Workload],
 ) -> BTreeMap<&'static str, (Vec<Samples>, Samples)> {
     let mut table = BTreeMap::new();
-    for &(work, key, _, rounds, floor) in works {
+    for &Workload {
+        work,
+        key,
+        rounds,
+        floor,
+        ..
+    } in works
+    {
         let mut per: Vec<Samples> = vec![Samples::default(); lives.len()];
         let mut floor_samples = Samples::default();
         for round in 0..rounds {
@@ -646,13 +652,9 @@ fn run_raw(
                 floor_samples.push(time, bytes, ok);
             }
         }
-        table.insert(key_static(key), (per, floor_samples));
+        table.insert(key, (per, floor_samples));
     }
     table
-}
-
-fn key_static(key: &str) -> &'static str {
-    WORKLOADS.iter().find(|w| w.1 == key).unwrap().1
 }
 
 /// `calls` read_file 4 KiB calls on `s` with `IN_FLIGHT` outstanding;
@@ -738,7 +740,7 @@ fn ratio(a: Option<Duration>, b: Option<Duration>) -> String {
 fn print_table(
     title: &str,
     names: &[&str],
-    works: &[(Work, &str, &str, usize, Option<Floor>)],
+    works: &[Workload],
     table: &BTreeMap<&'static str, (Vec<Samples>, Samples)>,
     bytes_label: &str,
 ) {
@@ -758,7 +760,14 @@ fn print_table(
     head.push_str(&format!(" {}/floor | errors |", names[0]));
     rule.push_str("---:|---|");
     println!("{head}\n{rule}");
-    for &(_, key, label, rounds, floor) in works {
+    for &Workload {
+        key,
+        label,
+        rounds,
+        floor,
+        ..
+    } in works
+    {
         let Some((per, floor_samples)) = table.get(key) else {
             continue;
         };
@@ -807,7 +816,7 @@ fn print_table(
         ));
         println!("{row}");
     }
-    for &(_, key, ..) in works {
+    for &Workload { key, .. } in works {
         let Some((per, _)) = table.get(key) else {
             continue;
         };
@@ -826,7 +835,7 @@ fn print_table(
 fn sdk_spec(
     servers: &[&Server],
     dir: &Path,
-    works: &[(Work, &str, &str, usize, Option<Floor>)],
+    works: &[Workload],
     throughput_rounds: usize,
 ) -> Value {
     let servers_json: Vec<Value> = servers
@@ -845,29 +854,29 @@ fn sdk_spec(
         .collect();
     let works_json: Vec<Value> = works
         .iter()
-        .map(|&(work, key, _, rounds, floor)| {
+        .map(|w| {
             let calls: Vec<Value> = servers
                 .iter()
                 .map(|s| {
-                    if work == Work::Spawn {
+                    if w.work == Work::Spawn {
                         return Value::Null;
                     }
-                    let per_round: Option<Vec<Value>> = (0..rounds)
+                    let per_round: Option<Vec<Value>> = (0..w.rounds)
                         .map(|r| {
-                            call(work, s.kind, dir, r)
+                            call(w.work, s.kind, dir, r)
                                 .map(|(tool, args)| json!({"tool": tool, "arguments": args}))
                         })
                         .collect();
-                    per_round.map_or(Value::Null, |v| Value::Array(v))
+                    per_round.map_or(Value::Null, Value::Array)
                 })
                 .collect();
             json!({
-                "key": key,
-                "spawn": work == Work::Spawn,
-                "rounds": rounds,
+                "key": w.key,
+                "spawn": w.work == Work::Spawn,
+                "rounds": w.rounds,
                 "calls": calls,
-                "floor_list_roots": floor == Some(Floor::ListRoots),
-                "cleanup": work == Work::Copy1000,
+                "floor_list_roots": w.floor == Some(Floor::ListRoots),
+                "cleanup": w.work == Work::Copy1000,
             })
         })
         .collect();
@@ -882,7 +891,7 @@ fn sdk_spec(
 fn run_sdk(
     servers: &[&Server],
     dir: &Path,
-    works: &[(Work, &str, &str, usize, Option<Floor>)],
+    works: &[Workload],
     raw: &BTreeMap<&'static str, (Vec<Samples>, Samples)>,
     throughput_rounds: usize,
 ) {
@@ -952,7 +961,7 @@ fn run_sdk(
         }
     };
     let mut table = BTreeMap::new();
-    for &(_, key, _, _, floor) in works {
+    for &Workload { key, floor, .. } in works {
         let w = &result["workloads"][key];
         if w.is_null() {
             continue;
@@ -968,7 +977,7 @@ fn run_sdk(
             Some(_) => raw.get(key).map(|r| r.1.clone()).unwrap_or_default(),
             None => Samples::default(),
         };
-        table.insert(key_static(key), (per, floor_samples));
+        table.insert(key, (per, floor_samples));
     }
     let names: Vec<&str> = servers.iter().map(|s| s.name).collect();
     print_table(
@@ -1007,8 +1016,11 @@ fn main() {
     let wanted = |key: &str| selected.as_ref().is_none_or(|s| s.iter().any(|k| k == key));
     let works: Vec<_> = WORKLOADS
         .iter()
-        .filter(|w| wanted(w.1))
-        .map(|&(work, key, label, n, floor)| (work, key, label, rounds.unwrap_or(n), floor))
+        .filter(|w| wanted(w.key))
+        .map(|&w| Workload {
+            rounds: rounds.unwrap_or(w.rounds),
+            ..w
+        })
         .collect();
     let throughput_rounds = rounds.unwrap_or(3);
 
@@ -1038,7 +1050,7 @@ fn main() {
         .collect();
     // Warm every server and the page cache: one call of each workload (the
     // edit files are put back after).
-    for &(work, ..) in &works {
+    for &Workload { work, .. } in &works {
         for live in lives.iter_mut() {
             if let Some((tool, args)) = call(work, live.server.kind, &fx.dir, 0) {
                 sample_call(&mut live.session, tool, &args);
