@@ -48,7 +48,12 @@
 //! (comma-separated keys from the first column, `throughput`, `rss`) picks
 //! workloads,
 //! `LOOMFS_PEERS_ROUNDS` sets every workload's rounds, `LOOMFS_PEERS_SDK=0`
-//! skips the Python mode, `LOOMFS_PEERS_PYTHON` names the interpreter.
+//! skips the Python mode, `LOOMFS_PEERS_PYTHON` names the interpreter,
+//! `LOOMFS_PEERS_NOFILE` sets the open-file limit the servers inherit, if
+//! the hard limit allows (rust-mcp-filesystem 0.4.5 holds a descriptor per
+//! entry of a tree it searches, about 26,000 on the noisy tree, and answers
+//! "Too many open files" below that: its glob and `contains` rows then show
+//! errors).
 
 #[allow(dead_code)]
 mod session;
@@ -1005,6 +1010,31 @@ fn run_sdk(
 
 // ------------------------------------------------------------------- main
 
+/// Sets this process's open-file limit, which every server inherits, to `n`
+/// (the hard limit too when it is lower: needs root).
+fn raise_nofile(n: u64) {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write the struct given.
+    let done = unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && {
+            limit.rlim_cur = n;
+            limit.rlim_max = limit.rlim_max.max(n);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0
+        }
+    };
+    if done {
+        println!("open-file limit of every server: {n} (LOOMFS_PEERS_NOFILE)");
+    } else {
+        println!(
+            "open-file limit: could not set {n} ({}), left as it was",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; a filter argument is not supported.
     let selected: Option<Vec<String>> = std::env::var("LOOMFS_PEERS_WORKLOADS")
@@ -1024,6 +1054,12 @@ fn main() {
         .collect();
     let throughput_rounds = rounds.unwrap_or(3);
 
+    if let Some(n) = std::env::var("LOOMFS_PEERS_NOFILE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        raise_nofile(n);
+    }
     let started = Instant::now();
     let fx = fixture(&[Kind::Loom, Kind::Node, Kind::Rust]);
     let mut servers = vec![loom(&fx)];
