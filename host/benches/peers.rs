@@ -46,9 +46,9 @@
 //!
 //! Run with `cargo bench -p loom-fs-mcp --bench peers`. `LOOMFS_PEERS_WORKLOADS`
 //! (comma-separated keys from the first column, `throughput`, `rss`) picks
-//! workloads,
-//! `LOOMFS_PEERS_ROUNDS` sets every workload's rounds, `LOOMFS_PEERS_SDK=0`
-//! skips the Python mode, `LOOMFS_PEERS_PYTHON` names the interpreter,
+//! workloads, `LOOMFS_PEERS_ROUNDS` sets every workload's rounds,
+//! `LOOMFS_PEERS_SDK=0` skips the Python mode, `LOOMFS_PEERS_PYTHON` names
+//! the interpreter,
 //! `LOOMFS_PEERS_NOFILE` sets the open-file limit the servers inherit, if
 //! the hard limit allows (rust-mcp-filesystem 0.4.5 holds a descriptor per
 //! entry of a tree it searches, about 26,000 on the noisy tree, and answers
@@ -565,7 +565,12 @@ fn sample_spawn(server: &Server) -> (Duration, usize, bool) {
 fn sample_call(s: &mut Session, tool: &str, args: &Value) -> (Duration, usize, bool) {
     let line = request(1, tool, args);
     let start = Instant::now();
-    s.request(&line);
+    // A server that is gone answers nothing: an empty line, an error.
+    if s.send(&line).is_ok() {
+        s.recv();
+    } else {
+        s.line.clear();
+    }
     let time = start.elapsed();
     (time, s.line.trim_end().len(), answered(&s.line))
 }
@@ -673,7 +678,7 @@ fn pipelined(s: &mut Session, kind: Kind, dir: &Path, calls: usize) -> (Duration
     let start = Instant::now();
     let mut sent = 0;
     while sent < calls.min(IN_FLIGHT) {
-        s.send(&lines[sent]);
+        let _ = s.send(&lines[sent]);
         sent += 1;
     }
     while replies.len() < calls {
@@ -682,7 +687,7 @@ fn pipelined(s: &mut Session, kind: Kind, dir: &Path, calls: usize) -> (Duration
         }
         replies.push(std::mem::take(&mut s.line));
         if sent < calls {
-            s.send(&lines[sent]);
+            let _ = s.send(&lines[sent]);
             sent += 1;
         }
     }
@@ -833,16 +838,27 @@ fn print_table(
     }
 }
 
+/// One line per server: calls/s, errors, and loom-fs's rate over the peer's
+/// (above 1: loom-fs does more calls a second).
+fn print_throughput(names: &[&str], rates: &[f64], errors: &[usize]) {
+    for (i, name) in names.iter().enumerate() {
+        let vs = if i == 0 {
+            String::new()
+        } else {
+            format!("  loom-fs/{name}: {:.2}×", rates[0] / rates[i])
+        };
+        println!(
+            "  {name:<9} {:>8.0} calls/s  errors {}{vs}",
+            rates[i], errors[i]
+        );
+    }
+}
+
 // ------------------------------------------------------------- python sdk
 
 /// The workloads as data for `peers_sdk.py`: per server the tool and
 /// arguments of each round (`null` where it has no tool).
-fn sdk_spec(
-    servers: &[&Server],
-    dir: &Path,
-    works: &[Workload],
-    throughput_rounds: usize,
-) -> Value {
+fn sdk_spec(servers: &[Server], dir: &Path, works: &[Workload], throughput_rounds: usize) -> Value {
     let servers_json: Vec<Value> = servers
         .iter()
         .map(|s| {
@@ -894,7 +910,7 @@ fn sdk_spec(
 
 /// Runs the Python SDK mode and prints its tables; says why when skipped.
 fn run_sdk(
-    servers: &[&Server],
+    servers: &[Server],
     dir: &Path,
     works: &[Workload],
     raw: &BTreeMap<&'static str, (Vec<Samples>, Samples)>,
@@ -998,13 +1014,80 @@ fn run_sdk(
             "\npython SDK throughput: {THROUGHPUT_CALLS} read_file 4 KiB, {IN_FLIGHT} in flight, \
              one session (median of {throughput_rounds} rounds)"
         );
-        for (name, v) in names.iter().zip(t) {
-            println!(
-                "  {name:<9} {:>8.0} calls/s  errors {}",
-                v["calls_per_s"].as_f64().unwrap_or(0.0),
-                v["errors"]
-            );
+        let rates: Vec<f64> = t
+            .iter()
+            .map(|v| v["calls_per_s"].as_f64().unwrap_or(0.0))
+            .collect();
+        let errors: Vec<usize> = t
+            .iter()
+            .map(|v| v["errors"].as_u64().unwrap_or(0) as usize)
+            .collect();
+        print_throughput(&names, &rates, &errors);
+    }
+}
+
+/// Warms every server and the page cache: one call of each workload (the
+/// edit files are put back after, the copy removed).
+fn warm(lives: &mut [Live], dir: &Path, works: &[Workload]) {
+    for &Workload { work, .. } in works {
+        for live in lives.iter_mut() {
+            if let Some((tool, args)) = call(work, live.server.kind, dir, 0) {
+                sample_call(&mut live.session, tool, &args);
+            }
         }
+        if work == Work::Copy1000 {
+            let _ = std::fs::remove_dir_all(dir.join(copy_destination(Kind::Loom)));
+        }
+    }
+    reset_edits(dir);
+}
+
+/// `THROUGHPUT_CALLS` pipelined reads on each open session, interleaved
+/// round by round; prints the median rate of each server.
+fn run_throughput(lives: &mut [Live], dir: &Path, rounds: usize) {
+    println!(
+        "\nthroughput: {THROUGHPUT_CALLS} read_file 4 KiB, {IN_FLIGHT} in flight, one session \
+         (median of {rounds} rounds, interleaved)"
+    );
+    let mut rates: Vec<Vec<f64>> = vec![Vec::new(); lives.len()];
+    let mut errors = vec![0; lives.len()];
+    for _ in 0..rounds {
+        for (i, live) in lives.iter_mut().enumerate() {
+            let (time, e) = pipelined(&mut live.session, live.server.kind, dir, THROUGHPUT_CALLS);
+            rates[i].push(THROUGHPUT_CALLS as f64 / time.as_secs_f64());
+            errors[i] += e;
+        }
+    }
+    let medians: Vec<f64> = rates
+        .iter_mut()
+        .map(|v| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        })
+        .collect();
+    let names: Vec<&str> = lives.iter().map(|l| l.server.name).collect();
+    print_throughput(&names, &medians, &errors);
+}
+
+/// Each server's RSS on a fresh process, after `initialize` and after
+/// `RSS_CALLS` reads.
+fn run_rss(servers: &[Server], dir: &Path) {
+    println!(
+        "\nRSS (VmRSS of the server process): after initialize, after {RSS_CALLS} read_file \
+         4 KiB calls ({IN_FLIGHT} in flight)"
+    );
+    let mib = |k: Option<u64>| k.map_or("-".into(), |k| format!("{:.1} MiB", k as f64 / 1024.0));
+    for server in servers {
+        let mut s = server.open();
+        let before = rss_kib(s.pid());
+        let (_, errors) = pipelined(&mut s, server.kind, dir, RSS_CALLS);
+        let after = rss_kib(s.pid());
+        println!(
+            "  {:<9} {:>10} -> {:>10}  errors {errors}",
+            server.name,
+            mib(before),
+            mib(after)
+        );
     }
 }
 
@@ -1052,7 +1135,7 @@ fn main() {
             ..w
         })
         .collect();
-    let throughput_rounds = rounds.unwrap_or(3);
+    let throughput_rounds = rounds.unwrap_or(3).max(1);
 
     if let Some(n) = std::env::var("LOOMFS_PEERS_NOFILE")
         .ok()
@@ -1084,19 +1167,7 @@ fn main() {
             session: server.open(),
         })
         .collect();
-    // Warm every server and the page cache: one call of each workload (the
-    // edit files are put back after).
-    for &Workload { work, .. } in &works {
-        for live in lives.iter_mut() {
-            if let Some((tool, args)) = call(work, live.server.kind, &fx.dir, 0) {
-                sample_call(&mut live.session, tool, &args);
-            }
-        }
-        if work == Work::Copy1000 {
-            let _ = std::fs::remove_dir_all(fx.dir.join(copy_destination(Kind::Loom)));
-        }
-    }
-    reset_edits(&fx.dir);
+    warm(&mut lives, &fx.dir, &works);
     let raw = run_raw(&mut lives, &fx.dir, &works);
     print_table(
         "raw JSON-RPC client over stdio (bytes: the response line)",
@@ -1108,67 +1179,16 @@ fn main() {
 
     let throughput = wanted("throughput");
     if throughput {
-        println!(
-            "\nthroughput: {THROUGHPUT_CALLS} read_file 4 KiB, {IN_FLIGHT} in flight, one session \
-             (median of {throughput_rounds} rounds, interleaved)"
-        );
-        let mut per: Vec<(Vec<f64>, usize)> = vec![(Vec::new(), 0); lives.len()];
-        for _ in 0..throughput_rounds {
-            for (i, live) in lives.iter_mut().enumerate() {
-                let (time, errors) = pipelined(
-                    &mut live.session,
-                    live.server.kind,
-                    &fx.dir,
-                    THROUGHPUT_CALLS,
-                );
-                per[i].0.push(THROUGHPUT_CALLS as f64 / time.as_secs_f64());
-                per[i].1 += errors;
-            }
-        }
-        let medians: Vec<f64> = per
-            .iter_mut()
-            .map(|(v, _)| {
-                v.sort_by(f64::total_cmp);
-                v[v.len() / 2]
-            })
-            .collect();
-        for (i, name) in names.iter().enumerate() {
-            let vs = if i == 0 {
-                String::new()
-            } else {
-                format!("  loom-fs/{name}: {:.2}×", medians[0] / medians[i])
-            };
-            println!(
-                "  {name:<9} {:>8.0} calls/s  errors {}{vs}",
-                medians[i], per[i].1
-            );
-        }
+        run_throughput(&mut lives, &fx.dir, throughput_rounds);
     }
     drop(lives);
 
     if wanted("rss") {
-        println!(
-            "\nRSS (VmRSS of the server process): after initialize, after {RSS_CALLS} read_file 4 KiB calls ({IN_FLIGHT} in flight)"
-        );
-        for server in &servers {
-            let mut s = server.open();
-            let before = rss_kib(s.pid());
-            let (_, errors) = pipelined(&mut s, server.kind, &fx.dir, RSS_CALLS);
-            let after = rss_kib(s.pid());
-            let mib =
-                |k: Option<u64>| k.map_or("-".into(), |k| format!("{:.1} MiB", k as f64 / 1024.0));
-            println!(
-                "  {:<9} {:>10} -> {:>10}  errors {errors}",
-                server.name,
-                mib(before),
-                mib(after)
-            );
-        }
+        run_rss(&servers, &fx.dir);
     }
 
-    let refs: Vec<&Server> = servers.iter().collect();
     run_sdk(
-        &refs,
+        &servers,
         &fx.dir,
         &works,
         &raw,
