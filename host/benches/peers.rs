@@ -845,7 +845,7 @@ fn print_throughput(names: &[&str], rates: &[f64], errors: &[usize]) {
         let vs = if i == 0 {
             String::new()
         } else {
-            format!("  loom-fs/{name}: {:.2}×", rates[0] / rates[i])
+            format!("  loom-fs/{name} (calls/s): {:.2}×", rates[0] / rates[i])
         };
         println!(
             "  {name:<9} {:>8.0} calls/s  errors {}{vs}",
