@@ -5,6 +5,8 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
+pub mod noisy;
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_loom-fs-mcp");
 pub const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"0"}}}"#;
 
@@ -82,8 +84,27 @@ impl Session {
     /// Sends one JSON-RPC line and reads the response line.
     pub fn request(&mut self, json: &str) -> usize {
         writeln!(self.stdin, "{json}").unwrap();
+        self.recv()
+    }
+
+    /// Sends one JSON-RPC line without waiting for an answer; an error when
+    /// the server is gone (benches that count failures rather than stop).
+    #[allow(dead_code)]
+    pub fn send(&mut self, json: &str) -> std::io::Result<()> {
+        writeln!(self.stdin, "{json}")
+    }
+
+    /// Reads the next line into `line`; its length, 0 at end of output
+    /// (or when the output cannot be read).
+    pub fn recv(&mut self) -> usize {
         self.line.clear();
-        self.stdout.read_line(&mut self.line).unwrap()
+        self.stdout.read_line(&mut self.line).unwrap_or(0)
+    }
+
+    /// The server's process id.
+    #[allow(dead_code)]
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 }
 
