@@ -14,8 +14,8 @@
 
 use std::fmt;
 
+use crate::ToolError;
 use crate::walk::{Entry, Flow};
-use crate::{ToolError, shown};
 
 /// A position in a walk (see the module).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -41,11 +41,12 @@ impl Cursor {
         let (entry, taken) = text.split_once('+').unwrap_or((text, "0"));
         match (number(entry), number(taken)) {
             (Some(entry), Some(taken)) => Ok(Cursor { entry, taken }),
-            _ => Err(ToolError::InvalidArguments(format!(
-                "'cursor' must be the next_cursor of an earlier result of this tool, unchanged \
-                 (like \"1000\"), not '{}'",
-                shown(text)
-            ))),
+            // Not echoed: it may be anything, of any length.
+            _ => Err(ToolError::InvalidArguments(
+                "'cursor' must be the next_cursor of an earlier result of this tool, \
+                 unchanged (like \"1000\" or \"1000+2\")"
+                    .into(),
+            )),
         }
     }
 
@@ -143,6 +144,12 @@ mod tests {
                 other => panic!("{text:?}: {other:?}"),
             }
         }
+        // Never echoed: the message stays short.
+        let long = "9".repeat(1 << 20);
+        assert!(matches!(
+            Cursor::parse(Some(&long)),
+            Err(ToolError::InvalidArguments(m)) if m.len() < 200
+        ));
     }
 
     #[test]

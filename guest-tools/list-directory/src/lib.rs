@@ -63,7 +63,7 @@ struct Args {
 }
 
 /// One entry: its path, or with `details` its path, size and modification time.
-#[derive(Serialize, JsonSchema)]
+#[derive(Serialize)]
 #[serde(untagged)]
 enum Entry {
     Path(String),
@@ -82,8 +82,10 @@ impl Entry {
 struct Listing {
     /// The directory listed, relative to the root (`.` for the root itself).
     path: String,
-    /// Relative to `path`, sorted as a tree; a directory ends in `/`. With `details`, each is
-    /// `[path, size (files only), modified (RFC 3339, UTC)]`.
+    /// Strings: paths relative to `path`, sorted as a tree; a directory's ends in `/`. With
+    /// `details`, each is `[path, size (files only, else null), modified (RFC 3339, UTC, or
+    /// null)]`.
+    #[schemars(schema_with = "loomfs_guest::tool::any_array")]
     entries: Vec<Entry>,
     /// The type of each entry that is neither a file nor a directory, by its path in
     /// `entries`.
