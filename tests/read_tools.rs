@@ -451,7 +451,8 @@ async fn list_directory_sorts_and_hides_denied_names() {
     );
     // Each line of text says the same, the type in its first column (there
     // are symlinks and a FIFO), the path relative to the directory listed.
-    let lines: Vec<&str> = text(&r).lines().collect();
+    let listed_text = text(&r);
+    let lines: Vec<&str> = listed_text.lines().collect();
     assert_eq!(
         lines[0],
         "'.': 14 entries; each line: type (d directory, - file, l symlink, p fifo), path"

@@ -529,7 +529,7 @@ pub fn structured(r: &CallToolResult) -> &Value {
 /// Every page of a listing or a search, following `next_cursor` from the
 /// first (each page checked: no error, truncated exactly when it gives a
 /// cursor), and the number of pages.
-async fn all_pages(client: &Client, tool: &str, args: Value) -> (Vec<CallToolResult>, usize) {
+pub async fn all_pages(client: &Client, tool: &str, args: Value) -> (Vec<CallToolResult>, usize) {
     let mut pages = Vec::new();
     let mut args = args;
     loop {
