@@ -77,7 +77,8 @@ struct Args {
     cursor: Option<String>,
 }
 
-#[derive(Serialize, JsonSchema)]
+/// One match (described in `Found::matches`, which has no item schema).
+#[derive(Serialize)]
 struct Match {
     /// Relative to the root; directories end in `/`.
     path: String,
@@ -92,6 +93,9 @@ struct Match {
 /// The result; a count that is 0 and a flag that is false are left out.
 #[derive(Serialize, JsonSchema, Default)]
 struct Found {
+    /// Objects, nearest first: `path` (relative to the root; a directory's ends in `/`) and,
+    /// with `contains`, `line` (1-based) and `preview` (the matching line, trimmed).
+    #[schemars(schema_with = "loomfs_guest::tool::any_array")]
     matches: Vec<Match>,
     /// True when the search stopped before seeing everything.
     #[serde(skip_serializing_if = "loomfs_guest::is_false")]
