@@ -182,7 +182,7 @@ async fn listings_have_one_line_per_entry_and_every_name_reads_back() {
         let info = call(
             &client,
             "get_file_info",
-            json!({"root": "ws", "path": read_back(&form)}),
+            json!({"root": "ws", "path": read_back(form)}),
         )
         .await;
         assert!(!is_error(&info), "{form}: {info:?}");
