@@ -423,13 +423,7 @@ async fn disjoint_calls_run_while_one_is_held() {
         "{}",
         text(&listing)
     );
-    let names: Vec<&str> = structured(&listing)["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["path"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, ["a.txt", "b.txt"]);
+    assert_eq!(listed_paths(&listing), ["a.txt", "b.txt"]);
     let other = call(
         &client,
         "write_file",

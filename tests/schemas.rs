@@ -39,11 +39,20 @@ fn calls() -> Vec<(&'static str, Value)> {
             json!({"root": "ws", "path": ".", "depth": 3, "ignored": "include"}),
         ),
         (
+            "list_directory",
+            json!({"root": "ws", "path": ".", "depth": 3, "ignored": "include",
+                   "details": true, "cursor": "1"}),
+        ),
+        (
             "get_file_info",
             json!({"root": "docs", "path": "notes.txt"}),
         ),
         ("get_file_info", json!({"root": "docs", "path": "."})),
         ("search_files", json!({"root": "ws", "pattern": "*.txt"})),
+        (
+            "search_files",
+            json!({"root": "ws", "pattern": "*", "max_results": 1, "cursor": "1"}),
+        ),
         (
             "search_files",
             json!({"root": "docs", "pattern": "**/*", "path": ".", "contains": "^line [12]$",
@@ -128,7 +137,8 @@ async fn every_tool_takes_and_gives_what_its_schemas_say() {
     .write("docs/image.png", PNG)
     .write("ws/.gitignore", "build/\n")
     .write("ws/build/out.txt", "built\n")
-    .write("ws/a.txt", "a\n");
+    .write("ws/a.txt", "a\n")
+    .symlink("a.txt", "ws/link");
     let client = start(&env.config(WS_AND_DOCS)).await;
 
     let listed = tools(&client).await;

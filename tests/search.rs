@@ -177,9 +177,10 @@ async fn glob_semantics() {
         }
         let r = search(&client, args).await;
         assert_eq!(paths(&r), *expected, "pattern {pattern:?} under {path:?}");
+        // Not truncated, nothing to note: both left out.
         let s = structured(&r);
-        assert_eq!(s["truncated"], json!(false));
-        assert_eq!(s["note"], Value::Null);
+        assert_eq!(s.get("truncated"), None);
+        assert_eq!(s.get("note"), None);
         results.push(r);
     }
     // Everything, and nothing denied, behind a symlink or special.
@@ -310,8 +311,9 @@ async fn contains_finds_lines_in_text_files_only() {
     // top.py, blob.py, the three in pkg, tests, src: the files named *.py.
     assert_eq!(s["examined_files"], json!(8));
     assert_eq!(s["skipped_binary"], json!(1));
-    assert_eq!(s["skipped_too_large"], json!(0));
-    assert_eq!(s["truncated"], json!(false));
+    // Zero and false are left out.
+    assert_eq!(s.get("skipped_too_large"), None);
+    assert_eq!(s.get("truncated"), None);
     assert_eq!(s["note"], json!("1 binary files were not searched"));
     let t = text(&r);
     assert!(
@@ -391,7 +393,7 @@ async fn limits_cut_the_search_and_say_so() {
     )
     .await;
     assert_eq!(paths(&r).len(), 6);
-    assert_eq!(structured(&r)["truncated"], json!(false));
+    assert_eq!(structured(&r).get("truncated"), None);
     // One more exists: truncated, and the kept ones are the nearest.
     let r = search(
         &client,
@@ -445,6 +447,91 @@ async fn limits_cut_the_search_and_say_so() {
     .await;
     assert_eq!(structured(&r)["matches"].as_array().unwrap().len(), 20);
     assert_eq!(structured(&r)["truncated"], json!(true));
+}
+
+#[tokio::test]
+async fn a_cut_search_pages_with_a_cursor_to_the_whole_set() {
+    let env = Env::new();
+    for i in 0..5 {
+        env.write(
+            &format!("r/f{i}.txt"),
+            format!("hit {i}a\nmiss\nhit {i}b\nhit {i}c\n"),
+        );
+        env.write(&format!("r/d{i}/g{i}.txt"), format!("hit d{i}\n"));
+    }
+    env.write("r/.gitignore", "d4/\n");
+    let client = start(&reference_r(&env, "r.toml", "", "")).await;
+    // Each match as (path, line); a page's matches in its order.
+    let matches = |r: &rmcp::model::CallToolResult| -> Vec<(String, u64)> {
+        structured(r)["matches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                (
+                    m["path"].as_str().unwrap().to_string(),
+                    m["line"].as_u64().unwrap_or(0),
+                )
+            })
+            .collect()
+    };
+    for (args, cap) in [
+        // 15 lines in f*.txt, 4 in d*/ (d4 ignored): cut inside files too.
+        (
+            json!({"root": "r", "pattern": "*.txt", "contains": "hit"}),
+            4,
+        ),
+        // Names only: files and directories.
+        (json!({"root": "r", "pattern": "*"}), 3),
+    ] {
+        let whole = search(&client, args.clone()).await;
+        assert_eq!(structured(&whole).get("next_cursor"), None);
+        let pages = matches(&whole).len().div_ceil(cap);
+        assert!(pages >= 4, "{}", text(&whole));
+        let mut capped = args.clone();
+        capped["max_results"] = json!(cap);
+        let (all, n) = all_pages(&client, "search_files", capped).await;
+        assert_eq!(n, pages, "{args}");
+        let paged: Vec<(String, u64)> = all.iter().flat_map(matches).collect();
+        // The same matches in the same order: none twice, none missing.
+        assert_eq!(paged, matches(&whole), "{args}");
+        assert!(
+            text(&all[0]).contains(&format!(
+                "call again with cursor: \"{}\" to go on",
+                structured(&all[0])["next_cursor"].as_str().unwrap()
+            )),
+            "{}",
+            text(&all[0])
+        );
+    }
+    // A cursor inside a file's lines says how many of them were given.
+    let first = search(
+        &client,
+        json!({"root": "r", "pattern": "*.txt", "contains": "hit", "max_results": 2}),
+    )
+    .await;
+    assert_eq!(
+        structured(&first)["next_cursor"],
+        "6+2",
+        "f0.txt's third hit"
+    );
+
+    // The byte budget pages too: 3 files of 26 B fit in 100 B.
+    let budget = reference_r(&env, "budget.toml", "max_search_bytes = 100", "");
+    let client = start(&budget).await;
+    let args = json!({"root": "r", "pattern": "f*.txt", "contains": "miss"});
+    let (all, n) = all_pages(&client, "search_files", args).await;
+    assert_eq!(n, 2);
+    let paged: Vec<String> = all.iter().flat_map(paths).collect();
+    assert_eq!(paged, ["f0.txt", "f1.txt", "f2.txt", "f3.txt", "f4.txt"]);
+    assert!(
+        structured(&all[0])["note"]
+            .as_str()
+            .unwrap()
+            .starts_with("stopped after scanning 78 B (max_search_bytes)"),
+        "{}",
+        text(&all[0])
+    );
 }
 
 /// Each matching line once, with its number: matches ending in a newline,
@@ -528,7 +615,7 @@ async fn names_that_are_not_utf8_are_skipped_not_fatal() {
         let r = search(&client, args).await;
         assert_eq!(paths(&r).len(), 30, "{}", text(&r));
         let s = structured(&r);
-        assert_eq!(s["truncated"], json!(false));
+        assert_eq!(s.get("truncated"), None);
         assert!(
             s["note"]
                 .as_str()
@@ -553,7 +640,7 @@ async fn star_bomb_patterns_stay_linear() {
     let bomb = "*a".repeat(40) + "b";
     let r = search(&client, json!({"root": "r", "pattern": bomb})).await;
     assert_eq!(paths(&r), Vec::<String>::new());
-    assert_eq!(structured(&r)["truncated"], json!(false), "{}", text(&r));
+    assert_eq!(structured(&r).get("truncated"), None, "{}", text(&r));
     let bomb = format!("**/{}", "*a".repeat(40));
     let r = search(&client, json!({"root": "r", "pattern": bomb})).await;
     assert_eq!(paths(&r), [long.clone(), format!("d/{long}")]);
@@ -590,7 +677,7 @@ async fn unreadable_directories_are_skipped() {
     .await;
     let s = structured(&r);
     assert_eq!(paths(&r), ["a/found.txt"]);
-    assert_eq!(s["truncated"], json!(false));
+    assert_eq!(s.get("truncated"), None);
     let note = s["note"].as_str().unwrap();
     assert!(
         note.contains("directories could not be read and were skipped"),

@@ -526,6 +526,94 @@ pub fn structured(r: &CallToolResult) -> &Value {
     r.structured_content.as_ref().expect("structured content")
 }
 
+/// Every page of a listing or a search, following `next_cursor` from the
+/// first (each page checked: no error, truncated exactly when it gives a
+/// cursor), and the number of pages.
+pub async fn all_pages(client: &Client, tool: &str, args: Value) -> (Vec<CallToolResult>, usize) {
+    let mut pages = Vec::new();
+    let mut args = args;
+    loop {
+        let r = call_ok(client, tool, args.clone()).await;
+        let next = structured(&r).get("next_cursor").cloned();
+        assert_eq!(
+            structured(&r).get("truncated").is_some(),
+            next.is_some(),
+            "a page is truncated exactly when it gives a cursor"
+        );
+        pages.push(r);
+        match next {
+            Some(next) => args["cursor"] = next,
+            None => break,
+        }
+        assert!(pages.len() < 100, "no end of pages");
+    }
+    let n = pages.len();
+    (pages, n)
+}
+
+/// One entry of a `list_directory` result, read back from its structured
+/// form: the path relative to the directory listed (a directory's without
+/// its trailing `/`), the type, whether it is marked ignored.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Listed {
+    pub path: String,
+    pub kind: String,
+    pub ignored: bool,
+}
+
+/// The entries of a `list_directory` result, in its order (see [`Listed`]):
+/// a type from `types`, or `directory` for a path ending in `/`, or `file`.
+pub fn listing(r: &CallToolResult) -> Vec<Listed> {
+    let s = structured(r);
+    let ignored: Vec<&str> = s["ignored"]
+        .as_array()
+        .map(|a| a.iter().map(|p| p.as_str().unwrap()).collect())
+        .unwrap_or_default();
+    s["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| {
+            let path = e.as_str().or_else(|| e[0].as_str()).expect("a path");
+            let kind = match (s["types"][path].as_str(), path.strip_suffix('/')) {
+                (Some(kind), _) => kind,
+                (None, Some(_)) => "directory",
+                (None, None) => "file",
+            };
+            Listed {
+                path: path.strip_suffix('/').unwrap_or(path).to_string(),
+                kind: kind.to_string(),
+                ignored: ignored.contains(&path),
+            }
+        })
+        .collect()
+}
+
+/// The paths of a `list_directory` result, relative to the directory
+/// listed, a directory's without its `/`.
+pub fn listed_paths(r: &CallToolResult) -> Vec<String> {
+    listing(r).into_iter().map(|e| e.path).collect()
+}
+
+/// The entry lines of a `list_directory` text (after its first line), each
+/// as its path column: past the type column and the details when the first
+/// line says there are some (a shown path is the rest of the line).
+pub fn listing_lines(r: &CallToolResult) -> Vec<String> {
+    let text = r.content[0].as_text().expect("text").text.clone();
+    let mut lines = text.lines();
+    let head = lines.next().unwrap_or_default();
+    let mut columns = 0;
+    if head.contains("each line: type (") {
+        columns += 1;
+    }
+    if head.contains("modified (UTC), path") {
+        columns += 2;
+    }
+    lines
+        .map(|l| l.splitn(columns + 1, ' ').last().unwrap().to_string())
+        .collect()
+}
+
 /// The host paths no response may contain: where every test tree lives
 /// (`<canonical temp dir>/.tmp…`, and `/tmp/.tmp` however the temp dir is
 /// spelt) and the repository itself.

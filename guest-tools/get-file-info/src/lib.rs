@@ -11,20 +11,29 @@ use loomfs_guest::{
 use schemars::JsonSchema;
 use serde::Serialize;
 
+/// What is known of the path; what is not (or false) is left out.
 #[derive(Serialize, JsonSchema)]
 struct Info {
     path: String,
     /// Type of what the path names, symlinks followed.
     #[serde(rename = "type")]
     kind: &'static str,
+    /// Set when the path is a symlink.
+    #[serde(skip_serializing_if = "loomfs_guest::is_false")]
     is_symlink: bool,
     /// Bytes, for files.
+    #[serde(skip_serializing_if = "Option::is_none")]
     size: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     modified: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     accessed: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     created: Option<String>,
     /// Hard link count.
+    #[serde(skip_serializing_if = "Option::is_none")]
     links: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     note: Option<String>,
 }
 

@@ -24,6 +24,7 @@
 pub mod check;
 pub mod content;
 pub mod ignores;
+pub mod page;
 pub mod sys;
 pub mod tool;
 pub mod transfer;
@@ -449,6 +450,18 @@ pub fn modified_at(stat: &wasip2::filesystem::types::DescriptorStat) -> Option<S
     let time = SystemTime::UNIX_EPOCH
         + std::time::Duration::new(t.seconds, t.nanoseconds.min(999_999_999));
     timestamp(Ok(time))
+}
+
+/// Whether a flag is false: a structured result leaves such a field out
+/// (`#[serde(skip_serializing_if = "loomfs_guest::is_false")]`), since the
+/// model pays for every byte.
+pub fn is_false(flag: &bool) -> bool {
+    !flag
+}
+
+/// Whether a count is 0: a structured result leaves such a field out.
+pub fn is_zero(count: &u64) -> bool {
+    *count == 0
 }
 
 /// Serialises a structured result to JSON text.

@@ -38,6 +38,9 @@ pub struct Entry<'a> {
     pub rel: String,
     /// Depth below the start directory: its children are at depth 1.
     pub depth: u32,
+    /// Position in the walk, from 0: entries met before it (what a
+    /// [`crate::page::Cursor`] counts).
+    pub index: u64,
     /// The entry's own type (a symlink is `Symlink`, whatever it points to).
     pub kind: Kind,
     /// Whether the root's ignore files exclude it, or a directory above it
@@ -217,6 +220,7 @@ pub fn breadth_first(
             }
         },
     };
+    let mut index = 0;
     let mut queue: VecDeque<Pending> = VecDeque::new();
     queue.push_back(Pending {
         full: start.to_path_buf(),
@@ -272,12 +276,14 @@ pub fn breadth_first(
             let entry = Entry {
                 rel,
                 depth: depth + 1,
+                index,
                 kind: *kind,
                 ignored,
                 dir: &dir,
                 dir_full: &dir_full,
                 name,
             };
+            index += 1;
             match visit(&entry) {
                 Flow::Stop => {
                     stats.stopped = true;

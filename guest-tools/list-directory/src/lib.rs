@@ -1,24 +1,34 @@
 //! `list_directory`: the entries under a directory, down to `depth` levels.
 //!
-//! Entries come sorted as a tree (by path components), each with its type,
-//! size and modification time. Symlinks are listed as symlinks, never
-//! followed. The walk is breadth-first, so a listing cut at the entry limit
-//! keeps what lies closest to the start and says it was cut. Denied names
-//! never appear: the host's filesystem does not return them.
+//! Entries come sorted as a tree (by path components), relative to the
+//! directory listed, with their type from the directory read itself: nothing
+//! is asked per entry unless `details` asks for size and modification time.
+//! Symlinks are listed as symlinks, never followed. The walk is
+//! breadth-first, so a listing cut at the entry limit keeps what lies
+//! closest to the start, says it was cut and gives a cursor for the rest
+//! (`loomfs_guest::page`). Denied names never appear: the host's filesystem
+//! does not return them.
 //!
 //! Entries the root's ignore files (`.gitignore`, `.ignore`) exclude are
 //! listed once, marked `ignored`, and by default not descended: a person
 //! looking at a folder expects to see `target/`, not its million files.
 //! `ignored: "include"` lists inside them (still marked).
+//!
+//! The reply is lean, since the model pays for every byte: a line per
+//! entry, a directory ending in `/`, and a first column (the type, `!` for
+//! ignored) only when some entry is neither a file nor a directory, or is
+//! ignored; the structured form is the paths, with the types and ignored
+//! marks of only the entries that need one.
 
 use std::cmp::Ordering;
+use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
 use loomfs_guest::ignores::Ignored;
+use loomfs_guest::page::Cursor;
 use loomfs_guest::walk::{self, Flow, IgnoreFiles};
 use loomfs_guest::{
-    About, Answer, Context, Kind, Permission, ToolError, count_arg, human_bytes, locate_dir,
-    modified_at, shown,
+    About, Answer, Context, Kind, Permission, ToolError, count_arg, locate_dir, modified_at, shown,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -43,38 +53,67 @@ struct Args {
     /// directly is listed even if ignored.
     #[serde(default)]
     ignored: Ignored,
+    /// Also give each entry's size (files) and modification time.
+    #[serde(default)]
+    details: bool,
+    /// The `next_cursor` of a listing that was cut, to get its next entries (same other
+    /// arguments).
+    #[serde(default)]
+    cursor: Option<String>,
 }
 
-#[derive(Serialize, JsonSchema)]
-struct Entry {
-    /// Relative to the root.
-    path: String,
-    #[serde(rename = "type")]
-    kind: Kind,
-    size: Option<u64>,
-    /// RFC 3339, UTC.
-    modified: Option<String>,
-    /// Excluded by the root's .gitignore/.ignore files (or inside a directory that is).
-    ignored: bool,
+/// One entry: its path, or with `details` its path, size and modification time.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Entry {
+    Path(String),
+    Details(String, Option<u64>, Option<String>),
+}
+
+impl Entry {
+    fn path(&self) -> &str {
+        match self {
+            Entry::Path(path) | Entry::Details(path, ..) => path,
+        }
+    }
 }
 
 #[derive(Serialize, JsonSchema)]
 struct Listing {
+    /// The directory listed, relative to the root (`.` for the root itself).
     path: String,
+    /// Strings: paths relative to `path`, sorted as a tree; a directory's ends in `/`. With
+    /// `details`, each is `[path, size (files only, else null), modified (RFC 3339, UTC, or
+    /// null)]`.
+    #[schemars(schema_with = "loomfs_guest::tool::any_array")]
     entries: Vec<Entry>,
-    /// True when the entry limit cut the listing.
+    /// The type of each entry that is neither a file nor a directory, by its path in
+    /// `entries`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    types: BTreeMap<String, Kind>,
+    /// Entries the root's .gitignore/.ignore files exclude (or inside a directory that is),
+    /// as in `entries`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    ignored: Vec<String>,
+    /// Set when the entry limit cut the listing.
+    #[serde(skip_serializing_if = "loomfs_guest::is_false")]
     truncated: bool,
+    /// Pass as `cursor` to get the next entries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_cursor: Option<String>,
+    #[serde(skip_serializing_if = "loomfs_guest::is_zero")]
     unreadable_dirs: u64,
-    /// Entries listed marked `ignored`.
-    ignored: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
     note: Option<String>,
 }
 
-const DESCRIPTION: &str = "List a directory's entries with type, size and modification time, \
-    sorted; `depth` (1-10) lists subdirectories too. Symlinks are shown, \
-    not followed. Entries the root's .gitignore/.ignore files exclude \
-    are shown marked `ignored`, and ignored directories are not listed \
-    inside unless `ignored: \"include\"`.";
+const DESCRIPTION: &str = "List a directory's entries, one per line, relative to it and sorted \
+    as a tree; directories end in '/'. `depth` (1-10) lists subdirectories \
+    too; `details: true` adds size and modification time. Symlinks are \
+    shown, not followed. Entries the root's .gitignore/.ignore files \
+    exclude are shown marked `ignored`, and ignored directories are not \
+    listed inside unless `ignored: \"include\"`. A listing cut at the entry \
+    limit gives a `next_cursor`: pass it as `cursor` for the rest.";
 
 loomfs_guest::tool!(ListDirectory(Args) -> Listing, {
     About::new("list_directory", DESCRIPTION, Permission::Read).path_optional()
@@ -85,45 +124,71 @@ const NOT_A_DIRECTORY: &str = "use get_file_info or read_file";
 
 fn call(ctx: Context, args: Args) -> Result<Answer<Listing>, ToolError> {
     let depth = count_arg("depth", args.depth, 1, MAX_DEPTH, "")?;
+    let cursor = Cursor::parse(args.cursor.as_deref())?;
     let at = locate_dir(&ctx, &args.root, args.path.as_deref(), NOT_A_DIRECTORY)?;
     let rel = at.rel.as_str();
+    let prefix = if rel == "." {
+        String::new()
+    } else {
+        format!("{rel}/")
+    };
 
     let max_entries = ctx.limits.max_entries as usize;
     let mut entries = Vec::new();
-    let mut truncated = false;
-    let (mut ignored, mut unlisted) = (0, 0);
+    let mut types = BTreeMap::new();
+    let mut ignored = Vec::new();
+    let mut next = None;
+    let mut unlisted = 0;
     let ignore_files = IgnoreFiles::Apply {
         root: Path::new(&at.mount.dir),
     };
     let stats = walk::breadth_first(&at.full, rel, depth, ignore_files, |e| {
+        // Not listed inside: an ignored directory, unless asked.
+        let prune = e.ignored && args.ignored == Ignored::Skip;
+        if let Some(flow) = cursor.passed(e, prune) {
+            return flow;
+        }
         if entries.len() == max_entries {
-            truncated = true;
+            next = Some(Cursor::at(e, 0));
             return Flow::Stop;
         }
-        ignored += u64::from(e.ignored);
-        let stat = e.stat();
-        let is_file = e.kind == Kind::File;
-        entries.push(Entry {
-            path: e.rel.clone(),
-            kind: e.kind,
-            size: stat.as_ref().filter(|_| is_file).map(|s| s.size),
-            modified: stat.as_ref().and_then(modified_at),
-            ignored: e.ignored,
+        let mut path = e.rel.strip_prefix(&prefix).unwrap_or(&e.rel).to_string();
+        match e.kind {
+            Kind::File => {}
+            Kind::Directory => path.push('/'),
+            kind => {
+                types.insert(path.clone(), kind);
+            }
+        }
+        if e.ignored {
+            ignored.push(path.clone());
+        }
+        entries.push(if args.details {
+            let stat = e.stat();
+            let size = stat
+                .as_ref()
+                .filter(|_| e.kind == Kind::File)
+                .map(|s| s.size);
+            Entry::Details(path, size, stat.as_ref().and_then(modified_at))
+        } else {
+            Entry::Path(path)
         });
-        if e.ignored && args.ignored == Ignored::Skip {
-            // Not listed inside: said when the depth would have.
+        if prune {
+            // Said when the depth would have listed inside.
             unlisted += u64::from(e.kind == Kind::Directory && e.depth < depth);
             return Flow::Prune;
         }
         Flow::Continue
     })?;
-    entries.sort_by(|a, b| tree_order(&a.path, &b.path));
+    entries.sort_by(|a, b| tree_order(a.path(), b.path()));
+    ignored.sort_by(|a, b| tree_order(a, b));
 
+    let next_cursor = next.and_then(|n| n.next_after(cursor));
     let mut notes = Vec::new();
-    if truncated {
+    if let Some(next) = &next_cursor {
         notes.push(format!(
-            "listing cut at {max_entries} entries (nearest levels first); list a \
-             subdirectory or use a smaller depth to see the rest"
+            "listing cut at {max_entries} entries (nearest levels first); for the next \
+             ones call again with cursor: \"{next}\""
         ));
     }
     if unlisted > 0 {
@@ -136,13 +201,15 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Listing>, ToolError> {
     notes.extend(stats.notes());
     let listing = Listing {
         path: rel.to_string(),
-        truncated,
+        truncated: next_cursor.is_some(),
+        next_cursor,
         unreadable_dirs: stats.dirs_unreadable,
-        ignored,
         note: (!notes.is_empty()).then(|| notes.join("; ")),
         entries,
+        types,
+        ignored,
     };
-    let mut text = vec![render(&listing)];
+    let mut text = vec![render(&listing, args.cursor.is_some().then_some(cursor))];
     text.extend(listing.note.clone());
     Ok(Answer {
         text,
@@ -151,40 +218,121 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Listing>, ToolError> {
     })
 }
 
-/// Orders paths as a tree: by component, so `a/x` sorts right after `a`.
+/// Orders paths as a tree: by component, so `a/x` sorts right after `a/`.
 fn tree_order(a: &str, b: &str) -> Ordering {
-    a.split('/').cmp(b.split('/'))
+    fn trim(p: &str) -> &str {
+        p.strip_suffix('/').unwrap_or(p)
+    }
+    trim(a).split('/').cmp(trim(b).split('/'))
 }
 
-/// One line per entry: type, size, modification time, path (directories end
-/// in `/`, inside the quotes of a quoted path: the slash is part of what
-/// text shows, and a path ending in `/` names the same directory).
-fn render(listing: &Listing) -> String {
-    if listing.entries.is_empty() {
-        return format!("'{}' is empty", shown(&listing.path));
+/// An entry's type: from `types`, or its path (a directory's ends in `/`).
+fn kind_of(listing: &Listing, path: &str) -> Kind {
+    match listing.types.get(path) {
+        Some(kind) => *kind,
+        None if path.ends_with('/') => Kind::Directory,
+        None => Kind::File,
     }
-    // A column of its own, before the path: a name cannot forge it. Only
-    // when something is ignored, so other listings look as they always did.
-    let marks = listing.entries.iter().any(|e| e.ignored);
-    let mut out = String::new();
+}
+
+/// Every type, in the order the first line explains their marks.
+const KINDS: [Kind; 8] = [
+    Kind::Directory,
+    Kind::File,
+    Kind::Symlink,
+    Kind::Fifo,
+    Kind::Socket,
+    Kind::CharDevice,
+    Kind::BlockDevice,
+    Kind::Unknown,
+];
+
+/// The first column's mark of a type, as `ls -l` writes it.
+fn letter(kind: Kind) -> char {
+    match kind {
+        Kind::File => '-',
+        Kind::Directory => 'd',
+        Kind::Symlink => 'l',
+        Kind::Fifo => 'p',
+        Kind::Socket => 's',
+        Kind::CharDevice => 'c',
+        Kind::BlockDevice => 'b',
+        Kind::Unknown => '?',
+    }
+}
+
+/// The text: a first line naming the directory, the count and the columns
+/// before the path if there are any, then one line per entry, its path
+/// (shown by the naming rule) last. A directory's path ends in `/`, inside
+/// the quotes of a quoted path (the slash is part of what text shows, and a
+/// path ending in `/` names the same directory). The type column is there
+/// only when some entry is neither a file nor a directory, or is ignored:
+/// then on every line, and the first line says so, so no name can pass for
+/// a mark.
+fn render(listing: &Listing, cursor: Option<Cursor>) -> String {
+    let dir = shown(&listing.path);
+    let from = cursor
+        .map(|c| format!(" from cursor \"{c}\""))
+        .unwrap_or_default();
+    if listing.entries.is_empty() {
+        return match from.is_empty() {
+            true => format!("'{dir}' is empty"),
+            false => format!("'{dir}': no entries{from}"),
+        };
+    }
+    let ignored: HashSet<&str> = listing.ignored.iter().map(String::as_str).collect();
+    let marks = !listing.types.is_empty() || !ignored.is_empty();
+    let mut columns = Vec::new();
+    if marks {
+        let present: Vec<Kind> = listing
+            .entries
+            .iter()
+            .map(|e| kind_of(listing, e.path()))
+            .collect();
+        let mut legend: Vec<String> = KINDS
+            .into_iter()
+            .filter(|k| present.contains(k))
+            .map(|k| format!("{} {}", letter(k), k.name()))
+            .collect();
+        if !ignored.is_empty() {
+            legend.push("then ! if ignored".into());
+        }
+        columns.push(format!("type ({})", legend.join(", ")));
+    }
+    let details = matches!(listing.entries[0], Entry::Details(..));
+    if details {
+        columns.push("size in bytes (files)".into());
+        columns.push("modified (UTC)".into());
+    }
+    let n = listing.entries.len();
+    let mut out = format!(
+        "'{dir}': {n} {}{from}",
+        if n == 1 { "entry" } else { "entries" }
+    );
+    if !columns.is_empty() {
+        out.push_str(&format!("; each line: {}, path", columns.join(", ")));
+    }
+    out.push('\n');
     for e in &listing.entries {
-        let size = e.size.map(human_bytes).unwrap_or_default();
-        let mark = match (marks, e.ignored) {
-            (false, _) => "",
-            (true, true) => "ignored  ",
-            (true, false) => "         ",
-        };
-        let path = if e.kind == Kind::Directory {
-            shown(&format!("{}/", e.path)).into_owned()
-        } else {
-            shown(&e.path).into_owned()
-        };
-        out.push_str(&format!(
-            "{:<9} {:>10}  {:<20}  {mark}{path}\n",
-            e.kind.name(),
-            size,
-            e.modified.as_deref().unwrap_or("-"),
-        ));
+        let path = e.path();
+        if marks {
+            out.push(letter(kind_of(listing, path)));
+            if ignored.contains(path) {
+                out.push('!');
+            }
+            out.push(' ');
+        }
+        if let Entry::Details(_, size, modified) = e {
+            match size {
+                Some(size) => out.push_str(&size.to_string()),
+                None => out.push('-'),
+            }
+            out.push(' ');
+            out.push_str(modified.as_deref().unwrap_or("-"));
+            out.push(' ');
+        }
+        out.push_str(&shown(path));
+        out.push('\n');
     }
     out
 }

@@ -48,14 +48,19 @@ struct FileRead {
     /// The text of the lines returned.
     #[serde(skip_serializing_if = "Option::is_none")]
     content: Option<String>,
-    /// First line returned, 1-based (0 when none).
+    /// First line returned, 1-based (absent when none).
+    #[serde(skip_serializing_if = "loomfs_guest::is_zero")]
     start_line: u64,
-    /// Last line returned (0 when none).
+    /// Last line returned (absent when none).
+    #[serde(skip_serializing_if = "loomfs_guest::is_zero")]
     end_line: u64,
     /// Lines in the file, when the read reached its end.
+    #[serde(skip_serializing_if = "Option::is_none")]
     total_lines: Option<u64>,
     /// True when the byte cap cut the range short.
+    #[serde(skip_serializing_if = "loomfs_guest::is_false")]
     truncated: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
     note: Option<String>,
 }
 

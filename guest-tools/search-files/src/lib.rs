@@ -9,7 +9,9 @@
 //! special files are skipped; unreadable directories are counted and skipped.
 //!
 //! A search that stops early (result limit, byte budget, time limit) says so
-//! in `truncated` and `note`: a truncated result never looks complete.
+//! in `truncated` and `note`: a truncated result never looks complete. It
+//! gives a `next_cursor` too, where the next call goes on
+//! (`loomfs_guest::page`).
 //!
 //! By default the root's ignore files (`.gitignore`, `.ignore`) apply: an
 //! ignored directory costs one match on its name, like a denied one, and the
@@ -25,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use loomfs_guest::content::{SNIFF_BYTES, is_binary};
 use loomfs_guest::ignores::Ignored;
+use loomfs_guest::page::Cursor;
 use loomfs_guest::walk::{self, Flow, IgnoreFiles};
 use loomfs_guest::{
     About, Answer, Context, Kind, Permission, ToolError, count_arg, human_bytes, locate_dir, shown,
@@ -68,32 +71,53 @@ struct Args {
     /// `include` searches them too. A `path` named directly is searched even if ignored.
     #[serde(default)]
     ignored: Ignored,
+    /// The `next_cursor` of a search that stopped early, to go on from there (same other
+    /// arguments).
+    #[serde(default)]
+    cursor: Option<String>,
 }
 
-#[derive(Serialize, JsonSchema)]
+/// One match (described in `Found::matches`, which has no item schema).
+#[derive(Serialize)]
 struct Match {
     /// Relative to the root; directories end in `/`.
     path: String,
     /// 1-based line of a `contains` match.
+    #[serde(skip_serializing_if = "Option::is_none")]
     line: Option<u64>,
     /// The matching line, trimmed.
+    #[serde(skip_serializing_if = "Option::is_none")]
     preview: Option<String>,
 }
 
+/// The result; a count that is 0 and a flag that is false are left out.
 #[derive(Serialize, JsonSchema, Default)]
 struct Found {
+    /// Objects, nearest first: `path` (relative to the root; a directory's ends in `/`) and,
+    /// with `contains`, `line` (1-based) and `preview` (the matching line, trimmed).
+    #[schemars(schema_with = "loomfs_guest::tool::any_array")]
     matches: Vec<Match>,
     /// True when the search stopped before seeing everything.
+    #[serde(skip_serializing_if = "loomfs_guest::is_false")]
     truncated: bool,
+    /// Pass as `cursor` to go on from where the search stopped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_cursor: Option<String>,
     /// Files whose path matched the pattern.
+    #[serde(skip_serializing_if = "loomfs_guest::is_zero")]
     examined_files: u64,
+    #[serde(skip_serializing_if = "loomfs_guest::is_zero")]
     scanned_bytes: u64,
+    #[serde(skip_serializing_if = "loomfs_guest::is_zero")]
     skipped_too_large: u64,
+    #[serde(skip_serializing_if = "loomfs_guest::is_zero")]
     skipped_binary: u64,
     /// Entries left out because the root's ignore files exclude them: directories (not
     /// entered; their contents are not counted) and files whose path matched the pattern.
     /// Always 0 with `ignored: include`.
+    #[serde(skip_serializing_if = "loomfs_guest::is_zero")]
     ignored: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
     note: Option<String>,
 }
 
@@ -113,7 +137,8 @@ const DESCRIPTION: &str = "Find files by glob under a directory, optionally only
     are never searched. Entries the root's .gitignore/.ignore files \
     exclude (build output, ...) are skipped by default and counted in \
     `ignored`; `ignored: \"include\"` searches them. A result cut short \
-    says so in `truncated` and `note`.";
+    says so in `truncated` and `note`, and gives a `next_cursor`: pass it \
+    as `cursor` to go on.";
 
 loomfs_guest::tool!(SearchFiles(Args) -> Found, {
     About::new("search_files", DESCRIPTION, Permission::Read).path_optional()
@@ -134,6 +159,7 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Found>, ToolError> {
             "'regex' applies to 'contains', which is missing".into(),
         ));
     }
+    let cursor = Cursor::parse(args.cursor.as_deref())?;
     let ceiling = ctx.limits.max_results.max(1);
     let max_results = count_arg(
         "max_results",
@@ -162,6 +188,7 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Found>, ToolError> {
             format!("{rel}/")
         },
         found: Found::default(),
+        taken: 0,
         cut: None,
         unreadable_files: 0,
         buffer: Vec::new(),
@@ -173,18 +200,24 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Found>, ToolError> {
         Ignored::Include => IgnoreFiles::Off,
     };
     let stats = walk::breadth_first(&at.full, rel, u32::MAX, ignore_files, |entry| {
+        // What earlier pages passed: as `visit` would go on (ignored
+        // entries pruned).
+        if let Some(flow) = cursor.passed(entry, entry.ignored) {
+            return flow;
+        }
+        search.taken = cursor.taken(entry);
         if Instant::now() >= soft_deadline {
-            search.cut = Some(Cut::Time);
-            return Flow::Stop;
+            return search.stop(Cut::Time, entry);
         }
         search.visit(entry)
     })?;
 
     let mut found = search.found;
     found.truncated = search.cut.is_some();
+    found.next_cursor = search.cut.and_then(|(_, at)| at.next_after(cursor));
     found.note = note(
         &found,
-        search.cut,
+        search.cut.map(|(cut, _)| cut),
         &stats,
         search.unreadable_files,
         max_results,
@@ -213,19 +246,23 @@ fn note(
     time_limit_ms: u64,
 ) -> Option<String> {
     let mut notes = Vec::new();
+    let go_on = match &found.next_cursor {
+        Some(next) => format!(", or call again with cursor: \"{next}\" to go on"),
+        None => String::new(),
+    };
     match cut {
         Some(Cut::Results) => notes.push(format!(
             "stopped at {max_results} matches (nearest first); there are more: narrow \
-             the pattern or the path"
+             the pattern or the path{go_on}"
         )),
         Some(Cut::Bytes) => notes.push(format!(
             "stopped after scanning {} (max_search_bytes): files further from the start \
-             were not searched; narrow the pattern or the path",
+             were not searched; narrow the pattern or the path{go_on}",
             human_bytes(found.scanned_bytes)
         )),
         Some(Cut::Time) => notes.push(format!(
             "stopped near the time limit ({} ms): files further from the start were not \
-             searched; narrow the pattern or the path",
+             searched; narrow the pattern or the path{go_on}",
             time_limit_ms
         )),
         None => {}
@@ -272,13 +309,23 @@ struct Search<'a> {
     /// nothing for the root: stripped to match the pattern.
     start_prefix: String,
     found: Found,
-    cut: Option<Cut>,
+    /// Results of the entry being visited given so far, this page's and
+    /// earlier ones'.
+    taken: u64,
+    /// Why the search stopped early, and where.
+    cut: Option<(Cut, Cursor)>,
     unreadable_files: u64,
     /// Reused for every file read.
     buffer: Vec<u8>,
 }
 
 impl Search<'_> {
+    /// Stops the walk at `entry`, for `cut`; the next page starts there.
+    fn stop(&mut self, cut: Cut, entry: &walk::Entry) -> Flow {
+        self.cut = Some((cut, Cursor::at(entry, self.taken)));
+        Flow::Stop
+    }
+
     fn visit(&mut self, entry: &walk::Entry) -> Flow {
         let rel = entry
             .rel
@@ -306,22 +353,22 @@ impl Search<'_> {
             return Flow::Continue;
         }
         if is_dir {
-            return self.push(format!("{}/", entry.rel), None);
+            return self.push(entry, format!("{}/", entry.rel), None);
         }
         self.found.examined_files += 1;
         let Some(needle) = self.needle else {
-            return self.push(entry.rel.clone(), None);
+            return self.push(entry, entry.rel.clone(), None);
         };
         self.scan(entry, needle)
     }
 
-    /// Adds a match, or stops the walk if the result is full (so `truncated`
-    /// is only set when there really is more).
-    fn push(&mut self, path: String, line: Option<(u64, &[u8])>) -> Flow {
+    /// Adds a match of `entry`, or stops the walk if the result is full (so
+    /// `truncated` is only set when there really is more).
+    fn push(&mut self, entry: &walk::Entry, path: String, line: Option<(u64, &[u8])>) -> Flow {
         if self.found.matches.len() == self.max_results {
-            self.cut = Some(Cut::Results);
-            return Flow::Stop;
+            return self.stop(Cut::Results, entry);
         }
+        self.taken += 1;
         self.found.matches.push(Match {
             path,
             line: line.map(|(n, _)| n),
@@ -342,8 +389,7 @@ impl Search<'_> {
             return Flow::Continue;
         }
         if self.found.scanned_bytes + len > self.max_search_bytes {
-            self.cut = Some(Cut::Bytes);
-            return Flow::Stop;
+            return self.stop(Cut::Bytes, entry);
         }
         let mut buffer = std::mem::take(&mut self.buffer);
         buffer.clear();
@@ -388,13 +434,18 @@ impl Search<'_> {
             return Flow::Continue;
         }
         if self.found.scanned_bytes + buffer.len() as u64 > self.max_search_bytes {
-            self.cut = Some(Cut::Bytes);
-            return Flow::Stop;
+            return self.stop(Cut::Bytes, entry);
         }
         self.found.scanned_bytes += buffer.len() as u64;
+        // Lines earlier pages gave are passed.
+        let mut passed = self.taken;
         let mut flow = Flow::Continue;
         needle.for_each_line(buffer, |line, text| {
-            flow = self.push(entry.rel.clone(), Some((line, text)));
+            if passed > 0 {
+                passed -= 1;
+                return true;
+            }
+            flow = self.push(entry, entry.rel.clone(), Some((line, text)));
             flow == Flow::Continue
         });
         flow
