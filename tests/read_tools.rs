@@ -625,12 +625,24 @@ async fn a_cut_listing_pages_with_a_cursor_to_the_whole_set() {
         });
         whole.sort();
         assert_eq!(paged, whole, "{details}");
-        // A later page's text says where it starts.
+        // A later page's text says where it starts; a cut one, first thing,
+        // that its count is not the directory's; the last one is not cut.
+        let cut = ", cut: the cursor in the note below gives the next ones";
+        let header = |page: &rmcp::model::CallToolResult| {
+            text(page).lines().next().unwrap_or_default().to_string()
+        };
         assert!(
-            text(&pages[1]).starts_with("'.': 25 entries from cursor \"25\""),
+            header(&pages[0]).starts_with(&format!("'.': 25 entries{cut}")),
+            "{}",
+            text(&pages[0])
+        );
+        assert!(
+            header(&pages[1]).starts_with(&format!("'.': 25 entries from cursor \"25\"{cut}")),
             "{}",
             text(&pages[1])
         );
+        let last = pages.last().unwrap();
+        assert!(!header(last).contains(cut), "{}", text(last));
     }
 
     // A cursor past the end gives an empty page that says so, no cursor.

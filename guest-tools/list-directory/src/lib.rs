@@ -305,8 +305,13 @@ fn render(listing: &Listing, cursor: Option<Cursor>) -> String {
         columns.push("modified (UTC)".into());
     }
     let n = listing.entries.len();
+    // A page that is cut says so first: its count is not the directory's.
+    let cut = match listing.truncated {
+        true => ", cut: the cursor in the note below gives the next ones",
+        false => "",
+    };
     let mut out = format!(
-        "'{dir}': {n} {}{from}",
+        "'{dir}': {n} {}{from}{cut}",
         if n == 1 { "entry" } else { "entries" }
     );
     if !columns.is_empty() {
