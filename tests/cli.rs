@@ -248,7 +248,10 @@ fn stdin_from_a_file_and_stderr_on_stdout_still_serve() {
         .collect();
     assert_eq!(answers.len(), 2, "{out}");
     assert_eq!(answers[1]["id"], 2, "{out}");
-    assert_eq!(answers[1]["result"]["content"][0]["text"], "hello\n", "{out}");
+    assert_eq!(
+        answers[1]["result"]["content"][0]["text"], "hello\n",
+        "{out}"
+    );
     assert!(out.contains("serving MCP over stdio"), "{out}");
 }
 
