@@ -83,22 +83,20 @@ impl Session {
 
     /// Sends one JSON-RPC line and reads the response line.
     pub fn request(&mut self, json: &str) -> usize {
-        writeln!(self.stdin, "{json}").unwrap();
-        self.recv()
+        self.send(json).unwrap();
+        self.recv().unwrap()
     }
 
     /// Sends one JSON-RPC line without waiting for an answer; an error when
     /// the server is gone (benches that count failures rather than stop).
-    #[allow(dead_code)]
     pub fn send(&mut self, json: &str) -> std::io::Result<()> {
         writeln!(self.stdin, "{json}")
     }
 
-    /// Reads the next line into `line`; its length, 0 at end of output
-    /// (or when the output cannot be read).
-    pub fn recv(&mut self) -> usize {
+    /// Reads the next line into `line`; its length, 0 at end of output.
+    pub fn recv(&mut self) -> std::io::Result<usize> {
         self.line.clear();
-        self.stdout.read_line(&mut self.line).unwrap_or(0)
+        self.stdout.read_line(&mut self.line)
     }
 
     /// The server's process id.
