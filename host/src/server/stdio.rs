@@ -59,16 +59,9 @@ pub fn std_streams() -> (
         Err(_) => Box::new(tokio::io::stdin()),
     };
     let (stdout, stderr) = (std::io::stdout(), std::io::stderr());
-    let same = |a: std::os::fd::BorrowedFd, b: std::os::fd::BorrowedFd| {
-        use std::os::unix::fs::MetadataExt;
-        let meta = |fd: std::os::fd::BorrowedFd| {
-            fd.try_clone_to_owned()
-                .and_then(|fd| std::fs::File::from(fd).metadata())
-                .map(|m| (m.dev(), m.ino()))
-        };
-        matches!((meta(a), meta(b)), (Ok(a), Ok(b)) if a == b)
-    };
-    let output: Box<dyn AsyncWrite + Unpin + Send> = match same(stdout.as_fd(), stderr.as_fd()) {
+    let file = |fd| rustix::fs::fstat(fd).map(|st| (st.st_dev, st.st_ino));
+    let shared = matches!((file(stdout.as_fd()), file(stderr.as_fd())), (Ok(a), Ok(b)) if a == b);
+    let output: Box<dyn AsyncWrite + Unpin + Send> = match shared {
         true => Box::new(tokio::io::stdout()),
         false => match stdout
             .as_fd()
