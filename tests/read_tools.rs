@@ -532,15 +532,20 @@ async fn list_directory_sorts_and_hides_denied_names() {
     client.cancel().await.unwrap();
 }
 
+/// A read-only root `many` over `many/`, listings cut at 25 entries.
+fn many_cut_at_25(env: &Env) -> std::path::PathBuf {
+    env.config(
+        "max_list_entries = 25\n[[roots]]\nname = \"many\"\npath = \"many\"\nrole = \"reference\"\n",
+    )
+}
+
 #[tokio::test]
 async fn large_listings_are_truncated_and_say_so() {
     let env = Env::new();
     for i in 0..30 {
         env.write(&format!("many/dir{i:02}/file.txt"), "x");
     }
-    let config = env.config(
-        "max_list_entries = 25\n[[roots]]\nname = \"many\"\npath = \"many\"\nrole = \"reference\"\n",
-    );
+    let config = many_cut_at_25(&env);
     let client = start(&config).await;
     let r = call(
         &client,
@@ -576,9 +581,7 @@ async fn a_cut_listing_pages_with_a_cursor_to_the_whole_set() {
         env.write(&format!("many/dir{i:02}/sub/inner.txt"), "x");
     }
     env.write("many/.gitignore", "dir0*/sub/\n");
-    let config = env.config(
-        "max_list_entries = 25\n[[roots]]\nname = \"many\"\npath = \"many\"\nrole = \"reference\"\n",
-    );
+    let config = many_cut_at_25(&env);
     let client = start(&config).await;
     // 1 + 30 directories + 30 files + 30 subdirectories (10 ignored, not
     // listed inside) + 20 inner files = 111 entries, in 5 pages of 25.

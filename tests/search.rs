@@ -81,6 +81,22 @@ fn reference_r(env: &Env, file: &str, settings: &str, root_settings: &str) -> Pa
     path
 }
 
+/// Each match as (path, line, preview), in the result's order.
+fn found(r: &rmcp::model::CallToolResult) -> Vec<(String, Option<u64>, Option<String>)> {
+    structured(r)["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["path"].as_str().unwrap().to_string(),
+                m["line"].as_u64(),
+                m["preview"].as_str().map(str::to_string),
+            )
+        })
+        .collect()
+}
+
 fn paths(r: &rmcp::model::CallToolResult) -> Vec<String> {
     structured(r)["matches"]
         .as_array()
@@ -461,20 +477,6 @@ async fn a_cut_search_pages_with_a_cursor_to_the_whole_set() {
     }
     env.write("r/.gitignore", "d4/\n");
     let client = start(&reference_r(&env, "r.toml", "", "")).await;
-    // Each match as (path, line); a page's matches in its order.
-    let matches = |r: &rmcp::model::CallToolResult| -> Vec<(String, u64)> {
-        structured(r)["matches"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| {
-                (
-                    m["path"].as_str().unwrap().to_string(),
-                    m["line"].as_u64().unwrap_or(0),
-                )
-            })
-            .collect()
-    };
     for (args, cap) in [
         // 15 lines in f*.txt, 4 in d*/ (d4 ignored): cut inside files too.
         (
@@ -486,15 +488,15 @@ async fn a_cut_search_pages_with_a_cursor_to_the_whole_set() {
     ] {
         let whole = search(&client, args.clone()).await;
         assert_eq!(structured(&whole).get("next_cursor"), None);
-        let pages = matches(&whole).len().div_ceil(cap);
+        let pages = found(&whole).len().div_ceil(cap);
         assert!(pages >= 4, "{}", text(&whole));
         let mut capped = args.clone();
         capped["max_results"] = json!(cap);
         let (all, n) = all_pages(&client, "search_files", capped).await;
         assert_eq!(n, pages, "{args}");
-        let paged: Vec<(String, u64)> = all.iter().flat_map(matches).collect();
+        let paged: Vec<_> = all.iter().flat_map(found).collect();
         // The same matches in the same order: none twice, none missing.
-        assert_eq!(paged, matches(&whole), "{args}");
+        assert_eq!(paged, found(&whole), "{args}");
         assert!(
             text(&all[0]).contains(&format!(
                 "call again with cursor: \"{}\" to go on",
@@ -545,17 +547,9 @@ async fn matching_lines_are_numbered_as_an_editor_would() {
     let config = reference_r(&env, "r.toml", "", "");
     let client = start(&config).await;
     let lines = |r: &rmcp::model::CallToolResult| -> Vec<(String, u64, String)> {
-        structured(r)["matches"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| {
-                (
-                    m["path"].as_str().unwrap().to_string(),
-                    m["line"].as_u64().unwrap(),
-                    m["preview"].as_str().unwrap().to_string(),
-                )
-            })
+        found(r)
+            .into_iter()
+            .map(|(path, line, preview)| (path, line.unwrap(), preview.unwrap()))
             .collect()
     };
     let r = search(
