@@ -60,7 +60,7 @@ mod session;
 
 use std::collections::{BTreeMap, HashSet};
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -554,12 +554,12 @@ struct Live<'a> {
     session: Session,
 }
 
-fn sample_spawn(server: &Server) -> (Duration, usize, bool) {
+/// Starts `server`: the time to its `initialize` answer, and the session
+/// (whose `line` is that answer).
+fn sample_spawn(server: &Server) -> (Duration, Session) {
     let start = Instant::now();
     let s = server.open();
-    let time = start.elapsed();
-    let ok = answered(&s.line);
-    (time, s.line.len(), ok)
+    (start.elapsed(), s)
 }
 
 fn sample_call(s: &mut Session, tool: &str, args: &Value) -> (Duration, usize, bool) {
@@ -577,21 +577,14 @@ fn sample_floor(floor: Floor, dir: &Path, loom: &mut Session) -> (Duration, usiz
     let start = Instant::now();
     let (bytes, ok) = match floor {
         Floor::Cat => {
-            let mut child = Command::new("cat")
+            // The session's own start: `initialize` written, its echo read.
+            let cat = Command::new("cat")
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .spawn()
                 .unwrap();
-            let mut stdin = child.stdin.take().unwrap();
-            writeln!(stdin, "{}", session::INITIALIZE).unwrap();
-            let mut line = String::new();
-            BufReader::new(child.stdout.take().unwrap())
-                .read_line(&mut line)
-                .unwrap();
-            let time = start.elapsed();
-            drop(stdin);
-            child.wait().unwrap();
-            return (time, line.len(), true);
+            let s = Session::start(cat);
+            return (start.elapsed(), s.line.len(), true);
         }
         Floor::ListRoots => {
             return sample_call(loom, "list_roots", &json!({}));
@@ -639,17 +632,24 @@ fn run_raw(
         for round in 0..rounds {
             for (i, live) in lives.iter_mut().enumerate() {
                 let kind = live.server.kind;
-                let (time, bytes, ok) = if work == Work::Spawn {
-                    sample_spawn(live.server)
+                let spawned;
+                // The reply: the spawned server's to `initialize`, or the
+                // open session's to the call.
+                let ((time, bytes, ok), reply) = if work == Work::Spawn {
+                    let time;
+                    (time, spawned) = sample_spawn(live.server);
+                    let line = &spawned.line;
+                    ((time, line.len(), answered(line)), line)
                 } else {
                     let Some((tool, args)) = call(work, kind, dir, round) else {
                         per[i].missing = true;
                         continue;
                     };
-                    sample_call(&mut live.session, tool, &args)
+                    let sample = sample_call(&mut live.session, tool, &args);
+                    (sample, &live.session.line)
                 };
                 per[i].push(time, bytes, ok);
-                per[i].note(ok, &live.session.line);
+                per[i].note(ok, reply);
                 if work == Work::Copy1000 {
                     let _ = std::fs::remove_dir_all(dir.join(copy_destination(kind)));
                 }
