@@ -63,6 +63,7 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -243,13 +244,19 @@ fn lines(len: usize) -> String {
     line.repeat(len / line.len() + 1)[..len].to_string()
 }
 
+/// The 4 KiB text of the page, the write files and every write, built once.
+static PAGE_4K: LazyLock<String> = LazyLock::new(|| lines(4096));
+
+/// Every server, in table order.
+const KINDS: [Kind; 3] = [Kind::Loom, Kind::Node, Kind::Rust];
+
 /// 100 KiB holding `EDIT_A` once, in the middle.
 fn edit_text() -> String {
     let half = lines(50 * 1024);
     format!("{half}{EDIT_A}\n{half}")
 }
 
-fn fixture(servers: &[Kind]) -> Fixture {
+fn fixture() -> Fixture {
     let tmp = tempfile::TempDir::new().unwrap();
     let base = std::fs::canonicalize(tmp.path()).unwrap();
     let dir = base.join("fx");
@@ -258,7 +265,7 @@ fn fixture(servers: &[Kind]) -> Fixture {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, content).unwrap();
     };
-    put("page-4k.txt", &lines(4096));
+    put("page-4k.txt", &PAGE_4K);
     put("page-1m.txt", &lines(1 << 20));
     let small = lines(64);
     for n in 0..1000 {
@@ -272,8 +279,8 @@ fn fixture(servers: &[Kind]) -> Fixture {
             }
         }
     }
-    for kind in servers {
-        put(&format!("w/{kind:?}.txt"), &lines(4096));
+    for kind in KINDS {
+        put(&format!("w/{kind:?}.txt"), &PAGE_4K);
     }
     reset_edits(&dir);
     noisy::build(&dir.join("noisy"));
@@ -298,7 +305,7 @@ fn fixture(servers: &[Kind]) -> Fixture {
 /// workload toggles it, round by round).
 fn reset_edits(dir: &Path) {
     std::fs::create_dir_all(dir.join("e")).unwrap();
-    for kind in [Kind::Loom, Kind::Node, Kind::Rust] {
+    for kind in KINDS {
         std::fs::write(dir.join(format!("e/{kind:?}.txt")), edit_text()).unwrap();
     }
 }
@@ -425,7 +432,7 @@ fn call(work: Work, kind: Kind, dir: &Path, round: usize) -> Option<(&'static st
         },
         Work::Write4k => (
             "write_file",
-            with(&format!("w/{kind:?}.txt"), json!({"content": lines(4096)})),
+            with(&format!("w/{kind:?}.txt"), json!({"content": *PAGE_4K})),
         ),
         Work::Edit100k => {
             let (old, new) = if round.is_multiple_of(2) {
@@ -590,10 +597,9 @@ fn sample_floor(floor: Floor, dir: &Path, loom: &mut Session) -> (Duration, usiz
             return sample_call(loom, "list_roots", &json!({}));
         }
         Floor::NativeWrite => {
-            let content = lines(4096);
             let tmp = dir.join("w/.native.tmp");
             let mut f = std::fs::File::create(&tmp).unwrap();
-            f.write_all(content.as_bytes()).unwrap();
+            f.write_all(PAGE_4K.as_bytes()).unwrap();
             f.sync_all().unwrap();
             drop(f);
             std::fs::rename(&tmp, dir.join("w/native.txt")).unwrap();
@@ -1142,7 +1148,7 @@ fn main() {
         raise_nofile(n);
     }
     let started = Instant::now();
-    let fx = fixture(&[Kind::Loom, Kind::Node, Kind::Rust]);
+    let fx = fixture();
     let mut servers = vec![loom(&fx)];
     for (name, peer) in [(NODE_PACKAGE, node(&fx)), (RUST_CRATE, rust(&fx))] {
         match peer {
