@@ -67,7 +67,7 @@ use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use session::{BIN, Session, noisy};
+use session::{BIN, CACHE_DIR, Session, noisy};
 
 const NODE_PACKAGE: &str = "@modelcontextprotocol/server-filesystem";
 const NODE_VERSION: &str = "2026.8.31";
@@ -133,10 +133,7 @@ fn loom(fx: &Fixture) -> Server {
             fx.config.clone().into(),
             "--allow-root".into(),
         ],
-        env: vec![(
-            "LOOMFS_CACHE_DIR".into(),
-            concat!(env!("CARGO_TARGET_TMPDIR"), "/bench-cache").into(),
-        )],
+        env: vec![("LOOMFS_CACHE_DIR".into(), CACHE_DIR.into())],
     }
 }
 

@@ -10,6 +10,9 @@ pub mod noisy;
 pub const BIN: &str = env!("CARGO_BIN_EXE_loom-fs-mcp");
 pub const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"0"}}}"#;
 
+/// The benchmarks' component cache (`LOOMFS_CACHE_DIR`), kept across runs.
+pub const CACHE_DIR: &str = concat!(env!("CARGO_TARGET_TMPDIR"), "/bench-cache");
+
 /// The binary on `config`, with the benchmarks' component cache (and
 /// `--allow-root`, for benchmarks run as root).
 pub fn spawn(config: &Path) -> Child {
@@ -17,10 +20,7 @@ pub fn spawn(config: &Path) -> Child {
         .arg("--config")
         .arg(config)
         .arg("--allow-root")
-        .env(
-            "LOOMFS_CACHE_DIR",
-            concat!(env!("CARGO_TARGET_TMPDIR"), "/bench-cache"),
-        )
+        .env("LOOMFS_CACHE_DIR", CACHE_DIR)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
