@@ -408,8 +408,7 @@ impl Search<'_> {
     ) -> Flow {
         // The head first: a binary file is skipped after 4 KiB. A small
         // file is read whole at once.
-        let head = len.min(SNIFF_BYTES as u64);
-        if read_up_to(file, buffer, head).is_err() {
+        if read_up_to(file, buffer, len.min(SNIFF_BYTES as u64)).is_err() {
             self.unreadable_files += 1;
             return Flow::Continue;
         }
@@ -418,23 +417,13 @@ impl Search<'_> {
             self.found.skipped_binary += 1;
             return Flow::Continue;
         }
-        // The rest (unless the head was all), never more than the limits
-        // allow: the file may have grown since its size was read.
-        let limit = self.max_read_bytes.min(
-            self.max_search_bytes
-                .saturating_sub(self.found.scanned_bytes),
-        );
-        let whole = len < SNIFF_BYTES as u64;
-        if !whole && read_up_to(file, buffer, limit + 1).is_err() {
+        // Then the rest, the file as its size said (which `scan` checked
+        // against the limits): bytes it gained since are not read, and no
+        // read asks for more than is there (the host fills what it is asked
+        // for before reading into it).
+        if read_up_to(file, buffer, len).is_err() {
             self.unreadable_files += 1;
             return Flow::Continue;
-        }
-        if buffer.len() as u64 > self.max_read_bytes {
-            self.found.skipped_too_large += 1;
-            return Flow::Continue;
-        }
-        if self.found.scanned_bytes + buffer.len() as u64 > self.max_search_bytes {
-            return self.stop(Cut::Bytes, entry);
         }
         self.found.scanned_bytes += buffer.len() as u64;
         // Lines earlier pages gave are passed.
