@@ -244,6 +244,9 @@ pub(super) fn restrict(config: &Config, cache: Option<&Path>) -> anyhow::Result<
     if let Some(dir) = sandbox::shared_audit_dir(config) {
         eprintln!("warning: {}", shared_audit_dir(&dir));
     }
+    // It opens the policing filesystem's `/proc/self/fd`, which the
+    // sandbox would refuse afterwards (a directory outside the roots).
+    crate::runtime::fs::self_test().map_err(anyhow::Error::msg)?;
     match Plan::new(config, cache)?.restrict_self()? {
         status @ Status::Enforced { .. } => eprintln!("landlock: {status}"),
         status @ Status::NotEnforced(_) => eprintln!("warning: {status}"),

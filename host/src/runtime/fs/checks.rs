@@ -124,8 +124,10 @@ impl PolicedFs<'_> {
         // `to_pem/x`, `to_pem/`): then every step is checked by its real
         // name, and a denied one answers as a missing one, whatever comes
         // after it. Without a symlink, the lexical check saw every step.
-        if symlink_on_the_way(self.dir_fd(fd)?, path, follow) {
-            self.steps_checked(fd, path, h, rel, op)?;
+        match without_symlinks(self.dir_fd(fd)?, path, follow) {
+            Direct::Found(probe) => return Ok(Some(probe)),
+            Direct::Symlink => self.steps_checked(fd, path, h, rel, op)?,
+            Direct::Other => {}
         }
         match self.probe_at(fd, path, follow)? {
             Probe::Found(fd) => Ok(Some(fd)),
@@ -245,12 +247,7 @@ impl PolicedFs<'_> {
             return Err(ErrorCode::NotDirectory.into());
         };
         let perms = dir.perms;
-        let file = rustix::fs::open(
-            format!("/proc/self/fd/{}", probe.as_raw_fd()),
-            OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY,
-            Mode::empty(),
-        )
-        .map_err(|e| self.os_error(e))?;
+        let file = reopen_for_reading(probe.as_fd()).map_err(|e| self.os_error(e))?;
         let file = wasmtime_wasi::filesystem::File::new(file.into(), perms, OpenMode::READ, true);
         let new = self.fs.table.push(Descriptor::File(file))?;
         self.guard.handles.insert(

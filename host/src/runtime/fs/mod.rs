@@ -28,11 +28,12 @@
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
+use rustix::path::DecInt;
 use wasmtime::component::{HasData, Resource};
 use wasmtime_wasi::OpenMode;
 use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemCtxView};

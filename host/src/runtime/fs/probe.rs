@@ -38,9 +38,30 @@ pub(super) fn is_plain_name(path: &str) -> bool {
     !path.is_empty() && path != "." && path != ".." && !path.contains('/')
 }
 
-/// The real path of an open descriptor.
+/// The real path of an open descriptor: its link in `/proc/self/fd`.
 pub(super) fn real_path(fd: BorrowedFd<'_>) -> Option<PathBuf> {
-    std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()
+    use std::os::unix::ffi::OsStringExt;
+    let link = rustix::fs::readlinkat(proc_self_fd()?, DecInt::from_fd(fd), Vec::new()).ok()?;
+    Some(std::ffi::OsString::from_vec(link.into_bytes()).into())
+}
+
+/// Opens the file `fd` (an `O_PATH` descriptor) is, for reading: the same
+/// file, found again by no name.
+pub(super) fn reopen_for_reading(fd: BorrowedFd<'_>) -> rustix::io::Result<OwnedFd> {
+    let proc_fd = proc_self_fd().ok_or(rustix::io::Errno::NOENT)?;
+    rustix::fs::openat(
+        proc_fd,
+        DecInt::from_fd(fd),
+        OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY,
+        Mode::empty(),
+    )
+}
+
+/// `/proc/self/fd`, opened once for the process (a lookup of `/proc/self`
+/// per call cost as much as the rest of a read's checks) and checked to be
+/// procfs with nothing mounted over it.
+fn proc_self_fd() -> Option<BorrowedFd<'static>> {
+    rustix_linux_procfs::proc_self_fd().ok()
 }
 
 /// What probing a path found.
@@ -112,9 +133,21 @@ pub(super) fn pause_before_publish() {
     let _ = std::fs::remove_file(dir.join("paused"));
 }
 
-/// Whether resolving `path` under `dir` passes a symlink (a final one
-/// counted only when `follow`): `openat2(RESOLVE_NO_SYMLINKS)` says so.
-pub(super) fn symlink_on_the_way(dir: BorrowedFd<'_>, path: &str, follow: bool) -> bool {
+/// What resolving `path` under `dir` without following any symlink found.
+pub(super) enum Direct {
+    /// No symlink on the way (a final one counted only when `follow`): the
+    /// path's `O_PATH` descriptor, the one [`probe`] would open.
+    Found(OwnedFd),
+    /// A symlink on the way, or no descriptor free to tell.
+    Symlink,
+    /// Something else (missing, escaping…): [`probe`] says what.
+    Other,
+}
+
+/// Resolves `path` under `dir` with `openat2(RESOLVE_NO_SYMLINKS)`: whether
+/// a symlink is on the way, and the probe itself when none is (one lookup
+/// for both, the common case).
+pub(super) fn without_symlinks(dir: BorrowedFd<'_>, path: &str, follow: bool) -> Direct {
     let mut flags = OFlags::PATH | OFlags::CLOEXEC;
     if !follow {
         flags |= OFlags::NOFOLLOW;
@@ -124,14 +157,17 @@ pub(super) fn symlink_on_the_way(dir: BorrowedFd<'_>, path: &str, follow: bool) 
     // Out of descriptors, it cannot tell: the steps are checked then, and
     // their probes say the call ran out (never a check skipped).
     match rustix::fs::openat2(dir, path, flags, Mode::empty(), resolve) {
-        Err(e) => e == rustix::io::Errno::LOOP || is_exhaustion(e),
-        Ok(_) => false,
+        Ok(fd) => Direct::Found(fd),
+        Err(e) if e == rustix::io::Errno::LOOP || is_exhaustion(e) => Direct::Symlink,
+        Err(_) => Direct::Other,
     }
 }
 
 /// Checks at start that the kernel gives what the policing filesystem
 /// relies on: `openat2` with `RESOLVE_BENEATH` (Linux 5.6+) and
-/// `/proc/self/fd` to read a descriptor's real path.
+/// `/proc/self/fd` to read a descriptor's real path. The first call opens
+/// the process's handle on `/proc/self/fd`: make it before the kernel
+/// sandbox, which would refuse that open.
 pub fn self_test() -> Result<(), String> {
     // `O_PATH`, as the probes are: it reads nothing, so it also works in a
     // process the kernel sandbox has restricted to its roots.
@@ -146,7 +182,7 @@ pub fn self_test() -> Result<(), String> {
     };
     match real_path(probe.as_fd()) {
         Some(p) if p == Path::new("/") => Ok(()),
-        _ => Err("/proc/self/fd is unavailable: mount /proc".into()),
+        _ => Err("/proc/self/fd is unavailable or not procfs: mount /proc".into()),
     }
 }
 

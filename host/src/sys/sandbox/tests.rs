@@ -197,8 +197,10 @@ fn expect<T>(what: &str, allowed: bool, result: std::io::Result<T>) {
 
 fn restricted_child(base: &Path) {
     let config = Config::parse(CONFIG, base, false).unwrap();
-    // As the server does: the audit log is opened before restricting.
+    // As the server does: the audit log and the policing filesystem's
+    // `/proc/self/fd` are opened before restricting.
     let audit = crate::store::audit::Audit::open(&config.audit, config.audit_max_bytes, 0).unwrap();
+    crate::runtime::fs::self_test().unwrap();
     let status = Plan::new(&config, Some(&base.join("cache")))
         .unwrap()
         .restrict_self()
