@@ -724,3 +724,53 @@ async fn ignore_files_are_read_through_the_policy() {
     std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o644)).unwrap();
     assert_clean(&env, &[r]);
 }
+
+/// An ignore file the walk cannot use, one over the 1 MiB cap and one whose
+/// thousands of wildcard lines are more than the matcher may build, is not
+/// applied, and the result says how many were left out; a usable one beside
+/// them still applies.
+#[tokio::test]
+async fn ignore_files_that_cannot_be_used_are_said() {
+    let env = Env::new();
+    let over_cap = format!("*.rs\n{}", "# padding line\n".repeat(70_000));
+    assert!(over_cap.len() > 1 << 20);
+    let complex = format!("*.rs\n{}", format!("{}\n", "?".repeat(200)).repeat(4_000));
+    assert!(complex.len() < 1 << 20);
+    env.write("r/big/.gitignore", &over_cap)
+        .write("r/big/x.rs", "x\n")
+        .write("r/complex/.gitignore", &complex)
+        .write("r/complex/y.rs", "y\n")
+        .write("r/fine/.gitignore", "*.rs\n")
+        .write("r/fine/z.rs", "z\n")
+        // Just under the walk's wildcard budget: built within the guest's
+        // memory (the call is not stopped).
+        .write(
+            "r/heavy/.gitignore",
+            format!("*.rs\n{}", format!("{}\n", "?".repeat(200)).repeat(240)),
+        )
+        .write("r/heavy/w.rs", "w\n");
+    let config = env.config(
+        r#"
+        audit_log = "audit.log"
+        [[roots]]
+        name = "r"
+        path = "r"
+        role = "reference"
+        "#,
+    );
+    let client = start(&config).await;
+    let r = search(&client, json!({"root": "r", "pattern": "*.rs"})).await;
+    assert_eq!(
+        found(&r),
+        ["big/x.rs", "complex/y.rs"].map(String::from).into(),
+        "{}",
+        text(&r)
+    );
+    assert_eq!(ignored_count(&r), 2, "fine/z.rs and heavy/w.rs");
+    assert!(
+        text(&r).contains("2 ignore files (.gitignore, .ignore) could not be used"),
+        "{}",
+        text(&r)
+    );
+    assert_clean(&env, &[r]);
+}

@@ -39,6 +39,13 @@ pub const FILE_NAMES: [&str; 2] = [".ignore", ".gitignore"];
 /// one is a few KiB).
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
 
+/// Most wildcards (`*`, `?`, `[`) the ignore files of one walk may hold
+/// together. Building a matcher costs memory by wildcard (each becomes
+/// automaton states) before globset's own size cap can say no: 800 KB of
+/// `?` lines took more than the guest's 256 MiB. A real ignore file holds a
+/// few dozen; a file that would pass this total is not applied, and said.
+pub const MAX_WILDCARDS: u64 = 50_000;
+
 /// What one directory's ignore files say, and what its ancestors' say.
 /// Shared (`Rc`) by every directory below it that has no ignore file of its
 /// own.
@@ -104,10 +111,14 @@ pub struct StartIgnored;
 #[derive(Default)]
 pub struct Loader {
     /// Ignore files that exist but could not be read (unreadable, or too
-    /// large), and directories above a walk's start that could not be
-    /// listed for theirs: their rules are not applied. An ignore file that
-    /// is not a regular file (a symlink, a FIFO) is not one, and not counted.
+    /// large) or whose rules could not be built (past [`MAX_WILDCARDS`],
+    /// or globset's caps), and directories above a walk's start that could
+    /// not be listed for theirs: their rules are not applied. An ignore
+    /// file that is not a regular file (a symlink, a FIFO) is not one, and
+    /// not counted.
     pub unreadable: u64,
+    /// Wildcards in the ignore files applied so far.
+    wildcards: u64,
 }
 
 impl Loader {
@@ -224,13 +235,21 @@ impl Loader {
                 self.unreadable += 1;
                 Gitignore::empty()
             }
-            Ok(file) => match read_small(&file) {
-                Some(text) => parse(&text),
-                None => {
+            Ok(file) => {
+                let rules = read_small(&file).and_then(|text| {
+                    let wildcards = wildcards(&text);
+                    (self.wildcards + wildcards <= MAX_WILDCARDS)
+                        .then(|| compile(&text).ok())
+                        .flatten()
+                        .inspect(|_| self.wildcards += wildcards)
+                });
+                // Not read, or rules too costly or impossible to build:
+                // not applied, and said.
+                rules.unwrap_or_else(|| {
                     self.unreadable += 1;
                     Gitignore::empty()
-                }
-            },
+                })
+            }
         }
     }
 }
@@ -299,11 +318,20 @@ fn literal_braces(line: &str) -> std::borrow::Cow<'_, str> {
     out.into()
 }
 
+/// The wildcards of an ignore file's text (see [`MAX_WILDCARDS`]).
+fn wildcards(text: &[u8]) -> u64 {
+    text.iter()
+        .filter(|&&b| matches!(b, b'*' | b'?' | b'['))
+        .count() as u64
+}
+
 /// Parses the text of an ignore file as `GitignoreBuilder::add` does
 /// (lines split at `\n`, a trailing `\r` and a leading BOM dropped, lines
 /// that are not UTF-8 or not a valid glob skipped), from bytes read here.
-/// Paths are then matched relative to the file's directory.
-pub fn parse(text: &[u8]) -> Gitignore {
+/// Paths are then matched relative to the file's directory. Fails when
+/// the lines together make a matcher over globset's size caps (a file of
+/// thousands of wildcard patterns can, well under [`MAX_FILE_BYTES`]).
+pub fn compile(text: &[u8]) -> Result<Gitignore, ignore::Error> {
     let mut builder = GitignoreBuilder::new(".");
     for (i, line) in text.split(|&b| b == b'\n').enumerate() {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -318,7 +346,7 @@ pub fn parse(text: &[u8]) -> Gitignore {
         // A line that is not a valid glob is skipped, as git skips it.
         let _ = builder.add_line(None, &literal_braces(line));
     }
-    builder.build().unwrap_or_else(|_| Gitignore::empty())
+    builder.build()
 }
 
 #[cfg(test)]
@@ -332,8 +360,8 @@ mod tests {
             .fold(None, |parent, (dir, ignore, gitignore)| {
                 chained(
                     dir,
-                    parse(ignore.as_bytes()),
-                    parse(gitignore.as_bytes()),
+                    compile(ignore.as_bytes()).unwrap(),
+                    compile(gitignore.as_bytes()).unwrap(),
                     parent,
                 )
             })
@@ -376,7 +404,14 @@ mod tests {
         assert!(ignored_here("x.{o,a}"), "braces are literal, as in git");
         assert!(!ignored_here("x.o") && !ignored_here("x.a"));
         assert!(ignored_here("{b}"), "an escaped brace stays one");
-        let not_utf8 = parse(b"\xff\xfe\nz.txt\n");
+        // Thousands of wildcard lines, well under the file cap, make a
+        // matcher over globset's size cap: an error, never rules half built.
+        let wild = "?".repeat(200) + "\n";
+        let text = wild.repeat(2000);
+        assert!(wildcards(text.as_bytes()) > MAX_WILDCARDS);
+        assert!((text.len() as u64) < MAX_FILE_BYTES);
+        assert!(compile(text.as_bytes()).is_err(), "too complex to build");
+        let not_utf8 = compile(b"\xff\xfe\nz.txt\n").unwrap();
         assert!(
             not_utf8.matched("z.txt", false).is_ignore(),
             "only the bad line skipped"

@@ -146,8 +146,9 @@ impl Stats {
         }
         if self.ignore_files_unreadable > 0 {
             notes.push(format!(
-                "{} ignore files (.gitignore, .ignore) could not be read (unreadable or \
-                 larger than {} KiB): their rules were not applied",
+                "{} ignore files (.gitignore, .ignore) could not be used (unreadable, \
+                 larger than {} KiB, or too many complex patterns to build): their rules \
+                 were not applied",
                 self.ignore_files_unreadable,
                 ignores::MAX_FILE_BYTES / 1024
             ));
