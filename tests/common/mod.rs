@@ -336,6 +336,7 @@ pub fn root(env: &Env, name: &str, role: Role, perms: Perms) -> Arc<Root> {
         extra_deny: vec![],
         max_read_bytes: 1 << 20,
         min_free_bytes: 0,
+        trash_max_bytes: 0,
     })
 }
 
