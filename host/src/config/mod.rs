@@ -359,7 +359,11 @@ fn validate(raw: RawConfig, base: &Path, read_only_flag: bool) -> Result<Config,
             default: trash_max_bytes,
             ..TRASH_MAX_BYTES
         }
-        .take(r.trash_max_bytes, &mut problems, &format!("root '{name}': "));
+        .take(
+            r.trash_max_bytes,
+            &mut problems,
+            &format!("root '{name}': "),
+        );
         if problems.len() > before {
             continue;
         }
