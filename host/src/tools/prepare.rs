@@ -192,7 +192,9 @@ pub(super) fn reserve_kept(
 /// What the call would keep in the trash of each root it changes that has
 /// a budget, told before it runs, under its path locks: the file standing
 /// where it writes (the version a write, an edit, an append or an
-/// overwriting move or copy replaces) and the whole tree where it deletes.
+/// overwriting move or copy replaces; through a symlink, the larger of the
+/// link and its target) and the whole tree where it deletes (a symlink
+/// itself, never what it leads to).
 /// A path that leaves its place rather than being replaced there (a move's
 /// source, the argument declaring a stronger operation across roots) keeps
 /// nothing within its root; moved to another root it is counted as deleted,
@@ -206,14 +208,21 @@ pub(super) fn kept_estimate(resolved: &[Resolved], paths: &[PathArg]) -> trash::
         if root.trash_max_bytes == 0 || r.op() == Permission::Read {
             continue;
         }
-        let at = root.path.join(r.real_rel());
-        let bytes = match r.op() {
-            _ if r.is_root() => 0,
-            Permission::Delete => trash::bytes_at(&at),
-            Permission::Write if p.across_roots.is_none() => std::fs::symlink_metadata(&at)
+        // The entry as named (a symlink itself) and where it leads.
+        let real = root.path.join(r.real_rel());
+        let named = lexical(r.requested()).map_or_else(|| real.clone(), |rel| root.path.join(rel));
+        let file = |at: &Path| {
+            std::fs::symlink_metadata(at)
                 .ok()
                 .filter(|m| m.is_file())
-                .map_or(0, |m| m.len()),
+                .map_or(0, |m| m.len())
+        };
+        let bytes = match r.op() {
+            _ if r.is_root() => 0,
+            // A delete takes the entry as named, a link and not its target.
+            Permission::Delete => trash::bytes_at(&named),
+            // A write replaces the link, an edit what it leads to: the larger.
+            Permission::Write if p.across_roots.is_none() => file(&named).max(file(&real)),
             _ => 0,
         };
         match needs.iter_mut().find(|(r, _)| Arc::ptr_eq(r, root)) {

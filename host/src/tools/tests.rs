@@ -172,6 +172,11 @@ fn what_a_call_would_keep_is_told_from_its_places() {
     assert_eq!(estimate(&[("tree", Write, None)]), ws(0));
     assert_eq!(estimate(&[("tree", Delete, None)]), ws(23));
     assert_eq!(estimate(&[("a.txt", Read, None)]), vec![]);
+    // A link is deleted itself; written through, its target counts.
+    std::os::unix::fs::symlink("tree", dir.join("ws/to-tree")).unwrap();
+    std::os::unix::fs::symlink("a.txt", dir.join("ws/to-a")).unwrap();
+    assert_eq!(estimate(&[("to-tree", Delete, None)]), ws(0));
+    assert_eq!(estimate(&[("to-a", Write, None)]), ws(100));
     // A move of a.txt over tree/b: the source leaves, the destination is kept.
     assert_eq!(
         estimate(&[("a.txt", Write, Some(Delete)), ("tree/b", Write, None)]),
