@@ -221,7 +221,8 @@ pub(super) fn kept_estimate(resolved: &[Resolved], paths: &[PathArg]) -> trash::
             _ if r.is_root() => 0,
             // A delete takes the entry as named, a link and not its target.
             Permission::Delete => trash::bytes_at(&named),
-            // A write replaces the link, an edit what it leads to: the larger.
+            // Through a symlink, the larger of the link and what it leads
+            // to, whichever the tool replaces.
             Permission::Write if p.across_roots.is_none() => file(&named).max(file(&real)),
             _ => 0,
         };
