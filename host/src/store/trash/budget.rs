@@ -228,15 +228,19 @@ impl Reservation {
         for root in std::mem::take(&mut self.roots) {
             let _held = locks::hold(&root, SIZE_LOCK);
             let Some(mut count) = Count::read(&root) else {
-                // Gone or torn: a walk counts this call's entry with the rest.
-                Count::taken(&root).write(&root);
+                // Gone or torn: a walk counts this call's entry with the
+                // rest (where there is a count to write: not in a root this
+                // server may only delete in, where each call walks).
+                if root.perms.contains(Permission::Write) {
+                    Count::taken(&root).write(&root);
+                }
                 continue;
             };
-            let before = count.total();
             let pid = std::process::id();
             count
                 .held
                 .retain(|h| !(h.stamp == self.stamp && h.pid == pid));
+            let before = count.total();
             let kept = TrashDir::open(&root)
                 .ok()
                 .flatten()
