@@ -370,3 +370,29 @@ async fn usage_is_shown_in_check_and_trash_list_with_a_warning_at_80_percent() {
     );
     client.cancel().await.unwrap();
 }
+
+/// A root the server may delete in but not write gets no count file from
+/// it: each delete counts the trash by a walk, and the budget holds.
+#[tokio::test]
+async fn a_delete_only_root_is_held_to_its_budget_by_walks() {
+    let env = Env::new();
+    env.write("ws/one/a.txt", vec![b'a'; 600])
+        .write("ws/two/b.txt", vec![b'b'; 600]);
+    let config = env.config(
+        "audit_log = \"audit.log\"\n[[roots]]\nname = \"ws\"\npath = \"ws\"\n\
+         role = \"workspace\"\npermissions = [\"read\", \"delete\"]\ntrash_max_bytes = 1000\n",
+    );
+    let client = start(&config).await;
+    call_ok(&client, "delete_file", json!({"root": "ws", "path": "one"})).await;
+    let before = env.snapshot_of("ws");
+    let r = call(&client, "delete_file", json!({"root": "ws", "path": "two"})).await;
+    assert_refused(
+        &r,
+        "refused by rule 'trash_budget': root 'ws' keeps at most trash_max_bytes = 1000 \
+         (1000 B) in its trash, which holds 600 B (400 B left), and this change would keep \
+         600 B",
+    );
+    assert_eq!(env.snapshot_of("ws"), before);
+    assert!(!env.path("ws/.mcp-trash/.size").exists());
+    client.cancel().await.unwrap();
+}
