@@ -273,8 +273,14 @@ impl Drop for Reservation {
 
 /// Takes `root`'s count again from its trash (calls still reserving stand
 /// for their own entries) and writes it; the bytes it holds, with those
-/// reservations. At start, and after a purge or a restore.
+/// reservations. At start, and after a purge or a restore. A root with no
+/// trash is left as it is.
 pub fn recount(root: &Root) -> io::Result<u64> {
+    // No trash yet: nothing to count, and nothing made in the root (the
+    // first call that keeps something makes the count).
+    if TrashDir::open(root)?.is_none() {
+        return Ok(0);
+    }
     let _held = locks::hold(root, SIZE_LOCK);
     let count = Count::try_taken(root)?;
     count.write(root);

@@ -171,6 +171,13 @@ fn a_reservation_lives_while_its_window_is_open_and_its_process_is_there() {
 }
 
 #[test]
+fn counting_a_root_without_a_trash_makes_nothing() {
+    let (tmp, ws) = root(1000);
+    assert_eq!(recount(&ws).unwrap(), 0);
+    assert_eq!(fs::read_dir(tmp.path()).unwrap().count(), 0);
+}
+
+#[test]
 fn a_root_without_a_budget_is_not_counted() {
     let (_tmp, ws) = root(0);
     let reserved = reserve(&[(Arc::clone(&ws), u64::MAX)], STAMP, HOUR);
