@@ -305,7 +305,11 @@ fn judge(
     let trash: Vec<Vec<u8>> = if ws.join(".mcp-trash").exists() {
         files_below(&ws.join(".mcp-trash"))
             .into_iter()
-            .filter(|(p, _)| !p.starts_with(".staging") && p != std::path::Path::new(".locks"))
+            .filter(|(p, _)| {
+                !p.starts_with(".staging")
+                    && p != std::path::Path::new(".locks")
+                    && p != std::path::Path::new(".size")
+            })
             .map(|(_, c)| c)
             .collect()
     } else {

@@ -68,7 +68,8 @@ impl Drop for Tmpfs {
 fn files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     snapshot_dir(dir)
         .into_iter()
-        .filter(|(p, _)| p != Path::new(".mcp-trash/.locks"))
+        // The host's own state: the lock file and the trash's byte count.
+        .filter(|(p, _)| p != Path::new(".mcp-trash/.locks") && p != Path::new(".mcp-trash/.size"))
         .filter_map(|(p, c)| c.map(|c| (p, c)))
         .collect()
 }

@@ -230,6 +230,7 @@ fn build() -> Fixture {
             extra_deny: extra.iter().map(|s| s.to_string()).collect(),
             max_read_bytes: 1 << 20,
             min_free_bytes: 0,
+            trash_max_bytes: 0,
         })
     };
     let roots = vec![

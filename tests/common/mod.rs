@@ -248,9 +248,9 @@ impl Env {
 
     /// Every file under `rel` with its content. The host's own state in a
     /// root is no change a tool made and is left out: the lock file, the
-    /// staging area with its (empty) server directories, and a `.mcp-trash`
-    /// that holds nothing else. Anything in a server's staging directory
-    /// (a call's leftovers) is kept in.
+    /// trash's byte count, the staging area with its (empty) server
+    /// directories, and a `.mcp-trash` that holds nothing else. Anything in
+    /// a server's staging directory (a call's leftovers) is kept in.
     pub fn snapshot_of(&self, rel: &str) -> Vec<(PathBuf, Option<Vec<u8>>)> {
         let all = snapshot_dir(&self.path(rel));
         let names = |p: &Path| -> Vec<String> {
@@ -260,7 +260,8 @@ impl Env {
             let n = names(p);
             n.iter().position(|c| c == ".mcp-trash").is_some_and(|t| {
                 let below = &n[t + 1..];
-                matches!(below.first().map(String::as_str), Some(".locks")) && below.len() == 1
+                matches!(below.first().map(String::as_str), Some(".locks" | ".size"))
+                    && below.len() == 1
                     || matches!(below.first().map(String::as_str), Some(".staging"))
                         && below.len() <= 2
             })
@@ -336,6 +337,7 @@ pub fn root(env: &Env, name: &str, role: Role, perms: Perms) -> Arc<Root> {
         extra_deny: vec![],
         max_read_bytes: 1 << 20,
         min_free_bytes: 0,
+        trash_max_bytes: 0,
     })
 }
 

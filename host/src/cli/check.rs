@@ -51,6 +51,13 @@ pub(super) fn check(cli: &Cli) -> anyhow::Result<()> {
             println!("  {line}");
         }
     }
+    let (trash_lines, trash_warnings) = trash_usage(config, None, trash::usage);
+    if !trash_lines.is_empty() {
+        println!("trash (trash_max_bytes):");
+        for line in trash_lines {
+            println!("  {line}");
+        }
+    }
     println!("tools:");
     let surface = toolbox.surface();
     for p in Permission::ALL {
@@ -125,6 +132,7 @@ pub(super) fn check(cli: &Cli) -> anyhow::Result<()> {
     }
     let mut warnings: Vec<String> = unused.into_iter().collect();
     warnings.extend(warnings_of(config, &cli.http, cli.allow_root));
+    warnings.extend(trash_warnings);
     if let Some(options) = &http {
         warnings.extend(short_of_descriptors(&options.conns, &budget));
     }
@@ -182,4 +190,42 @@ pub(super) fn below_reserve(config: &Config) -> Vec<String> {
         }
     }
     out
+}
+
+/// Whether tools may keep something in `root`'s trash (so its budget
+/// matters).
+pub(super) fn keeps(root: &Root) -> bool {
+    root.perms.contains(Permission::Write) || root.perms.contains(Permission::Delete)
+}
+
+/// For each root tools may keep something in (of `only`, if named), its
+/// trash against its budget (`check`, the start-up lines and `trash list`
+/// show them), and a warning for each at [`trash::WARN_PERCENT`] of its
+/// budget or past it. `usage` counts a root's trash: a walk, or the
+/// server's count taken at start.
+pub(super) fn trash_usage(
+    config: &Config,
+    only: Option<&str>,
+    usage: impl Fn(&Root) -> std::io::Result<trash::Usage>,
+) -> (Vec<String>, Vec<String>) {
+    let roots = config
+        .roots
+        .iter()
+        .filter(|r| keeps(r) && only.is_none_or(|name| name == r.name));
+    let width = config.roots.iter().map(|r| r.name.len()).max().unwrap_or(0);
+    let (mut lines, mut warnings) = (Vec::new(), Vec::new());
+    for r in roots {
+        match usage(r) {
+            Ok(usage) => {
+                lines.push(format!("{:width$}  trash holds {}", r.name, usage.text()));
+                warnings.extend(usage.warning(&r.name));
+            }
+            Err(e) => lines.push(format!(
+                "{:width$}  trash size unknown ({e}); trash_max_bytes {}",
+                r.name,
+                space::human(r.trash_max_bytes)
+            )),
+        }
+    }
+    (lines, warnings)
 }

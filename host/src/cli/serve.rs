@@ -161,6 +161,7 @@ pub(super) fn serve(cli: &Cli) -> anyhow::Result<()> {
         .name("load-components".into())
         .spawn(move || {
             sweep_staging(&config);
+            count_trash(&config);
             match toolbox(config, audit, runtime, &cache) {
                 Ok(toolbox) => {
                     let _ = ready.send(Some(Arc::new(toolbox)));
@@ -216,6 +217,29 @@ pub(super) fn sweep_staging(config: &Config) {
                 staging::STAGING_DIR
             ),
         }
+    }
+}
+
+/// Counts each root's trash afresh (a count left high by a server that
+/// was killed comes right) and says, in the start-up lines, how full it is
+/// against its budget; warns of one at 80 % of it or past.
+pub(super) fn count_trash(config: &Config) {
+    let (lines, warnings) = trash_usage(config, None, |root| {
+        let size = if root.trash_max_bytes > 0 {
+            trash::recount(root)?
+        } else {
+            trash::usage(root)?.size
+        };
+        Ok(trash::Usage {
+            size,
+            budget: root.trash_max_bytes,
+        })
+    });
+    for line in lines {
+        eprintln!("  {line}");
+    }
+    for warning in warnings {
+        eprintln!("warning: {warning}");
     }
 }
 

@@ -48,6 +48,14 @@ pub(super) fn trash_list(
     let listing = trash::list(&config.roots, only, now)?;
     not_listed_yet(listing.in_flight, now);
     trash_lines(out, &listing.entries)?;
+    // On stderr: stdout is one line per entry, for scripts.
+    let (usage, warnings) = trash_usage(config, only, trash::usage);
+    for line in usage {
+        eprintln!("loom-fs-mcp: {line}");
+    }
+    for warning in warnings {
+        eprintln!("warning: {warning}");
+    }
     Ok(())
 }
 

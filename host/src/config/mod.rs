@@ -106,6 +106,7 @@ struct RawConfig {
     quota_bytes_per_minute: Option<u64>,
     quota_burst_bytes: Option<u64>,
     min_free_bytes: Option<u64>,
+    trash_max_bytes: Option<u64>,
     #[serde(default)]
     read_only: bool,
     #[serde(default)]
@@ -135,6 +136,7 @@ struct RawRoot {
     deny: Vec<String>,
     max_read_bytes: Option<u64>,
     min_free_bytes: Option<u64>,
+    trash_max_bytes: Option<u64>,
 }
 
 /// A numeric key: its default and the range outside which a value is absurd.
@@ -185,6 +187,14 @@ const QUOTA_BURST: Bound = Bound::new("quota_burst_bytes", 0, KIB, 1024 * GIB);
 /// 256 MiB is a few minutes of them, yet small enough that no disk a person
 /// is still working on is refused. 0 keeps none.
 const MIN_FREE_BYTES: Bound = Bound::new("min_free_bytes", 256 * MIB, 0, 1024 * GIB);
+/// Bytes a root's trash may hold. The default, 1 GiB, is under 1% of a
+/// laptop's disk (128 GiB and up), so a runaway agent that overwrites a
+/// large file again and again is stopped long before the disk is full,
+/// yet it holds hundreds of thousands of versions of source files, which
+/// is what an agent mostly rewrites. Past it, changes that would keep more
+/// are refused (never an old version silently dropped) until the operator
+/// purges. 0 turns the budget off.
+const TRASH_MAX_BYTES: Bound = Bound::new("trash_max_bytes", GIB, 0, 1024 * 1024 * GIB);
 
 /// Default per-root read cap.
 pub const DEFAULT_MAX_READ_BYTES: u64 = MIB;
@@ -255,6 +265,7 @@ fn validate(raw: RawConfig, base: &Path, read_only_flag: bool) -> Result<Config,
     let audit_max_bytes = AUDIT_MAX_BYTES.take(raw.audit_log_max_bytes, &mut problems, "");
     let audit_backups = AUDIT_BACKUPS.take(raw.audit_log_backups, &mut problems, "") as u32;
     let min_free_bytes = MIN_FREE_BYTES.take(raw.min_free_bytes, &mut problems, "");
+    let trash_max_bytes = TRASH_MAX_BYTES.take(raw.trash_max_bytes, &mut problems, "");
     let limits = Limits {
         max_search_results: SEARCH_RESULTS.take(raw.max_search_results, &mut problems, "") as u32,
         max_search_bytes: SEARCH_BYTES.take(raw.max_search_bytes, &mut problems, ""),
@@ -344,6 +355,15 @@ fn validate(raw: RawConfig, base: &Path, read_only_flag: bool) -> Result<Config,
             ..MIN_FREE_BYTES
         }
         .take(r.min_free_bytes, &mut problems, &format!("root '{name}': "));
+        let trash_max_bytes = Bound {
+            default: trash_max_bytes,
+            ..TRASH_MAX_BYTES
+        }
+        .take(
+            r.trash_max_bytes,
+            &mut problems,
+            &format!("root '{name}': "),
+        );
         if problems.len() > before {
             continue;
         }
@@ -357,6 +377,7 @@ fn validate(raw: RawConfig, base: &Path, read_only_flag: bool) -> Result<Config,
                 extra_deny: r.deny,
                 max_read_bytes,
                 min_free_bytes,
+                trash_max_bytes,
             });
         }
     }

@@ -51,6 +51,8 @@ fn a_valid_config_loads_with_defaults() {
     assert_eq!(c.roots[0].perms.to_string(), "[read, write]");
     assert_eq!(c.roots[1].perms.to_string(), "[read]");
     assert_eq!(c.roots[0].max_read_bytes, DEFAULT_MAX_READ_BYTES);
+    assert_eq!(c.roots[0].min_free_bytes, 256 * MIB);
+    assert_eq!(c.roots[0].trash_max_bytes, GIB);
     assert_eq!(c.audit, AuditTarget::Stderr);
     assert_eq!(c.audit_max_bytes, 8 * MIB);
     assert_eq!(c.audit_backups, 3);
@@ -98,6 +100,7 @@ fn every_key_is_read() {
         max_concurrent_calls = 3
         max_output_bytes = 1048576
         min_free_bytes = 4096
+        trash_max_bytes = 65536
         landlock = true
         deny = ["*.sqlite3", "*.dump"]
         [[roots]]
@@ -108,6 +111,7 @@ fn every_key_is_read() {
         deny = ["*.tmp"]
         max_read_bytes = 2048
         min_free_bytes = 0
+        trash_max_bytes = 0
         [[roots]]
         name = "other"
         path = "b"
@@ -134,6 +138,7 @@ fn every_key_is_read() {
     assert_eq!(r.min_free_bytes, 0);
     // The config-wide value is every other root's.
     assert_eq!(c.roots[1].min_free_bytes, 4096);
+    assert_eq!((r.trash_max_bytes, c.roots[1].trash_max_bytes), (0, 65536));
     assert!(r.deny.match_path(Path::new("x.tmp")).is_some());
     assert!(r.deny.match_path(Path::new("x.dump")).is_some());
     assert!(r.deny.match_path(Path::new(".env")).is_some());
@@ -440,6 +445,11 @@ fn zero_and_absurd_limits() {
             root("x", "a", "reference")
         )),
         ["min_free_bytes = 2199023255552 is out of range (0 to 1099511627776)"]
+    );
+    let huge = root("x", "a", "reference") + "trash_max_bytes = 1125899906842625\n";
+    assert_eq!(
+        d.problems(&huge),
+        ["root 'x': trash_max_bytes = 1125899906842625 is out of range (0 to 1125899906842624)"]
     );
     let zero = root("x", "a", "reference") + "max_read_bytes = 0\n";
     assert_eq!(

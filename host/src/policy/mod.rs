@@ -172,6 +172,9 @@ pub struct Root {
     /// Free space kept on the root's disk: a change that would leave less
     /// is refused (`min_free_bytes`; 0 keeps none).
     pub min_free_bytes: u64,
+    /// Bytes its trash may hold: a change that would keep more is refused
+    /// (`trash_max_bytes`; 0 sets no budget).
+    pub trash_max_bytes: u64,
 }
 
 #[cfg(test)]
@@ -188,6 +191,7 @@ impl Root {
             extra_deny: vec![],
             max_read_bytes: 1 << 20,
             min_free_bytes: 0,
+            trash_max_bytes: 0,
         }
     }
 }

@@ -308,6 +308,7 @@ impl Toolbox {
                     .run(Run {
                         tool: name,
                         index: *index,
+                        paths,
                         resolved,
                         arguments,
                         stamp,

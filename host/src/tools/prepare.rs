@@ -189,6 +189,51 @@ pub(super) fn reserve_kept(
     Ok(())
 }
 
+/// What the call would keep in the trash of each root it changes that has
+/// a budget, told before it runs, under its path locks: the file standing
+/// where it writes (the version a write, an edit, an append or an
+/// overwriting move or copy replaces; through a symlink, the larger of the
+/// link and its target) and the whole tree where it deletes (a symlink
+/// itself, never what it leads to).
+/// A path that leaves its place rather than being replaced there (a move's
+/// source, the argument declaring a stronger operation across roots) keeps
+/// nothing within its root; moved to another root it is counted as deleted,
+/// an estimate from above (it is kept only when the move crosses
+/// filesystems). Every root the call changes is named, with 0 if it keeps
+/// nothing there, so its reservation covers what the call keeps anyway.
+pub(super) fn kept_estimate(resolved: &[Resolved], paths: &[PathArg]) -> trash::Needs {
+    let mut needs: trash::Needs = Vec::new();
+    for (r, p) in resolved.iter().zip(paths) {
+        let root = r.root();
+        if root.trash_max_bytes == 0 || r.op() == Permission::Read {
+            continue;
+        }
+        // The entry as named (a symlink itself) and where it leads.
+        let real = root.path.join(r.real_rel());
+        let named = lexical(r.requested()).map_or_else(|| real.clone(), |rel| root.path.join(rel));
+        let file = |at: &Path| {
+            std::fs::symlink_metadata(at)
+                .ok()
+                .filter(|m| m.is_file())
+                .map_or(0, |m| m.len())
+        };
+        let bytes = match r.op() {
+            _ if r.is_root() => 0,
+            // A delete takes the entry as named, a link and not its target.
+            Permission::Delete => trash::bytes_at(&named),
+            // Through a symlink, the larger of the link and what it leads
+            // to, whichever the tool replaces.
+            Permission::Write if p.across_roots.is_none() => file(&named).max(file(&real)),
+            _ => 0,
+        };
+        match needs.iter_mut().find(|(r, _)| Arc::ptr_eq(r, root)) {
+            Some((_, sum)) => *sum = sum.saturating_add(bytes),
+            None => needs.push((Arc::clone(root), bytes)),
+        }
+    }
+    needs
+}
+
 /// How many times a call resolves its paths again because what they lead
 /// to moved while it waited for their locks, before it gives up.
 pub(super) const RESOLVE_ROUNDS: usize = 8;

@@ -9,6 +9,7 @@ impl Toolbox {
         let Run {
             tool,
             index,
+            paths,
             resolved,
             arguments,
             stamp,
@@ -62,6 +63,37 @@ impl Toolbox {
                 space::Short::WAY_OUT
             ));
         }
+        // Room in each root's trash for what the call would keep, refused
+        // before anything changes when it would pass the budget.
+        let reservation = match &stamp {
+            Some(stamp) => {
+                let (stamp, needs_of) = (stamp.clone(), resolved.clone());
+                let paths = paths.to_vec();
+                let in_flight = trash::in_flight(limits.tool_timeout);
+                let reserved = tokio::task::spawn_blocking(move || {
+                    trash::reserve(&kept_estimate(&needs_of, &paths), &stamp, in_flight)
+                })
+                .await;
+                match reserved {
+                    Ok(Ok(reservation)) => Some(reservation),
+                    Ok(Err((root, over))) => {
+                        self.audit_refused(tool, &resolved, "trash_budget", client);
+                        return error_result(format!(
+                            "{}; nothing was changed. To go on, {}",
+                            over.text(&root),
+                            trash::OverBudget::WAY_OUT
+                        ));
+                    }
+                    Err(e) => {
+                        tracing::error!(tool, "the trash budget check panicked: {e}");
+                        return error_result(
+                            "the tool failed unexpectedly; the server log has details".into(),
+                        );
+                    }
+                }
+            }
+            None => None,
+        };
         let slot = match self.slots.take(&request.cancel, waits_until).await {
             Ok(slot) => slot,
             Err(e) => {
@@ -104,6 +136,10 @@ impl Toolbox {
             // these places finds it. File I/O, so on this thread.
             if let Some(stamp) = &stamp {
                 trash::record_call(&indexed, stamp, &outcome.kept);
+            }
+            // What it kept is counted before its locks go too.
+            if let Some(reservation) = reservation {
+                reservation.settle();
             }
             (outcome, locked)
         })
@@ -212,6 +248,8 @@ impl Toolbox {
 pub(super) struct Run<'a> {
     pub(super) tool: &'a str,
     pub(super) index: usize,
+    /// The tool's declared path arguments, in the order of `resolved`.
+    pub(super) paths: &'a [PathArg],
     pub(super) resolved: Vec<Resolved>,
     pub(super) arguments: JsonObject,
     pub(super) stamp: Option<String>,

@@ -128,3 +128,63 @@ fn a_third_party_tool_s_words_are_clipped_and_neutralised() {
     let (ours, _) = to_result("t", output, u64::MAX, true);
     assert_eq!(ours.content[0].as_text().unwrap().text, hostile);
 }
+
+/// What a call would keep: the file where it writes, the tree where it
+/// deletes, nothing for a move's source within its root, nothing in a root
+/// without a budget; every root it changes named, with 0 if nothing.
+#[test]
+fn what_a_call_would_keep_is_told_from_its_places() {
+    let tmp = tempfile::TempDir::new().unwrap();
+    let dir = std::fs::canonicalize(tmp.path()).unwrap();
+    std::fs::create_dir_all(dir.join("ws/tree/deep")).unwrap();
+    std::fs::write(dir.join("ws/a.txt"), [0; 100]).unwrap();
+    std::fs::write(dir.join("ws/tree/b"), [0; 20]).unwrap();
+    std::fs::write(dir.join("ws/tree/deep/c"), [0; 3]).unwrap();
+    let mut ws = crate::policy::Root::workspace_for_tests("ws", &dir.join("ws"));
+    ws.trash_max_bytes = 1 << 20;
+    let roots = vec![Arc::new(ws)];
+    let arg = |path: &str, op, across_roots| PathArg {
+        root_field: "root".into(),
+        root_fallback: None,
+        path_field: path.into(),
+        op,
+        across_roots,
+        optional: false,
+    };
+    let estimate = |places: &[(&str, Permission, Option<Permission>)]| {
+        let paths: Vec<PathArg> = places
+            .iter()
+            .map(|(path, op, across)| arg(path, *op, *across))
+            .collect();
+        let resolved: Vec<Resolved> = places
+            .iter()
+            .map(|(path, op, _)| resolve(&roots, "ws", path, *op).unwrap())
+            .collect();
+        kept_estimate(&resolved, &paths)
+            .into_iter()
+            .map(|(root, bytes)| (root.name.clone(), bytes))
+            .collect::<Vec<_>>()
+    };
+    let ws = |bytes: u64| vec![("ws".to_string(), bytes)];
+    use Permission::*;
+    assert_eq!(estimate(&[("a.txt", Write, None)]), ws(100));
+    assert_eq!(estimate(&[("new.txt", Write, None)]), ws(0));
+    assert_eq!(estimate(&[("tree", Write, None)]), ws(0));
+    assert_eq!(estimate(&[("tree", Delete, None)]), ws(23));
+    assert_eq!(estimate(&[("a.txt", Read, None)]), vec![]);
+    // A link is deleted itself; written through, its target counts.
+    std::os::unix::fs::symlink("tree", dir.join("ws/to-tree")).unwrap();
+    std::os::unix::fs::symlink("a.txt", dir.join("ws/to-a")).unwrap();
+    assert_eq!(estimate(&[("to-tree", Delete, None)]), ws(0));
+    assert_eq!(estimate(&[("to-a", Write, None)]), ws(100));
+    // A move of a.txt over tree/b: the source leaves, the destination is kept.
+    assert_eq!(
+        estimate(&[("a.txt", Write, Some(Delete)), ("tree/b", Write, None)]),
+        ws(20)
+    );
+    // A copy over a.txt: its source is only read.
+    assert_eq!(
+        estimate(&[("tree/b", Read, None), ("a.txt", Write, None)]),
+        ws(100)
+    );
+}

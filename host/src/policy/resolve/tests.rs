@@ -20,6 +20,7 @@ fn root(name: &str, path: &Path, role: Role, extra_deny: &[&str]) -> Arc<Root> {
         extra_deny: extra_deny.iter().map(|s| s.to_string()).collect(),
         max_read_bytes: 1 << 20,
         min_free_bytes: 0,
+        trash_max_bytes: 0,
     })
 }
 
@@ -204,6 +205,7 @@ fn permission_is_checked_first() {
         extra_deny: vec![],
         max_read_bytes: 1,
         min_free_bytes: 0,
+        trash_max_bytes: 0,
     }));
     let d = resolve(&roots, "src", "x.txt", Permission::Write).unwrap_err();
     assert_eq!(

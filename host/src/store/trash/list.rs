@@ -80,7 +80,7 @@ pub(super) fn contents(root: &Root, trash: &TrashDir) -> Result<Contents, TrashE
             continue;
         }
         // The host's own: no entries (see `staging` and `locks`).
-        if name == STAGING_DIR || name == LOCK_FILE {
+        if name == STAGING_DIR || name == LOCK_FILE || name == SIZE_FILE {
             continue;
         }
         let (stamp, is_index) = match name.strip_suffix(INDEX_SUFFIX) {

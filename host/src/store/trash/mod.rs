@@ -62,11 +62,13 @@ use crate::store::staging::{self, STAGING_DIR, Swept};
 use crate::store::{Kept, TRASH_DIR};
 use crate::sys::beneath::{beneath, names_in, open_dir, parents, remove_below, remove_empty};
 
+mod budget;
 mod index;
 mod list;
 mod purge;
 mod restore;
 
+pub use budget::*;
 pub use index::*;
 pub use list::*;
 pub use purge::*;

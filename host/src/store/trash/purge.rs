@@ -63,6 +63,13 @@ pub fn purge(
         for temp in contents.temps {
             purged.temps += usize::from(remove_stale_temp(root, &trash, &temp, now, dry_run)?);
         }
+        // The count beside servers on this root follows what went.
+        if !dry_run
+            && root.trash_max_bytes > 0
+            && let Err(e) = recount(root)
+        {
+            tracing::warn!(root = %root.name, "cannot count the trash again: {e}");
+        }
         // One root's staging area that cannot be cleared stops no other.
         match staging::sweep(root, dry_run) {
             Ok(swept) => purged.staged.servers += swept.servers,

@@ -69,6 +69,11 @@ pub fn restore(
     if let Err(e) = forget(root, entry) {
         tracing::warn!(root = %root.name, stamp = %entry.stamp, "restored, but the trash index could not be updated: {e}");
     }
+    if root.trash_max_bytes > 0
+        && let Err(e) = recount(root)
+    {
+        tracing::warn!(root = %root.name, "restored, but the trash could not be counted again: {e}");
+    }
     Ok(Restored {
         root: Arc::clone(root),
         path: rel,

@@ -42,6 +42,7 @@ impl Fixture {
                     extra_deny: vec![],
                     max_read_bytes: 1 << 20,
                     min_free_bytes: 0,
+                    trash_max_bytes: 0,
                 })
             })
             .collect();

@@ -1,0 +1,479 @@
+//! The trash budget (`trash_max_bytes`): how many bytes a root's trash may
+//! hold, and the count that lets a call be told, before it changes
+//! anything, whether what it would keep still fits.
+//!
+//! The count lives in the trash, `.mcp-trash/.size`, shared by every
+//! server on the root and by `trash purge` and `trash restore`, and changed
+//! only under the root's `trash size` lock ([`locks::hold`]). It holds the
+//! bytes kept, and one reservation per call that may be keeping something
+//! right now: its stamp, its process, the bytes it said it would keep, and
+//! when it can no longer be running (the in-flight window). So:
+//! - a call that keeps history first [`reserve`]s what it would keep (the
+//!   file it replaces, the tree it deletes; `tools` works that out under
+//!   the call's path locks), refused if the count and it would pass the
+//!   budget; when it ends it [`Reservation::settle`]s: its reservation goes
+//!   and what its stamp directory really holds is added. Every keeper adds
+//!   before it keeps, so the count only ever runs high, never low;
+//! - before any refusal the count is taken again from the trash itself
+//!   ([`recount`]: a walk of the stamp directories, those of calls still
+//!   reserving left out, their reservations standing for them), so a count
+//!   left high (a server killed mid-call, an entry removed by hand) never
+//!   refuses a call that fits;
+//! - a server walks each root's trash at start, and `trash purge` and
+//!   `trash restore` walk it again once they have removed something.
+//!
+//! Sizes are those of [`Entry::size`]: the length of every regular file
+//! below a stamp directory (a hard-linked kept version counts its length:
+//! once the original is replaced, that is what stays on disk). Indexes, the
+//! staging area and the host's own files count for nothing.
+//!
+//! In a root the server may only delete in, it makes no file of its own:
+//! there the count file is used if a server that writes made it, and
+//! otherwise each call that deletes counts the trash by a walk.
+
+use super::*;
+
+/// The count's file, in the trash (denied to every tool; no trash mount
+/// reaches it).
+pub const SIZE_FILE: &str = ".size";
+
+/// The label of the lock the count is changed under.
+const SIZE_LOCK: &str = "trash size";
+
+/// The largest count file read: a line per call in flight.
+const MAX_SIZE_FILE: u64 = 1 << 20;
+
+/// Share of the budget past which the operator is warned (start-up lines,
+/// `check`, `trash list`, the log).
+pub const WARN_PERCENT: u64 = 80;
+
+/// A change that would keep more than a root's trash may hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OverBudget {
+    /// The root's `trash_max_bytes`.
+    pub budget: u64,
+    /// Bytes its trash holds, with what calls still running said they
+    /// would keep, counted again just now.
+    pub size: u64,
+    /// Bytes this change would keep there.
+    pub needed: u64,
+}
+
+impl OverBudget {
+    /// The refusal, naming the rule, the root, the budget and the size.
+    pub fn text(&self, root: &str) -> String {
+        format!(
+            "refused by rule 'trash_budget': root '{root}' keeps at most trash_max_bytes = {} \
+             ({}) in its trash, which holds {} ({} left), and this change would keep {} there \
+             (what it replaces or deletes)",
+            self.budget,
+            human(self.budget),
+            human(self.size),
+            human(self.budget.saturating_sub(self.size)),
+            human(self.needed),
+        )
+    }
+
+    /// What the operator can do.
+    pub const WAY_OUT: &'static str = "the operator empties the trash of old versions \
+         (`loom-fs-mcp trash purge --older-than 7d`; `trash list` shows what it holds) or \
+         raises trash_max_bytes; nothing is dropped from the trash without the operator's word";
+}
+
+fn human(bytes: u64) -> String {
+    crate::sys::space::human(bytes)
+}
+
+/// A root's trash against its budget, as the operator is shown it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Usage {
+    pub size: u64,
+    /// `trash_max_bytes`; 0 for none.
+    pub budget: u64,
+}
+
+impl Usage {
+    /// `1.5 MiB of 1 GiB (trash_max_bytes)`, or without a budget.
+    pub fn text(&self) -> String {
+        if self.budget == 0 {
+            format!("{} (no trash_max_bytes)", human(self.size))
+        } else {
+            format!(
+                "{} of {} (trash_max_bytes, {}%)",
+                human(self.size),
+                human(self.budget),
+                percent(self.size, self.budget)
+            )
+        }
+    }
+
+    /// Whether it is at [`WARN_PERCENT`] of its budget or past it.
+    pub fn nearly_full(&self) -> bool {
+        self.budget > 0
+            && u128::from(self.size) * 100 >= u128::from(self.budget) * u128::from(WARN_PERCENT)
+    }
+
+    /// The warning for a root whose trash is nearly full, if it is.
+    pub fn warning(&self, root: &str) -> Option<String> {
+        self.nearly_full().then(|| {
+            format!(
+                "root '{root}': its trash holds {} of its trash_max_bytes ({}, {}%): past it, \
+                 changes that would keep more are refused; purge old versions with \
+                 `loom-fs-mcp trash purge --older-than 7d`",
+                human(self.size),
+                human(self.budget),
+                percent(self.size, self.budget)
+            )
+        })
+    }
+}
+
+fn percent(size: u64, budget: u64) -> u128 {
+    u128::from(size) * 100 / u128::from(budget.max(1))
+}
+
+/// `root`'s trash as it is now, by a walk, against its budget. Reads only.
+pub fn usage(root: &Root) -> io::Result<Usage> {
+    Ok(Usage {
+        size: walk(root, &HashSet::new())?,
+        budget: root.trash_max_bytes,
+    })
+}
+
+/// Bytes held at `path` (a user's file or tree, not followed through a
+/// symlink): what deleting it would keep. Metadata only; what cannot be
+/// read counts for nothing.
+pub fn bytes_at(path: &Path) -> u64 {
+    match fs::symlink_metadata(path) {
+        Ok(m) if m.is_file() => m.len(),
+        Ok(m) if m.is_dir() => fs::read_dir(path).map_or(0, |entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| bytes_at(&e.path()))
+                .sum()
+        }),
+        _ => 0,
+    }
+}
+
+/// One call's hold on room in the trash of the roots it keeps in; given
+/// back, with what it really kept counted, by [`Reservation::settle`] (or
+/// when dropped).
+#[must_use]
+pub struct Reservation {
+    roots: Vec<Arc<Root>>,
+    stamp: String,
+}
+
+/// What one call may keep in each root: those without a budget are left out.
+pub type Needs = Vec<(Arc<Root>, u64)>;
+
+/// Reserves room for a call stamped `stamp` that would keep `needs` bytes
+/// in each root's trash, or says which root's budget it would pass (the
+/// count taken again first). Call under the call's path locks; a call that
+/// would keep nothing is never refused. `in_flight` is how long the call
+/// may still run ([`in_flight`]).
+pub fn reserve(
+    needs: &[(Arc<Root>, u64)],
+    stamp: &str,
+    in_flight: Duration,
+) -> Result<Reservation, (String, OverBudget)> {
+    let mut reservation = Reservation {
+        roots: Vec::new(),
+        stamp: stamp.to_string(),
+    };
+    let expires = unix_secs(SystemTime::now() + in_flight);
+    for (root, needed) in needs.iter().filter(|(r, _)| r.trash_max_bytes > 0) {
+        let _held = locks::hold(root, SIZE_LOCK);
+        let mut count = match Count::read(root) {
+            Some(count) => count.expired_folded(),
+            None => Count::taken(root),
+        };
+        if *needed > 0 && count.total().saturating_add(*needed) > root.trash_max_bytes {
+            count = Count::taken(root);
+            if count.total().saturating_add(*needed) > root.trash_max_bytes {
+                count.write(root);
+                // The roots reserved already give theirs back (dropped).
+                return Err((
+                    root.name.clone(),
+                    OverBudget {
+                        budget: root.trash_max_bytes,
+                        size: count.total(),
+                        needed: *needed,
+                    },
+                ));
+            }
+        }
+        count.held.push(Held {
+            stamp: stamp.to_string(),
+            pid: std::process::id(),
+            bytes: *needed,
+            expires,
+        });
+        count.write(root);
+        reservation.roots.push(Arc::clone(root));
+    }
+    Ok(reservation)
+}
+
+impl Reservation {
+    /// Gives the reservation back and counts what the call's stamp
+    /// directory holds in each root. Once its call is done (its index
+    /// written, still under its path locks).
+    pub fn settle(mut self) {
+        self.give_back();
+    }
+
+    fn give_back(&mut self) {
+        for root in std::mem::take(&mut self.roots) {
+            let _held = locks::hold(&root, SIZE_LOCK);
+            let Some(mut count) = Count::read(&root) else {
+                // Gone or torn: a walk counts this call's entry with the
+                // rest (where there is a count to write: not in a root this
+                // server may only delete in, where each call walks).
+                if root.perms.contains(Permission::Write) {
+                    Count::taken(&root).write(&root);
+                }
+                continue;
+            };
+            let pid = std::process::id();
+            count
+                .held
+                .retain(|h| !(h.stamp == self.stamp && h.pid == pid));
+            let before = count.total();
+            let kept = TrashDir::open(&root)
+                .ok()
+                .flatten()
+                .and_then(|trash| size_of(&trash, Path::new(&self.stamp)))
+                .unwrap_or(0);
+            count.kept = count.kept.saturating_add(kept);
+            count.write(&root);
+            let was = Usage {
+                size: before,
+                budget: root.trash_max_bytes,
+            };
+            let now = Usage {
+                size: count.total(),
+                budget: root.trash_max_bytes,
+            };
+            if !was.nearly_full()
+                && let Some(warning) = now.warning(&root.name)
+            {
+                tracing::warn!(root = %root.name, "{warning}");
+            }
+        }
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.give_back();
+    }
+}
+
+/// Takes `root`'s count again from its trash (calls still reserving stand
+/// for their own entries) and writes it; the bytes it holds, with those
+/// reservations. At start, and after a purge or a restore. A root with no
+/// trash is left as it is.
+pub fn recount(root: &Root) -> io::Result<u64> {
+    // No trash yet: nothing to count, and nothing made in the root (the
+    // first call that keeps something makes the count).
+    if TrashDir::open(root)?.is_none() {
+        return Ok(0);
+    }
+    let _held = locks::hold(root, SIZE_LOCK);
+    let count = Count::try_taken(root)?;
+    count.write(root);
+    Ok(count.total())
+}
+
+/// A reservation in the count: a call that may be keeping `bytes` now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Held {
+    stamp: String,
+    pid: u32,
+    bytes: u64,
+    /// Seconds since the epoch after which its call cannot be running.
+    expires: u64,
+}
+
+impl Held {
+    /// Whether its call may still be running at `now` (seconds since the
+    /// epoch): within its window, and its process there. A process of
+    /// that id that is not the server (the id used again) keeps it live
+    /// until its window ends: high, never low.
+    fn live(&self, now: u64) -> bool {
+        self.expires >= now && process_exists(self.pid)
+    }
+}
+
+/// Whether a process `pid` exists (in this process's pid namespace: servers
+/// on one root in different namespaces see each other's reservations as
+/// gone once they are counted again, and are held to the walk).
+fn process_exists(pid: u32) -> bool {
+    let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return false;
+    };
+    !matches!(rustix::process::test_kill_process(pid), Err(Errno::SRCH))
+}
+
+/// The count file's content.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Count {
+    /// Bytes kept by calls that ended (and found by walks).
+    kept: u64,
+    held: Vec<Held>,
+}
+
+impl Count {
+    /// Kept bytes and every reservation.
+    fn total(&self) -> u64 {
+        self.held
+            .iter()
+            .fold(self.kept, |sum, h| sum.saturating_add(h.bytes))
+    }
+
+    /// With the reservations of calls that can no longer be running (a
+    /// killed server's) counted as kept: still high, never low.
+    fn expired_folded(mut self) -> Count {
+        let now = unix_secs(SystemTime::now());
+        let (live, gone): (Vec<Held>, Vec<Held>) = self.held.into_iter().partition(|h| h.live(now));
+        self.held = live;
+        self.kept = gone
+            .iter()
+            .fold(self.kept, |sum, h| sum.saturating_add(h.bytes));
+        self
+    }
+
+    /// The count from a walk of the trash, keeping the reservations still
+    /// live (their stamps are left to them); on a walk that fails, the
+    /// budget is not held against anyone (logged).
+    fn taken(root: &Root) -> Count {
+        Count::try_taken(root).unwrap_or_else(|e| {
+            tracing::warn!(root = %root.name, "cannot count the trash ({e}); its budget is not applied to this call");
+            Count::default()
+        })
+    }
+
+    fn try_taken(root: &Root) -> io::Result<Count> {
+        let now = unix_secs(SystemTime::now());
+        let held: Vec<Held> = Count::read(root)
+            .map(|c| c.held.into_iter().filter(|h| h.live(now)).collect())
+            .unwrap_or_default();
+        let skip: HashSet<String> = held.iter().map(|h| h.stamp.clone()).collect();
+        Ok(Count {
+            kept: walk(root, &skip)?,
+            held,
+        })
+    }
+
+    fn parse(text: &str) -> Option<Count> {
+        let mut lines = text.lines();
+        let kept = lines.next()?.strip_prefix("kept ")?.parse().ok()?;
+        let held = lines
+            .map(|line| {
+                let mut f = line.strip_prefix("reserved ")?.split(' ');
+                let held = Held {
+                    stamp: f.next().filter(|s| stamp_time(s).is_some())?.to_string(),
+                    pid: f.next()?.parse().ok()?,
+                    bytes: f.next()?.parse().ok()?,
+                    expires: f.next()?.parse().ok()?,
+                };
+                f.next().is_none().then_some(held)
+            })
+            .collect::<Option<Vec<Held>>>()?;
+        Some(Count { kept, held })
+    }
+
+    fn render(&self) -> String {
+        let mut text = format!("kept {}\n", self.kept);
+        for h in &self.held {
+            text.push_str(&format!(
+                "reserved {} {} {} {}\n",
+                h.stamp, h.pid, h.bytes, h.expires
+            ));
+        }
+        text
+    }
+
+    /// The count file of `root`, `None` if it is missing, unreadable or
+    /// not as written here (a write cut short): then a walk is the count.
+    fn read(root: &Root) -> Option<Count> {
+        let trash = TrashDir::open(root).ok()??;
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        let file = File::from(rustix::fs::openat(&trash.fd, SIZE_FILE, flags, Mode::empty()).ok()?);
+        if !file.metadata().ok()?.is_file() {
+            return None;
+        }
+        let mut text = String::new();
+        file.take(MAX_SIZE_FILE).read_to_string(&mut text).ok()?;
+        Count::parse(&text)
+    }
+
+    /// Writes the count (emptied first, so a write cut short reads as no
+    /// count, never a wrong one). Made only in a root the server may write
+    /// in. A failure is logged: the next reader walks.
+    fn write(&self, root: &Root) {
+        let written = (|| -> io::Result<()> {
+            let may_make = root.perms.contains(Permission::Write);
+            let trash = match TrashDir::open(root)? {
+                Some(trash) => trash,
+                None if may_make => {
+                    let root_fd = crate::sys::beneath::open_root(root)?;
+                    crate::sys::beneath::make_dir(root_fd.as_fd(), OsStr::new(TRASH_DIR))?;
+                    match TrashDir::open(root)? {
+                        Some(trash) => trash,
+                        None => return Ok(()),
+                    }
+                }
+                None => return Ok(()),
+            };
+            let mut flags = OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+            if may_make {
+                flags |= OFlags::CREATE;
+            }
+            let fd =
+                match rustix::fs::openat(&trash.fd, SIZE_FILE, flags, Mode::from_raw_mode(0o600)) {
+                    Err(Errno::NOENT) if !may_make => return Ok(()),
+                    fd => fd?,
+                };
+            let mut file = File::from(fd);
+            if !file.metadata()?.is_file() {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "not a regular file",
+                ));
+            }
+            file.set_len(0)?;
+            file.write_all(self.render().as_bytes())
+        })();
+        if let Err(e) = written {
+            tracing::warn!(root = %root.name, "cannot write {TRASH_DIR}/{SIZE_FILE}: {e}; the next call counts the trash again");
+        }
+    }
+}
+
+/// Bytes held by `root`'s stamp directories but those in `skip`.
+fn walk(root: &Root, skip: &HashSet<String>) -> io::Result<u64> {
+    let Some(trash) = TrashDir::open(root)? else {
+        return Ok(0);
+    };
+    let contents = contents(root, &trash).map_err(io::Error::other)?;
+    Ok(contents
+        .stamps
+        .iter()
+        .filter(|s| s.dir && !skip.contains(&s.name))
+        .map(|s| size_of(&trash, Path::new(&s.name)).unwrap_or(0))
+        .sum())
+}
+
+fn unix_secs(at: SystemTime) -> u64 {
+    at.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests;
