@@ -41,6 +41,8 @@ use pattern::Pattern;
 
 /// Longest preview of a matching line, in characters.
 const PREVIEW_CHARS: usize = 200;
+/// Most bytes the host gives in one read (wasmtime-wasi's cap).
+const ONE_READ: u64 = 64 * 1024;
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -406,9 +408,11 @@ impl Search<'_> {
         entry: &walk::Entry,
         needle: &Needle,
     ) -> Flow {
-        // The head first: a binary file is skipped after 4 KiB. A small
-        // file is read whole at once.
-        if read_up_to(file, buffer, len.min(SNIFF_BYTES as u64)).is_err() {
+        // The head first: a large binary file is skipped after 4 KiB. A
+        // file that one read of the host brings whole is read at once (a
+        // second read would cost more than the bytes it saves).
+        let first = if len <= ONE_READ { len } else { SNIFF_BYTES as u64 };
+        if read_up_to(file, buffer, first).is_err() {
             self.unreadable_files += 1;
             return Flow::Continue;
         }
