@@ -396,3 +396,115 @@ fn check_shows_free_space_against_the_reserve() {
         "{out}"
     );
 }
+
+/// Under a file size limit (`ulimit -f`, `RLIMIT_FSIZE`, inherited from
+/// whoever starts the server), a write past it fails with `EFBIG`: the
+/// server ignores `SIGXFSZ`, which would otherwise end it mid-call. Each
+/// change that would pass the limit answers the named error, leaves the
+/// original byte for byte and nothing behind, and the server goes on.
+/// Needs no mount: the limit is the process's own.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_file_size_limit_is_named_and_the_server_goes_on() {
+    const LIMIT: u64 = 256 * 1024;
+    let env = Env::new();
+    let mut big = "x".repeat(200 * 1024 - 7);
+    big.push_str("MARKER\n");
+    env.write("ws/big.txt", &big)
+        .write("ws/small.txt", "small\n");
+    let config = env.config(
+        "audit_log = \"audit.log\"\nmin_free_bytes = 0\n[[roots]]\nname = \"ws\"\npath = \"ws\"\n\
+         role = \"workspace\"\n",
+    );
+    // Components are compiled (and cached) without the limit first: under
+    // it, the memory image of a freshly compiled component (a memfd) could
+    // not be written, and the server would stop at load with EFBIG.
+    assert!(check_output(&config).status.success());
+    let mut cmd = server_command(&config);
+    // SAFETY: only setrlimit, async-signal-safe, between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = rustix::process::Rlimit {
+                current: Some(LIMIT),
+                maximum: Some(LIMIT),
+            };
+            rustix::process::setrlimit(rustix::process::Resource::Fsize, limit)
+                .map_err(std::io::Error::from)
+        });
+    }
+    let before = files(&env.path("ws"));
+    let (client, pid, said) = start_command(cmd).await;
+    let past = "y".repeat(300 * 1024);
+    for (tool, args) in [
+        (
+            "write_file",
+            json!({"root": "ws", "path": "big.txt", "content": past}),
+        ),
+        (
+            "write_file",
+            json!({"root": "ws", "path": "big.txt", "content": "z".repeat(100 * 1024),
+                   "mode": "append"}),
+        ),
+        (
+            "write_file",
+            json!({"root": "ws", "path": "new.txt", "content": past}),
+        ),
+        (
+            "edit_file",
+            json!({"root": "ws", "path": "big.txt",
+                   "edits": [{"old_text": "MARKER", "new_text": "y".repeat(100 * 1024)}]}),
+        ),
+    ] {
+        let r = call(&client, tool, args).await;
+        assert_refused(
+            &r,
+            "the file would be larger than the disk that holds root 'ws' or the server's file \
+             size limit allows (EFBIG)",
+        );
+        assert!(text(&r).contains("unchanged"), "{}", text(&r));
+        assert_eq!(
+            files(&env.path("ws")),
+            before,
+            "after {tool}: nothing changed, no temporary file left in the root, its staging \
+             area or its trash"
+        );
+        assert!(
+            rustix::process::test_kill_process(rustix::process::Pid::from_raw(pid as i32).unwrap())
+                .is_ok(),
+            "the server is alive after {tool}"
+        );
+    }
+    // Still serving: a read, and a change within the limit (its trash
+    // index and audit lines are far below it).
+    let r = call_ok(
+        &client,
+        "read_file",
+        json!({"root": "ws", "path": "big.txt", "tail": 1}),
+    )
+    .await;
+    assert!(text(&r).contains("MARKER"), "{}", text(&r));
+    call_ok(
+        &client,
+        "write_file",
+        json!({"root": "ws", "path": "small.txt", "content": "fits\n"}),
+    )
+    .await;
+    assert_eq!(
+        std::fs::read(env.path("ws/big.txt")).unwrap(),
+        big.as_bytes()
+    );
+    client.cancel().await.unwrap();
+    let said = said.await.unwrap();
+    assert!(
+        !said.contains("SIGXFSZ") && !said.contains("panicked"),
+        "{said}"
+    );
+    let audit = audit(&env);
+    assert!(
+        audit
+            .iter()
+            .filter(|l| l["stopped"] == "disk" && l["decision"] == "allow")
+            .count()
+            >= 3,
+        "{audit:?}"
+    );
+}
