@@ -363,6 +363,123 @@ async fn an_audit_log_that_cannot_be_written_fails_closed_and_recovers() {
     assert_eq!(seen, expected, "{lines:?}");
 }
 
+/// How a test stops the server.
+#[derive(Clone, Copy, Debug)]
+enum Stop {
+    /// The client closes the server's stdin.
+    Eof,
+    /// SIGTERM, the client still connected.
+    Term,
+}
+
+/// The audit log's disk is full when the server stops: the lines still
+/// waiting are tried once more and, not fitting, written to stderr, each
+/// as the log would have held it behind `audit-unwritten: `, then their
+/// count. None is lost silently, and none is on stdout (the JSON-RPC
+/// channel, which the client reads to its end without a stray line).
+async fn audit_lines_waiting_at_exit_go_to_stderr(stop: Stop) {
+    let env = Env::new();
+    let Some(_tmpfs) = Tmpfs::mount(&env.path("logs"), "256k") else {
+        return;
+    };
+    env.write("ws/a.txt", "hello\n");
+    let config = env.config(
+        "audit_log = \"logs/audit.log\"\nmin_free_bytes = 0\n[[roots]]\nname = \"ws\"\n\
+         path = \"ws\"\nrole = \"workspace\"\n",
+    );
+    let (client, pid, said) = start_command(server_command(&config)).await;
+    let read = json!({"root": "ws", "path": "a.txt"});
+    call_ok(&client, "read_file", read.clone()).await;
+    {
+        use std::io::Write;
+        let mut filler = std::fs::File::create(env.path("logs/filler")).unwrap();
+        while filler.write_all(&[0u8; 4096]).is_ok() {}
+    }
+    let mut answered = 0;
+    loop {
+        let r = call(&client, "read_file", read.clone()).await;
+        if is_error(&r) {
+            assert_refused(&r, "refused by rule 'audit'");
+            break;
+        }
+        answered += 1;
+        assert!(answered < 200, "the audit log's disk never filled");
+    }
+    let r = call(
+        &client,
+        "write_file",
+        json!({"root": "ws", "path": "b.txt", "content": "x"}),
+    )
+    .await;
+    assert_refused(&r, "refused by rule 'audit'");
+    let client = match stop {
+        Stop::Eof => {
+            client.cancel().await.unwrap();
+            None
+        }
+        Stop::Term => {
+            rustix::process::kill_process(
+                rustix::process::Pid::from_raw(pid as i32).unwrap(),
+                rustix::process::Signal::TERM,
+            )
+            .unwrap();
+            Some(client)
+        }
+    };
+    let said = tokio::time::timeout(std::time::Duration::from_secs(20), said)
+        .await
+        .expect("the server exits")
+        .unwrap();
+    if let Some(client) = client {
+        assert!(said.contains("loom-fs-mcp: stopping"), "{said}");
+        let _ = client.cancel().await;
+    }
+    // The call whose line did not fit, then the two refusals.
+    let spilled: Vec<serde_json::Value> = said
+        .lines()
+        .filter_map(|l| l.strip_prefix("audit-unwritten: "))
+        .map(|l| serde_json::from_str(l).expect("a whole audit line"))
+        .collect();
+    let seen: Vec<(&str, &str)> = spilled
+        .iter()
+        .map(|l| {
+            (
+                l["tool"].as_str().unwrap(),
+                l["rule"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("read_file", ""),
+            ("read_file", "audit"),
+            ("write_file", "audit")
+        ],
+        "{said}"
+    );
+    assert!(
+        said.contains(
+            "loom-fs-mcp: 3 audit line(s) could not be written to the audit log (No space left \
+             on device (os error 28)) and are above, each behind 'audit-unwritten:'"
+        ),
+        "{said}"
+    );
+    // None of them reached the log.
+    let logged = std::fs::read_to_string(env.path("logs/audit.log")).unwrap();
+    assert!(!logged.contains("\"rule\":\"audit\""), "{logged}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn audit_lines_waiting_when_stdin_closes_go_to_stderr() {
+    audit_lines_waiting_at_exit_go_to_stderr(Stop::Eof).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn audit_lines_waiting_at_sigterm_go_to_stderr() {
+    audit_lines_waiting_at_exit_go_to_stderr(Stop::Term).await;
+}
+
 /// `check` and the start-up lines show each writable root's free space
 /// against its reserve, and warn of a disk already below it.
 #[test]
