@@ -548,6 +548,14 @@ async fn a_file_size_limit_is_named_and_the_server_goes_on() {
                 .map_err(std::io::Error::from)
         });
     }
+    // An audit log just below the limit: its next lines pass it, and it
+    // rotates early rather than refuse every call.
+    let filler = format!("{}\n", json!({"tool": "filler", "path": "x".repeat(1000)}));
+    std::fs::write(
+        env.path("audit.log"),
+        filler.repeat(LIMIT as usize / filler.len()),
+    )
+    .unwrap();
     let before = files(&env.path("ws"));
     let (client, pid, said) = start_command(cmd).await;
     let past = "y".repeat(300 * 1024);
@@ -624,4 +632,7 @@ async fn a_file_size_limit_is_named_and_the_server_goes_on() {
             >= 3,
         "{audit:?}"
     );
+    assert!(audit.iter().all(|l| l["tool"] != "filler"), "{audit:?}");
+    let rotated = std::fs::read_to_string(env.path("audit.log.1")).unwrap();
+    assert!(rotated.lines().all(|l| l.contains("filler")));
 }

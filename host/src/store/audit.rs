@@ -499,7 +499,8 @@ impl Audit {
     }
 }
 
-/// An append-only file rotated by size, held by one server at a time.
+/// An append-only file rotated by size, held by one server at a time. A
+/// line past the process's file size limit (`EFBIG`) rotates it early.
 ///
 /// It is opened `O_APPEND`, so every line goes to the current end: after an
 /// operator's `truncate -s 0` (or logrotate's `copytruncate`) the next line
@@ -560,6 +561,19 @@ impl Rotating {
                 Err(_) => {}
             }
         }
+        match self.append(line) {
+            // Past the process's file size limit (`ulimit -f`, below
+            // `max_bytes`): the log rotates early rather than fail closed.
+            Err(e) if e.raw_os_error() == Some(libc::EFBIG) && self.size > 0 => {
+                self.rotate()?;
+                self.append(line)
+            }
+            done => done,
+        }
+    }
+
+    /// Appends `line` whole, or leaves the file as it was.
+    fn append(&mut self, line: &[u8]) -> io::Result<()> {
         if let Err(e) = self.file.write_all(line) {
             // A line cut short (the disk filled in its middle) is cut back
             // off, so the file never holds a torn line; the whole line is
