@@ -363,6 +363,123 @@ async fn an_audit_log_that_cannot_be_written_fails_closed_and_recovers() {
     assert_eq!(seen, expected, "{lines:?}");
 }
 
+/// How a test stops the server.
+#[derive(Clone, Copy, Debug)]
+enum Stop {
+    /// The client closes the server's stdin.
+    Eof,
+    /// SIGTERM, the client still connected.
+    Term,
+}
+
+/// The audit log's disk is full when the server stops: the lines still
+/// waiting are tried once more and, not fitting, written to stderr, each
+/// as the log would have held it behind `audit-unwritten: `, then their
+/// count. None is lost silently, and none is on stdout (the JSON-RPC
+/// channel, which the client reads to its end without a stray line).
+async fn audit_lines_waiting_at_exit_go_to_stderr(stop: Stop) {
+    let env = Env::new();
+    let Some(_tmpfs) = Tmpfs::mount(&env.path("logs"), "256k") else {
+        return;
+    };
+    env.write("ws/a.txt", "hello\n");
+    let config = env.config(
+        "audit_log = \"logs/audit.log\"\nmin_free_bytes = 0\n[[roots]]\nname = \"ws\"\n\
+         path = \"ws\"\nrole = \"workspace\"\n",
+    );
+    let (client, pid, said) = start_command(server_command(&config)).await;
+    let read = json!({"root": "ws", "path": "a.txt"});
+    call_ok(&client, "read_file", read.clone()).await;
+    {
+        use std::io::Write;
+        let mut filler = std::fs::File::create(env.path("logs/filler")).unwrap();
+        while filler.write_all(&[0u8; 4096]).is_ok() {}
+    }
+    let mut answered = 0;
+    loop {
+        let r = call(&client, "read_file", read.clone()).await;
+        if is_error(&r) {
+            assert_refused(&r, "refused by rule 'audit'");
+            break;
+        }
+        answered += 1;
+        assert!(answered < 200, "the audit log's disk never filled");
+    }
+    let r = call(
+        &client,
+        "write_file",
+        json!({"root": "ws", "path": "b.txt", "content": "x"}),
+    )
+    .await;
+    assert_refused(&r, "refused by rule 'audit'");
+    let client = match stop {
+        Stop::Eof => {
+            client.cancel().await.unwrap();
+            None
+        }
+        Stop::Term => {
+            rustix::process::kill_process(
+                rustix::process::Pid::from_raw(pid as i32).unwrap(),
+                rustix::process::Signal::TERM,
+            )
+            .unwrap();
+            Some(client)
+        }
+    };
+    let said = tokio::time::timeout(std::time::Duration::from_secs(20), said)
+        .await
+        .expect("the server exits")
+        .unwrap();
+    if let Some(client) = client {
+        assert!(said.contains("loom-fs-mcp: stopping"), "{said}");
+        let _ = client.cancel().await;
+    }
+    // The call whose line did not fit, then the two refusals.
+    let spilled: Vec<serde_json::Value> = said
+        .lines()
+        .filter_map(|l| l.strip_prefix("audit-unwritten: "))
+        .map(|l| serde_json::from_str(l).expect("a whole audit line"))
+        .collect();
+    let seen: Vec<(&str, &str)> = spilled
+        .iter()
+        .map(|l| {
+            (
+                l["tool"].as_str().unwrap(),
+                l["rule"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("read_file", ""),
+            ("read_file", "audit"),
+            ("write_file", "audit")
+        ],
+        "{said}"
+    );
+    assert!(
+        said.contains(
+            "loom-fs-mcp: 3 audit line(s) could not be written to the audit log (No space left \
+             on device (os error 28)) and are above, each behind 'audit-unwritten:'"
+        ),
+        "{said}"
+    );
+    // None of them reached the log.
+    let logged = std::fs::read_to_string(env.path("logs/audit.log")).unwrap();
+    assert!(!logged.contains("\"rule\":\"audit\""), "{logged}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn audit_lines_waiting_when_stdin_closes_go_to_stderr() {
+    audit_lines_waiting_at_exit_go_to_stderr(Stop::Eof).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn audit_lines_waiting_at_sigterm_go_to_stderr() {
+    audit_lines_waiting_at_exit_go_to_stderr(Stop::Term).await;
+}
+
 /// `check` and the start-up lines show each writable root's free space
 /// against its reserve, and warn of a disk already below it.
 #[test]
@@ -394,5 +511,220 @@ fn check_shows_free_space_against_the_reserve() {
         out.contains("root 'tight': its disk has")
             && out.contains("below its min_free_bytes (1 TiB): every change there is refused"),
         "{out}"
+    );
+}
+
+/// Under a file size limit (`ulimit -f`, `RLIMIT_FSIZE`, inherited from
+/// whoever starts the server), a write past it fails with `EFBIG`: the
+/// server ignores `SIGXFSZ`, which would otherwise end it mid-call. Each
+/// change that would pass the limit answers the named error, leaves the
+/// original byte for byte and nothing behind, and the server goes on.
+/// Needs no mount: the limit is the process's own.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_file_size_limit_is_named_and_the_server_goes_on() {
+    const LIMIT: u64 = 256 * 1024;
+    let env = Env::new();
+    let mut big = "x".repeat(200 * 1024 - 7);
+    big.push_str("MARKER\n");
+    env.write("ws/big.txt", &big)
+        .write("ws/small.txt", "small\n");
+    let config = env.config(
+        "audit_log = \"audit.log\"\nmin_free_bytes = 0\n[[roots]]\nname = \"ws\"\npath = \"ws\"\n\
+         role = \"workspace\"\n",
+    );
+    // Components are compiled (and cached) without the limit first: under
+    // it, the memory image of a freshly compiled component (a memfd) could
+    // not be written, and the server would stop at load with EFBIG.
+    assert!(check_output(&config).status.success());
+    let mut cmd = server_command(&config);
+    // SAFETY: only setrlimit, async-signal-safe, between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = rustix::process::Rlimit {
+                current: Some(LIMIT),
+                maximum: Some(LIMIT),
+            };
+            rustix::process::setrlimit(rustix::process::Resource::Fsize, limit)
+                .map_err(std::io::Error::from)
+        });
+    }
+    // An audit log just below the limit: its next lines pass it, and it
+    // rotates early rather than refuse every call.
+    let filler = format!("{}\n", json!({"tool": "filler", "path": "x".repeat(1000)}));
+    std::fs::write(
+        env.path("audit.log"),
+        filler.repeat(LIMIT as usize / filler.len()),
+    )
+    .unwrap();
+    let before = files(&env.path("ws"));
+    let (client, pid, said) = start_command(cmd).await;
+    let past = "y".repeat(300 * 1024);
+    for (tool, args) in [
+        (
+            "write_file",
+            json!({"root": "ws", "path": "big.txt", "content": past}),
+        ),
+        (
+            "write_file",
+            json!({"root": "ws", "path": "big.txt", "content": "z".repeat(100 * 1024),
+                   "mode": "append"}),
+        ),
+        (
+            "write_file",
+            json!({"root": "ws", "path": "new.txt", "content": past}),
+        ),
+        (
+            "edit_file",
+            json!({"root": "ws", "path": "big.txt",
+                   "edits": [{"old_text": "MARKER", "new_text": "y".repeat(100 * 1024)}]}),
+        ),
+    ] {
+        let r = call(&client, tool, args).await;
+        assert_refused(
+            &r,
+            "the file would be larger than the disk that holds root 'ws' or the server's file \
+             size limit allows (EFBIG)",
+        );
+        assert!(text(&r).contains("unchanged"), "{}", text(&r));
+        assert_eq!(
+            files(&env.path("ws")),
+            before,
+            "after {tool}: nothing changed, no temporary file left in the root, its staging \
+             area or its trash"
+        );
+        assert!(
+            rustix::process::test_kill_process(rustix::process::Pid::from_raw(pid as i32).unwrap())
+                .is_ok(),
+            "the server is alive after {tool}"
+        );
+    }
+    // Still serving: a read, and a change within the limit (its trash
+    // index and audit lines are far below it).
+    let r = call_ok(
+        &client,
+        "read_file",
+        json!({"root": "ws", "path": "big.txt", "tail": 1}),
+    )
+    .await;
+    assert!(text(&r).contains("MARKER"), "{}", text(&r));
+    call_ok(
+        &client,
+        "write_file",
+        json!({"root": "ws", "path": "small.txt", "content": "fits\n"}),
+    )
+    .await;
+    assert_eq!(
+        std::fs::read(env.path("ws/big.txt")).unwrap(),
+        big.as_bytes()
+    );
+    client.cancel().await.unwrap();
+    let said = said.await.unwrap();
+    assert!(
+        !said.contains("SIGXFSZ") && !said.contains("panicked"),
+        "{said}"
+    );
+    let audit = audit(&env);
+    assert!(
+        audit
+            .iter()
+            .filter(|l| l["stopped"] == "disk" && l["decision"] == "allow")
+            .count()
+            >= 3,
+        "{audit:?}"
+    );
+    assert!(audit.iter().all(|l| l["tool"] != "filler"), "{audit:?}");
+    let rotated = std::fs::read_to_string(env.path("audit.log.1")).unwrap();
+    assert!(rotated.lines().all(|l| l.contains("filler")));
+}
+
+/// A file on a filesystem the trash cannot hard-link from (a mount inside
+/// the root: the link would cross devices, as on a filesystem without hard
+/// links) is kept by a copy. An overwrite stopped in the middle of that
+/// copy (here by `tool_timeout_ms`) leaves no partial copy in the trash,
+/// and the trash index lists none; the original is intact. The call cannot
+/// be paused mid-copy from outside, so the timeout grows by a quarter each
+/// attempt, from before the copy starts until a call is no longer stopped:
+/// copying 24 MiB takes most of such a call, so several attempts stop it
+/// mid-copy (without the fix, the first of them leaves a partial copy,
+/// listed). Every attempt is checked.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_overwrite_stopped_mid_copy_leaves_no_partial_copy_in_the_trash() {
+    const BIG: usize = 24 << 20;
+    let env = Env::new();
+    env.mkdir("ws");
+    let Some(_tmpfs) = Tmpfs::mount(&env.path("ws/sub"), "64m") else {
+        return;
+    };
+    let mut big = vec![b'x'; BIG - 7];
+    big.extend_from_slice(b"MARKER\n");
+    env.write("ws/sub/big.txt", &big);
+    let new = "new content\n";
+    let (mut stopped, mut finished) = (0, false);
+    let mut timeout_ms = 40;
+    while timeout_ms < 30_000 {
+        timeout_ms += timeout_ms / 4;
+        let config = env.config(&format!(
+            "audit_log = \"audit.log\"\nmin_free_bytes = 0\ntool_timeout_ms = {timeout_ms}\n\
+             [[roots]]\nname = \"ws\"\npath = \"ws\"\nrole = \"workspace\"\n"
+        ));
+        let client = start(&config).await;
+        let r = call(
+            &client,
+            "write_file",
+            json!({"root": "ws", "path": "sub/big.txt", "content": new}),
+        )
+        .await;
+        client.cancel().await.unwrap();
+        let line = audit(&env)
+            .into_iter()
+            .rev()
+            .find(|l| l["tool"] == "write_file")
+            .expect("the call's audit line");
+        if line["stopped"] != "timeout" {
+            // Not stopped: the copy was finished; a longer timeout tells
+            // nothing more.
+            finished = true;
+            break;
+        }
+        stopped += 1;
+        assert_refused(&r, "was stopped (tool_timeout_ms)");
+        assert_eq!(line["stopped"], "timeout", "{line}");
+        eprintln!("timeout {timeout_ms} ms: stopped");
+        assert_eq!(
+            std::fs::read(env.path("ws/sub/big.txt")).unwrap(),
+            big,
+            "the original is intact"
+        );
+        let files: Vec<_> = env
+            .trash("ws")
+            .into_iter()
+            .filter(|(_, _, c)| c.is_some())
+            .collect();
+        assert!(
+            files.iter().all(|(_, p, _)| !p.starts_with("sub")),
+            "a partial copy is in the trash: {:?}",
+            files
+                .iter()
+                .map(|(s, p, c)| (s, p, c.as_ref().map(Vec::len)))
+                .collect::<Vec<_>>()
+        );
+        for index in std::fs::read_dir(env.path("ws/.mcp-trash")).unwrap() {
+            let index = index.unwrap().path();
+            if index.extension().is_some_and(|e| e == "json") {
+                let text = std::fs::read_to_string(&index).unwrap();
+                assert!(!text.contains("big.txt"), "indexed: {text}");
+            }
+        }
+        let listed = command()
+            .args(["trash", "list", "--config"])
+            .arg(&config)
+            .output()
+            .unwrap();
+        let listed = String::from_utf8_lossy(&listed.stdout);
+        assert!(!listed.contains("big.txt"), "{listed}");
+    }
+    assert!(
+        stopped >= 3 && finished,
+        "the timeouts did not span the copy ({stopped} stopped, finished: {finished})"
     );
 }

@@ -383,24 +383,56 @@ fn child(config: &Path, args: &[&str]) -> TokioChildProcess {
 }
 
 fn child_with(config: &Path, args: &[&str], vars: &[(&str, &Path)]) -> TokioChildProcess {
-    let mut cmd = tokio::process::Command::new(BIN);
+    let mut cmd = server_command(config);
     for (name, value) in vars {
         cmd.env(name, value);
     }
-    for var in FLAG_VARS {
-        cmd.env_remove(var);
-    }
-    cmd.arg("--config")
-        .arg(config)
-        .args(args)
-        .env("LOOMFS_CACHE_DIR", cache_dir())
-        .env("LOOMFS_LOG", "warn")
-        .env("LOOMFS_ALLOW_ROOT", "1");
+    cmd.args(args);
     let (transport, _stderr) = TokioChildProcess::builder(cmd)
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn loom-fs-mcp");
     transport
+}
+
+/// The real binary serving `config` over stdio, as a tokio command a test
+/// may change further (its limits, say) before [`start_command`].
+pub fn server_command(config: &Path) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(BIN);
+    for var in FLAG_VARS {
+        cmd.env_remove(var);
+    }
+    cmd.arg("--config")
+        .arg(config)
+        .env("LOOMFS_CACHE_DIR", cache_dir())
+        .env("LOOMFS_LOG", "warn")
+        .env("LOOMFS_ALLOW_ROOT", "1");
+    cmd
+}
+
+/// Spawns `cmd` (see [`server_command`]) and connects with the
+/// `initialize` handshake; its stderr is collected by a task whose handle
+/// gives everything the server said there once it closed stderr (exited).
+pub async fn start_command(
+    cmd: tokio::process::Command,
+) -> (Client, u32, tokio::task::JoinHandle<String>) {
+    use tokio::io::AsyncReadExt;
+    let (transport, stderr) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn loom-fs-mcp");
+    let pid = transport.id().expect("the server's pid");
+    let mut stderr = stderr.expect("piped stderr");
+    let said = tokio::spawn(async move {
+        let mut all = Vec::new();
+        let _ = stderr.read_to_end(&mut all).await;
+        String::from_utf8_lossy(&all).into_owned()
+    });
+    let client =
+        ().serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
+            .await
+            .expect("MCP handshake");
+    (client, pid, said)
 }
 
 /// A client that collects the progress notifications the server sends.

@@ -255,6 +255,7 @@ pub fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .init();
+    crate::sys::space::ignore_file_size_signal();
     let cli = Cli::parse();
     let result = match &cli.command {
         Some(Command::Check) => check(&cli),

@@ -104,6 +104,9 @@ pub(super) fn serve(cli: &Cli) -> anyhow::Result<()> {
     let config = load_config(cli)?;
     let budget = descriptor_budget(&config, raise_open_file_limit());
     let audit = open_audit(&config)?;
+    // Kept to close the log at exit: lines still waiting to be written (a
+    // full disk) are tried once more, and go to stderr if they cannot be.
+    let audit_at_exit = audit.clone();
     eprintln!(
         "loom-fs-mcp {}: {} root{}{}",
         env!("CARGO_PKG_VERSION"),
@@ -185,13 +188,15 @@ pub(super) fn serve(cli: &Cli) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    match http {
+    let served = match http {
         None => {
             eprintln!("serving MCP over stdio");
             rt.block_on(serve_stdio(Server::new(loaded)))
         }
         Some(options) => rt.block_on(serve_http(Server::new(loaded), options)),
-    }
+    };
+    audit_at_exit.close();
+    served
 }
 
 /// Removes what servers that are gone (killed mid-call) left in the
@@ -294,6 +299,19 @@ pub(super) async fn serve_stdio(server: Server) -> anyhow::Result<()> {
         .serve(io)
         .await
         .context("MCP session failed to start")?;
+    // SIGTERM or SIGINT ends the session as a closed stdin does, so that
+    // what must be done at exit is (the audit lines still waiting).
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("cannot watch SIGTERM")?;
+    let cancel = service.cancellation_token();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        eprintln!("loom-fs-mcp: stopping");
+        cancel.cancel();
+    });
     service
         .waiting()
         .await

@@ -182,6 +182,8 @@ impl Runtime {
             // A guest stopped mid-write cannot clean up: remove the temporary
             // files it created (by their reserved name, nothing else).
             sweep_temporaries(guard.created());
+            // Nor can it finish a copy it was keeping in the trash.
+            guard.remove_unfinished_copies();
         }
         CallOutcome {
             result,

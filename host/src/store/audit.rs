@@ -21,13 +21,19 @@
 //! call until the backlog could be written, which it tries first, in order,
 //! before each call and each new line. A line is never torn: a write cut
 //! short is cut back off the file.
+//!
+//! When the server stops ([`Audit::close`]), lines still waiting are tried
+//! once more; what still cannot be written goes to stderr, each line as it
+//! would have been in the log behind [`UNWRITTEN_PREFIX`], then a count:
+//! no record disappears silently. Lines logged after that (a call still
+//! finishing) go the same way if the log still fails.
 
 use std::collections::VecDeque;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
@@ -204,6 +210,23 @@ impl Backlog {
 struct Inner {
     sink: Sink,
     backlog: Backlog,
+    /// The server is stopping: lines that cannot be written go to stderr.
+    closed: bool,
+}
+
+/// Before each audit line written to stderr at exit because the log could
+/// not take it: an operator tells them from the server's messages, and
+/// strips it to get the line the log would have held.
+pub const UNWRITTEN_PREFIX: &str = "audit-unwritten: ";
+
+/// What [`Audit::close`] could not write to the log, and wrote to stderr.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Spilled {
+    /// Lines written to stderr.
+    pub lines: usize,
+    /// Lines lost before, past the backlog's bound (their `audit_lost`
+    /// line is among `lines`).
+    pub lost: u64,
 }
 
 impl Inner {
@@ -270,6 +293,56 @@ impl Inner {
         true
     }
 
+    /// Writes the backlog to stderr, each line behind [`UNWRITTEN_PREFIX`]
+    /// (the count of lines lost as its `audit_lost` line), then how many;
+    /// empties it. For the server's exit, when the log cannot take them.
+    fn spill(&mut self) -> Spilled {
+        let mut out = Vec::new();
+        let lost = self.backlog.lost;
+        let mut lines: Vec<String> = self.backlog.lines.drain(..).collect();
+        if lost > 0 {
+            let record = Record {
+                bytes: lost,
+                ..Record::new("", "", "", Permission::Read).denied("audit_lost")
+            };
+            if let Ok(mut line) = to_line(&Line {
+                ts: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+                record: &record,
+            }) {
+                line.push('\n');
+                lines.push(line);
+            }
+        }
+        for line in &lines {
+            out.extend_from_slice(UNWRITTEN_PREFIX.as_bytes());
+            out.extend_from_slice(line.as_bytes());
+        }
+        let error = self.backlog.error.take().unwrap_or_default();
+        out.extend_from_slice(
+            format!(
+                "loom-fs-mcp: {} audit line(s) could not be written to the audit log ({error}) and \
+                 are above, each behind '{}'{}\n",
+                lines.len(),
+                UNWRITTEN_PREFIX.trim_end(),
+                if lost > 0 {
+                    format!(
+                        "; {lost} more were lost past the backlog's bound (the audit_lost line)"
+                    )
+                } else {
+                    String::new()
+                }
+            )
+            .as_bytes(),
+        );
+        // One write: the lines stay together, and stderr is all that is left.
+        let _ = io::stderr().lock().write_all(&out);
+        self.backlog = Backlog::default();
+        Spilled {
+            lines: lines.len(),
+            lost,
+        }
+    }
+
     fn failed(&mut self, e: io::Error) {
         if self.backlog.error.is_none() {
             tracing::error!(
@@ -280,9 +353,11 @@ impl Inner {
     }
 }
 
-/// The audit log, shared by every call.
+/// The audit log, shared by every call; a clone is the same log (the
+/// server keeps one to close it at exit).
+#[derive(Clone)]
 pub struct Audit {
-    inner: Mutex<Inner>,
+    inner: Arc<Mutex<Inner>>,
 }
 
 /// Why calls are refused: the audit log cannot be written.
@@ -326,10 +401,11 @@ impl Audit {
 
     fn with(sink: Sink) -> Audit {
         Audit {
-            inner: Mutex::new(Inner {
+            inner: Arc::new(Mutex::new(Inner {
                 sink,
                 backlog: Backlog::default(),
-            }),
+                closed: false,
+            })),
         }
     }
 
@@ -393,7 +469,22 @@ impl Audit {
         text.push('\n');
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         inner.backlog.push(text);
-        inner.flush();
+        if !inner.flush() && inner.closed {
+            inner.spill();
+        }
+    }
+
+    /// For the server's exit: tries the lines still waiting once more, and
+    /// writes to stderr what still cannot be written (see [`Inner::spill`]);
+    /// from now on a line that cannot be written goes there at once. What
+    /// went to stderr.
+    pub fn close(&self) -> Spilled {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        inner.closed = true;
+        if inner.backlog.is_empty() || inner.flush() {
+            return Spilled::default();
+        }
+        inner.spill()
     }
 
     #[cfg(test)]
@@ -408,7 +499,8 @@ impl Audit {
     }
 }
 
-/// An append-only file rotated by size, held by one server at a time.
+/// An append-only file rotated by size, held by one server at a time. A
+/// line past the process's file size limit (`EFBIG`) rotates it early.
 ///
 /// It is opened `O_APPEND`, so every line goes to the current end: after an
 /// operator's `truncate -s 0` (or logrotate's `copytruncate`) the next line
@@ -469,6 +561,19 @@ impl Rotating {
                 Err(_) => {}
             }
         }
+        match self.append(line) {
+            // Past the process's file size limit (`ulimit -f`, below
+            // `max_bytes`): the log rotates early rather than fail closed.
+            Err(e) if e.raw_os_error() == Some(libc::EFBIG) && self.size > 0 => {
+                self.rotate()?;
+                self.append(line)
+            }
+            done => done,
+        }
+    }
+
+    /// Appends `line` whole, or leaves the file as it was.
+    fn append(&mut self, line: &[u8]) -> io::Result<()> {
         if let Err(e) = self.file.write_all(line) {
             // A line cut short (the disk filled in its middle) is cut back
             // off, so the file never holds a torn line; the whole line is

@@ -2,7 +2,8 @@
 //! change that would leave less is refused, before the call runs when its
 //! size can be told from its arguments, and write by write while it runs
 //! (a directory copy, an edit that grows a file). Metadata only (`statvfs`):
-//! nothing here reads or writes a file.
+//! nothing here reads or writes a file. Also the file size limit: a write
+//! past it fails (`EFBIG`) rather than end the server.
 
 use std::path::Path;
 
@@ -64,6 +65,19 @@ impl Short {
     /// What the operator can do.
     pub const WAY_OUT: &'static str = "free space on that disk (`loom-fs-mcp trash purge \
          --older-than 30d` empties the trash of old versions) or lower min_free_bytes";
+}
+
+/// Has a write past the process's file size limit (`RLIMIT_FSIZE`, set by
+/// `ulimit -f` or a service manager and inherited) fail with `EFBIG`, which
+/// the server names to the model, the file unchanged. By default the kernel
+/// sends `SIGXFSZ` instead, whose default action ends the whole server
+/// mid-call, before any error is seen. Process-wide; call once at start.
+pub fn ignore_file_size_signal() {
+    // SAFETY: `SIG_IGN` runs no code in the process; setting a disposition
+    // is async-signal-safe and has no other effect.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
 }
 
 /// Bytes as a person reads them: `512 B`, `1.5 KiB`, `256 MiB`.

@@ -12,10 +12,14 @@ impl PolicedFs<'_> {
         &mut self,
         stream: Resource<streams::OutputStream>,
         h: &Handle,
+        copy: Option<OpenCopy>,
     ) -> FsResult<Resource<streams::OutputStream>> {
         let inner = self.fs.table.delete(stream)?;
         let root = Arc::clone(&self.guard.mounts[h.mount].root);
-        let metered = self.guard.meter.output(inner, root);
+        let metered = self
+            .guard
+            .meter
+            .output(inner, root, copy.map(|c| Box::new(c) as _));
         Ok(self.fs.table.push(metered)?)
     }
 
@@ -340,7 +344,7 @@ impl PolicedFs<'_> {
             return None;
         }
         let key = (h.mount, h.rel.join(rel));
-        self.guard.copies.contains(&key).then_some(key)
+        self.guard.copies.contains_key(&key).then_some(key)
     }
 
     /// Refuses a new name in a trash that is already taken: nothing kept is

@@ -79,7 +79,11 @@ impl fs::HostDescriptor for PolicedFs<'_> {
                 if creates && self.guard.mounts[checked.mount].trash {
                     // A copy kept where a hard link is impossible.
                     self.guard.keep_copy(checked.mount, &rel);
-                    self.guard.copies.insert((checked.mount, rel.clone()));
+                    let token = OpenCopy::default();
+                    self.guard.copy_writers.insert(new.rep(), token.clone());
+                    self.guard
+                        .copies
+                        .insert((checked.mount, rel.clone()), token);
                 } else if creates {
                     self.guard.created.insert((checked.mount, rel.clone()));
                 }
@@ -407,6 +411,7 @@ impl fs::HostDescriptor for PolicedFs<'_> {
 
     fn drop(&mut self, fd: Resource<Descriptor>) -> wasmtime::Result<()> {
         self.guard.handles.remove(&fd.rep());
+        self.guard.copy_writers.remove(&fd.rep());
         fs::HostDescriptor::drop(&mut self.fs, fd)
     }
 
@@ -432,8 +437,9 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         offset: fs::Filesize,
     ) -> FsResult<Resource<streams::OutputStream>> {
         let h = self.tracked(&fd, Permission::Write)?;
+        let copy = self.guard.copy_writers.get(&fd.rep()).cloned();
         let stream = fs::HostDescriptor::write_via_stream(&mut self.fs, fd, offset)?;
-        self.metered_output(stream, &h)
+        self.metered_output(stream, &h, copy)
     }
 
     fn append_via_stream(
@@ -441,8 +447,9 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         fd: Resource<Descriptor>,
     ) -> FsResult<Resource<streams::OutputStream>> {
         let h = self.tracked(&fd, Permission::Write)?;
+        let copy = self.guard.copy_writers.get(&fd.rep()).cloned();
         let stream = fs::HostDescriptor::append_via_stream(&mut self.fs, fd)?;
-        self.metered_output(stream, &h)
+        self.metered_output(stream, &h, copy)
     }
 
     fn advise(

@@ -44,6 +44,18 @@ impl Identity {
     }
 }
 
+/// The token of a copy kept in a trash (see [`FsGuard::copies`]): one
+/// clone in the guard, one in each descriptor or stream that can write it.
+#[derive(Clone, Default, Debug)]
+pub struct OpenCopy(Arc<()>);
+
+impl OpenCopy {
+    /// Whether something besides the guard can still write the copy.
+    fn writing(&self) -> bool {
+        Arc::strong_count(&self.0) > 1
+    }
+}
+
 /// Per-call policy state of the filesystem.
 pub struct FsGuard {
     pub(super) mounts: Vec<Mount>,
@@ -61,7 +73,14 @@ pub struct FsGuard {
     /// Copies this call made in a trash where a hard link was impossible,
     /// by mount and real root-relative path: a copy cut short (a full disk)
     /// is the only thing a call may remove from a trash, and only its own.
-    pub(super) copies: HashSet<(usize, PathBuf)>,
+    /// Each has a token, cloned into whatever can still write it: the
+    /// descriptor that created it (the only one: a trash is never opened
+    /// again for writing) and the streams made from it. A copy whose token
+    /// is held elsewhere is still being written ([`OpenCopy`]).
+    pub(super) copies: HashMap<(usize, PathBuf), OpenCopy>,
+    /// The token of the copy each descriptor (by rep) created, until the
+    /// guest drops it.
+    pub(super) copy_writers: HashMap<u32, OpenCopy>,
     /// What each file this call opened for reading was when it was last
     /// opened, by mount and real root-relative path.
     pub(super) read: HashMap<(usize, PathBuf), Identity>,
@@ -91,7 +110,8 @@ impl FsGuard {
             refusals: Vec::new(),
             kept: Vec::new(),
             kept_inodes: HashSet::new(),
-            copies: HashSet::new(),
+            copies: HashMap::new(),
+            copy_writers: HashMap::new(),
             read: HashMap::new(),
             stamp: stamp.map(|s| Path::new(TRASH_DIR).join(s)),
         }
@@ -103,6 +123,43 @@ impl FsGuard {
         self.created
             .iter()
             .map(|(m, rel)| self.mounts[*m].host.join(rel))
+    }
+
+    /// Removes the copies this call was still writing when it was stopped
+    /// (a timeout, a cancel, memory, a crash in the middle of a copy), and
+    /// forgets them as kept: a partial copy must never pass for the old
+    /// version. Whatever it copied is still in place (the host's publish
+    /// never relies on a copy: it keeps what it replaces itself), so nothing
+    /// is lost. A copy whose writers were all dropped is whole, as its
+    /// writer left it: nothing can write it again.
+    pub fn remove_unfinished_copies(&mut self) {
+        let unfinished: Vec<(usize, PathBuf)> = self
+            .copies
+            .iter()
+            .filter(|(_, token)| token.writing())
+            .map(|(key, _)| key.clone())
+            .collect();
+        for (mount, rel) in unfinished {
+            let root = &self.mounts[mount].root;
+            let removed = (|| {
+                let base = rel.file_name().ok_or(std::io::ErrorKind::InvalidInput)?;
+                let root_fd = crate::sys::beneath::open_root(root)?;
+                let dir = crate::sys::beneath::beneath(&root_fd, rel.parent().unwrap_or(&rel))?;
+                rustix::fs::unlinkat(&dir, base, rustix::fs::AtFlags::empty())?;
+                Ok::<(), std::io::Error>(())
+            })();
+            if let Err(e) = removed {
+                tracing::error!(
+                    root = %root.name,
+                    "the unfinished copy {} of a stopped call could not be removed ({e}); it is \
+                     not in the trash index",
+                    rel.display()
+                );
+            }
+            let to = rel.to_string_lossy();
+            self.kept.retain(|k| k.to != to);
+            self.copies.remove(&(mount, rel));
+        }
     }
 
     /// Whether `rel` (root-relative) is reachable through a trash mount:

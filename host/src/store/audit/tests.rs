@@ -279,3 +279,37 @@ fn concurrent_writers_never_interleave() {
         serde_json::from_str::<serde_json::Value>(line).unwrap();
     }
 }
+
+#[test]
+fn lines_waiting_at_close_are_written_if_the_log_takes_them_and_spilled_otherwise() {
+    // The log takes them at close: nothing spilled, every line in order.
+    let audit = Audit::with(Sink::Failing(true, Vec::new()));
+    audit.log(&Record::new("read_file", "ws", "a", Permission::Read));
+    if let Sink::Failing(fail, _) = &mut audit.inner.lock().unwrap().sink {
+        *fail = false;
+    }
+    assert_eq!(audit.close(), Spilled::default());
+    assert_eq!(audit.lines().len(), 1);
+    // It does not: every waiting line, and the count of those lost, is
+    // spilled (to stderr), and the backlog is empty after.
+    let audit = Audit::with(Sink::Failing(true, Vec::new()));
+    let long = "x".repeat(64 * 1024);
+    for _ in 0..20 {
+        audit.log(&Record::new("read_file", "ws", &long, Permission::Read));
+    }
+    let refused = audit.writable().unwrap_err();
+    assert!(refused.lost > 0);
+    let spilled = audit.close();
+    assert_eq!(
+        spilled,
+        Spilled {
+            lines: refused.waiting + 1,
+            lost: refused.lost
+        }
+    );
+    assert!(audit.inner.lock().unwrap().backlog.is_empty());
+    // A line logged after close that cannot be written is spilled at once.
+    audit.log(&Record::new("read_file", "ws", "late", Permission::Read));
+    assert!(audit.inner.lock().unwrap().backlog.is_empty());
+    assert!(audit.lines().is_empty());
+}
