@@ -15,18 +15,9 @@ use common::*;
 use serde_json::json;
 
 /// One workspace root whose trash may hold 5 KiB, beside a reference root.
-const BUDGET: &str = r#"
-audit_log = "audit.log"
-trash_max_bytes = 5120
-[[roots]]
-name = "ws"
-path = "ws"
-role = "workspace"
-[[roots]]
-name = "docs"
-path = "docs"
-role = "reference"
-"#;
+fn budget() -> String {
+    format!("trash_max_bytes = 5120\n{WS_AND_DOCS}")
+}
 
 /// The refusal's first words for a trash holding `held` of its 5 KiB.
 fn refusal(held: &str) -> String {
@@ -46,7 +37,7 @@ fn fixture() -> (Env, std::path::PathBuf) {
         .write("ws/tree/a.txt", vec![b'a'; 400])
         .write("ws/tree/deep/b.txt", vec![b'c'; 200])
         .write("docs/readme.md", "docs\n");
-    let config = env.config(BUDGET);
+    let config = env.config(&budget());
     (env, config)
 }
 
@@ -272,7 +263,7 @@ async fn two_servers_on_one_root_share_the_count() {
     // Each server its own audit log.
     let mut configs = Vec::new();
     for side in ["a", "b"] {
-        let text = BUDGET.replace("\"ws\"\nrole", "\"../ws\"\nrole");
+        let text = budget().replace("\"ws\"\nrole", "\"../ws\"\nrole");
         let text = text.replace("\"docs\"\nrole", "\"../docs\"\nrole");
         env.write(&format!("{side}/config.toml"), text);
         configs.push(env.path(&format!("{side}/config.toml")));

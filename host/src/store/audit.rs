@@ -122,6 +122,22 @@ impl<'a> Record<'a> {
     }
 }
 
+/// The `audit_lost` line saying `lost` lines were dropped past the
+/// backlog's bound, with its newline.
+fn lost_line(lost: u64) -> Option<String> {
+    let record = Record {
+        bytes: lost,
+        ..Record::new("", "", "", Permission::Read).denied("audit_lost")
+    };
+    let mut line = to_line(&Line {
+        ts: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+        record: &record,
+    })
+    .ok()?;
+    line.push('\n');
+    Some(line)
+}
+
 /// Serialises `value` as one JSON line, the naming rule's classes escaped.
 fn to_line(value: &impl Serialize) -> serde_json::Result<String> {
     let mut out = Vec::new();
@@ -270,20 +286,11 @@ impl Inner {
             self.backlog.lines.pop_front();
         }
         if self.backlog.lost > 0 {
-            let lost = self.backlog.lost;
-            let record = Record {
-                bytes: lost,
-                ..Record::new("", "", "", Permission::Read).denied("audit_lost")
-            };
-            if let Ok(mut line) = to_line(&Line {
-                ts: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
-                record: &record,
-            }) {
-                line.push('\n');
-                if let Err(e) = self.write(&line) {
-                    self.failed(e);
-                    return false;
-                }
+            if let Some(line) = lost_line(self.backlog.lost)
+                && let Err(e) = self.write(&line)
+            {
+                self.failed(e);
+                return false;
             }
             self.backlog.lost = 0;
         }
@@ -301,17 +308,7 @@ impl Inner {
         let lost = self.backlog.lost;
         let mut lines: Vec<String> = self.backlog.lines.drain(..).collect();
         if lost > 0 {
-            let record = Record {
-                bytes: lost,
-                ..Record::new("", "", "", Permission::Read).denied("audit_lost")
-            };
-            if let Ok(mut line) = to_line(&Line {
-                ts: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
-                record: &record,
-            }) {
-                line.push('\n');
-                lines.push(line);
-            }
+            lines.extend(lost_line(lost));
         }
         for line in &lines {
             out.extend_from_slice(UNWRITTEN_PREFIX.as_bytes());
