@@ -301,23 +301,32 @@ pub(super) async fn serve_stdio(server: Server) -> anyhow::Result<()> {
         .context("MCP session failed to start")?;
     // SIGTERM or SIGINT ends the session as a closed stdin does, so that
     // what must be done at exit is (the audit lines still waiting).
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("cannot watch SIGTERM")?;
     let cancel = service.cancellation_token();
-    tokio::spawn(async move {
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-        eprintln!("loom-fs-mcp: stopping");
-        cancel.cancel();
-    });
+    on_stop_signal("loom-fs-mcp: stopping", move || cancel.cancel())?;
     service
         .waiting()
         .await
         .context("MCP session ended with an error")?;
     // The session is over: let its last answers reach the client.
     let _ = tokio::time::timeout(std::time::Duration::from_secs(5), flushed).await;
+    Ok(())
+}
+
+/// At the first SIGTERM or SIGINT, says `message` on stderr and runs `stop`.
+fn on_stop_signal(
+    message: &'static str,
+    stop: impl FnOnce() + Send + 'static,
+) -> anyhow::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("cannot watch SIGTERM")?;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        eprintln!("{message}");
+        stop();
+    });
     Ok(())
 }
 
@@ -329,16 +338,10 @@ pub(super) async fn serve_http(server: Server, options: HttpOptions) -> anyhow::
     eprintln!("serving MCP over HTTP on http://{bound}/mcp (health: http://{bound}/health)");
     let stop = tokio_util::sync::CancellationToken::new();
     let trigger = stop.clone();
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("cannot watch SIGTERM")?;
-    tokio::spawn(async move {
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-        eprintln!("loom-fs-mcp: stopping: finishing the calls in flight");
-        trigger.cancel();
-    });
+    on_stop_signal(
+        "loom-fs-mcp: stopping: finishing the calls in flight",
+        move || trigger.cancel(),
+    )?;
     http::serve(listener, server, &options, stop)
         .await
         .context("HTTP server failed")
