@@ -64,9 +64,13 @@ impl Toolbox {
             ));
         }
         // Room in each root's trash for what the call would keep, refused
-        // before anything changes when it would pass the budget.
+        // before anything changes when it would pass the budget (not asked
+        // where no root the call changes has one: no thread hop for it).
+        let budgeted = resolved
+            .iter()
+            .any(|r| r.root().trash_max_bytes > 0 && r.op() != Permission::Read);
         let reservation = match &stamp {
-            Some(stamp) => {
+            Some(stamp) if budgeted => {
                 let (stamp, needs_of) = (stamp.clone(), resolved.clone());
                 let paths = paths.to_vec();
                 let in_flight = trash::in_flight(limits.tool_timeout);
@@ -92,7 +96,7 @@ impl Toolbox {
                     }
                 }
             }
-            None => None,
+            _ => None,
         };
         let slot = match self.slots.take(&request.cancel, waits_until).await {
             Ok(slot) => slot,
