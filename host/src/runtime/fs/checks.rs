@@ -243,10 +243,13 @@ impl PolicedFs<'_> {
                 return Err(self.guard.refuse(Some(h.mount), &rel, op, "special_file"));
             }
         }
-        // The file as this call read it, for a publish over it to compare.
-        self.guard
-            .read
-            .insert((h.mount, real.clone()), Identity::of(&st));
+        // The file as this call read it, for a publish over it to compare
+        // (none where this call cannot write: a search reads thousands).
+        if self.guard.mounts[h.mount].perms.contains(Permission::Write) {
+            self.guard
+                .read
+                .insert((h.mount, real.clone()), Identity::of(&st));
+        }
         let Descriptor::Dir(dir) = self.fs.table.get(fd)? else {
             return Err(ErrorCode::NotDirectory.into());
         };

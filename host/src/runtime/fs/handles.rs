@@ -91,6 +91,8 @@ pub struct FsGuard {
     pub(super) activity: Arc<Activity>,
     /// Counts the bytes read and written, and holds them to the quota.
     pub(super) meter: Arc<Meter>,
+    /// Where each read lands first (see `PolicedFs::read_at`).
+    pub(super) scratch: Vec<u8>,
 }
 
 impl FsGuard {
@@ -114,6 +116,7 @@ impl FsGuard {
             copy_writers: HashMap::new(),
             read: HashMap::new(),
             stamp: stamp.map(|s| Path::new(TRASH_DIR).join(s)),
+            scratch: Vec::new(),
         }
     }
 
