@@ -386,6 +386,59 @@ async fn contains_finds_lines_in_text_files_only() {
     assert_no_host_path(&env, &[&r]);
 }
 
+/// A file is read in one read when that brings it whole (up to 64 KiB,
+/// known by the read coming back short), else in several after a stat:
+/// either way every line is searched, up to the file's last byte.
+#[tokio::test]
+async fn contains_reads_files_whole_on_either_side_of_one_read() {
+    let env = Env::new();
+    let sizes = [0, 1, 65_535, 65_536, 65_537, 300_000];
+    let mut want = Vec::new();
+    for len in sizes {
+        // Lines of 16 bytes, the last one holding the token where the
+        // file is long enough, cut to `len`.
+        let mut body = "0123456789abcde\n".repeat(len / 16 + 1).into_bytes();
+        body.truncate(len);
+        if len >= 16 {
+            body[len - 6..].copy_from_slice(b"TOKEN\n");
+            let line = body[..len - 6].iter().filter(|&&b| b == b'\n').count() + 1;
+            want.push((format!("f{len}.txt"), line as u64));
+        }
+        env.write(&format!("r/f{len}.txt"), body);
+    }
+    let mut binary = vec![b'a'; 100_000];
+    binary[10] = 0;
+    binary[99_000..99_005].copy_from_slice(b"TOKEN");
+    env.write("r/blob.bin", binary);
+    let config = reference_r(&env, "r.toml", "", "");
+    let client = start(&config).await;
+    let r = search(
+        &client,
+        json!({"root": "r", "pattern": "*", "contains": "TOKEN"}),
+    )
+    .await;
+    let s = structured(&r);
+    let mut found: Vec<(String, u64)> = s["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["path"].as_str().unwrap().into(),
+                m["line"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    found.sort();
+    want.sort();
+    assert_eq!(found, want, "{s}");
+    assert_eq!(s["examined_files"], json!(7));
+    assert_eq!(s["skipped_binary"], json!(1));
+    // The text files whole, and the binary one's head (one read).
+    let text_bytes: u64 = sizes.iter().sum::<usize>() as u64;
+    assert_eq!(s["scanned_bytes"], json!(text_bytes + 65_536), "{s}");
+}
+
 #[tokio::test]
 async fn limits_cut_the_search_and_say_so() {
     let env = Env::new();

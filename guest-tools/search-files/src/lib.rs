@@ -25,7 +25,7 @@ mod pattern;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use loomfs_guest::content::{SNIFF_BYTES, is_binary};
+use loomfs_guest::content::is_binary;
 use loomfs_guest::ignores::Ignored;
 use loomfs_guest::page::Cursor;
 use loomfs_guest::walk::{self, Flow, IgnoreFiles};
@@ -193,7 +193,6 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Found>, ToolError> {
         taken: 0,
         cut: None,
         unreadable_files: 0,
-        buffer: Vec::new(),
     };
     let ignore_files = match args.ignored {
         Ignored::Skip => IgnoreFiles::Apply {
@@ -317,8 +316,6 @@ struct Search<'a> {
     /// Why the search stopped early, and where.
     cut: Option<(Cut, Cursor)>,
     unreadable_files: u64,
-    /// Reused for every file read.
-    buffer: Vec<u8>,
 }
 
 impl Search<'_> {
@@ -381,10 +378,37 @@ impl Search<'_> {
 
     /// Reads a file whose name matched and records its matching lines.
     fn scan(&mut self, entry: &walk::Entry, needle: &Needle) -> Flow {
-        let opened = entry.open().and_then(|file| Ok((file.stat()?.size, file)));
-        let Ok((len, file)) = opened else {
+        let Ok(file) = entry.open() else {
             self.unreadable_files += 1;
             return Flow::Continue;
+        };
+        self.read_and_search(&file, entry, needle)
+    }
+
+    fn read_and_search(&mut self, file: &File, entry: &walk::Entry, needle: &Needle) -> Flow {
+        // The head first, in one read of the most one host read brings
+        // (never more than one byte past the size limit). A read shorter
+        // than asked ended the file: most source files come whole this way,
+        // with no stat. A longer file is stat'ed for its size, which the
+        // limits are checked against before the rest is read.
+        let ask = ONE_READ.min(self.max_read_bytes.saturating_add(1));
+        let (mut buffer, whole) = match read_once(file, ask) {
+            Ok(read) => read,
+            Err(_) => {
+                self.unreadable_files += 1;
+                return Flow::Continue;
+            }
+        };
+        let len = if whole {
+            buffer.len() as u64
+        } else {
+            match file.stat() {
+                Ok(stat) => stat.size,
+                Err(_) => {
+                    self.unreadable_files += 1;
+                    return Flow::Continue;
+                }
+            }
         };
         if len > self.max_read_bytes {
             self.found.skipped_too_large += 1;
@@ -393,47 +417,26 @@ impl Search<'_> {
         if self.found.scanned_bytes + len > self.max_search_bytes {
             return self.stop(Cut::Bytes, entry);
         }
-        let mut buffer = std::mem::take(&mut self.buffer);
-        buffer.clear();
-        let flow = self.read_and_search(&file, len, &mut buffer, entry, needle);
-        self.buffer = buffer;
-        flow
-    }
-
-    fn read_and_search(
-        &mut self,
-        file: &File,
-        len: u64,
-        buffer: &mut Vec<u8>,
-        entry: &walk::Entry,
-        needle: &Needle,
-    ) -> Flow {
-        // The head first: a large binary file is skipped after 4 KiB. A
-        // file that one read of the host brings whole is read at once (a
-        // second read would cost more than the bytes it saves).
-        let first = if len <= ONE_READ { len } else { SNIFF_BYTES as u64 };
-        if read_up_to(file, buffer, first).is_err() {
-            self.unreadable_files += 1;
-            return Flow::Continue;
-        }
-        if is_binary(buffer) {
+        // A large binary file is skipped after its head.
+        if is_binary(&buffer) {
             self.found.scanned_bytes += buffer.len() as u64;
             self.found.skipped_binary += 1;
             return Flow::Continue;
         }
-        // Then the rest, the file as its size said (which `scan` checked
+        // Then the rest, the file as its size said (which was checked
         // against the limits): bytes it gained since are not read, and no
         // read asks for more than is there (the host fills what it is asked
         // for before reading into it).
-        if read_up_to(file, buffer, len).is_err() {
+        if !whole && read_up_to(file, &mut buffer, len).is_err() {
             self.unreadable_files += 1;
             return Flow::Continue;
         }
+        buffer.truncate(len as usize);
         self.found.scanned_bytes += buffer.len() as u64;
         // Lines earlier pages gave are passed.
         let mut passed = self.taken;
         let mut flow = Flow::Continue;
-        needle.for_each_line(buffer, |line, text| {
+        needle.for_each_line(&buffer, |line, text| {
             if passed > 0 {
                 passed -= 1;
                 return true;
@@ -443,6 +446,15 @@ impl Search<'_> {
         });
         flow
     }
+}
+
+/// The first `ask` bytes of `file` at most, in one read, and whether they
+/// are the whole file (a regular file's read comes back short only at its
+/// end).
+fn read_once(file: &File, ask: u64) -> Result<(Vec<u8>, bool), ErrorCode> {
+    let (head, end) = file.read(ask, 0)?;
+    let whole = end || (head.len() as u64) < ask;
+    Ok((head, whole))
 }
 
 /// Reads `file` into `buffer` until it holds `limit` bytes or the file ends.
