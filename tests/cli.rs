@@ -127,7 +127,10 @@ fn bad_configs_exit_non_zero_with_the_reason() {
 #[test]
 fn no_config_and_unopenable_audit_log_refuse_to_start() {
     let out = command().output().unwrap();
-    assert_fails_with(&out, "no config given: pass --config FILE");
+    assert_fails_with(
+        &out,
+        "no directory and no config given: name the directories to serve",
+    );
 
     let env = Env::new();
     env.mkdir("docs")

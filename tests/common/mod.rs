@@ -65,10 +65,14 @@ pub fn command() -> std::process::Command {
 
 /// The environment counterparts of the command-line flags: a test's server
 /// sees only the flags the test gives it.
-pub const FLAG_VARS: [&str; 18] = [
+pub const FLAG_VARS: [&str; 22] = [
     "LOOMFS_CONFIG",
+    "LOOMFS_REFERENCE",
+    "LOOMFS_SOURCECODE",
+    "LOOMFS_WORKSPACE",
     "LOOMFS_READ_ONLY",
     "LOOMFS_ALLOW_ROOT",
+    "LOOMFS_ALLOW_FILESYSTEM_ROOT",
     "LOOMFS_TRANSPORT",
     "LOOMFS_LISTEN",
     "LOOMFS_ALLOW_NON_LOOPBACK",

@@ -13,8 +13,8 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use rmcp::ServiceExt;
 
-use crate::config::{AuditTarget, Config};
-use crate::policy::{Permission, Root};
+use crate::config::{AuditTarget, Config, DirArg};
+use crate::policy::{Permission, Role, Root};
 use crate::runtime::{self, Budget, Cache, Runtime};
 use crate::server::http::conns::{self, ConnLimits, DescriptorBudget};
 use crate::server::http::{self, HttpOptions};
@@ -59,8 +59,45 @@ struct Cli {
     #[arg(long, global = true, env = "LOOMFS_ALLOW_ROOT",
         value_parser = clap::builder::BoolishValueParser::new())]
     allow_root: bool,
+    /// Directories to serve, no config file needed: each is a root named
+    /// after its last component, read only unless a role flag before it
+    /// says otherwise.
+    #[arg(value_name = "DIR")]
+    dirs: Vec<PathBuf>,
+    #[command(flatten)]
+    roles: RoleDirs,
     #[command(flatten)]
     http: HttpArgs,
+}
+
+/// Role flags: every directory after one, up to the next, gets its role.
+/// Directories are served in this order: those before any role flag, then
+/// `--reference`'s, `--sourcecode`'s and `--workspace`'s. Each flag has an
+/// environment variable (`LOOMFS_REFERENCE`, `LOOMFS_SOURCECODE`,
+/// `LOOMFS_WORKSPACE`: directories separated as in `PATH`), used when the
+/// flag gives no directory.
+#[derive(clap::Args)]
+#[command(next_help_heading = "Directories as roots (with or without --config)")]
+struct RoleDirs {
+    /// The directories that follow: read only (the role `reference`, what a
+    /// directory gets without a flag). Directories separated as in `PATH`:
+    /// [env: LOOMFS_REFERENCE=]
+    #[arg(long, global = true, value_name = "DIR", num_args = 0.., action = clap::ArgAction::Append)]
+    reference: Vec<PathBuf>,
+    /// The directories that follow: read and write, never delete (`sourcecode`).
+    /// [env: LOOMFS_SOURCECODE=]
+    #[arg(long, global = true, value_name = "DIR", num_args = 0.., action = clap::ArgAction::Append)]
+    sourcecode: Vec<PathBuf>,
+    /// The directories that follow: read, write and delete (`workspace`);
+    /// what is deleted or replaced is kept in the directory's `.mcp-trash`.
+    /// [env: LOOMFS_WORKSPACE=]
+    #[arg(long, global = true, value_name = "DIR", num_args = 0.., action = clap::ArgAction::Append)]
+    workspace: Vec<PathBuf>,
+    /// Accept `/` as a directory to serve (refused otherwise: it is every
+    /// file on the machine the server's user can reach).
+    #[arg(long, global = true, env = "LOOMFS_ALLOW_FILESYSTEM_ROOT",
+        value_parser = clap::builder::BoolishValueParser::new())]
+    allow_filesystem_root: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -205,7 +242,11 @@ struct HttpArgs {
 #[derive(Subcommand)]
 enum Command {
     /// Validate the config; print the roots and the tool surface it gives.
-    Check,
+    Check {
+        /// Directories served as roots, as when serving.
+        #[arg(value_name = "DIR")]
+        dirs: Vec<PathBuf>,
+    },
     /// What tools deleted or replaced, kept in each root's `.mcp-trash`.
     /// Runs beside a server; never a tool.
     Trash {
@@ -222,6 +263,9 @@ enum TrashAction {
         /// Only this root's trash.
         #[arg(long, value_name = "NAME")]
         root: Option<String>,
+        /// Directories served as roots, as when serving.
+        #[arg(value_name = "DIR")]
+        dirs: Vec<PathBuf>,
     },
     /// Put an entry back at its original path; refused if something is
     /// there.
@@ -231,6 +275,9 @@ enum TrashAction {
         /// Put it here instead (relative to the entry's root).
         #[arg(long = "to", value_name = "NEW_PATH")]
         to: Option<String>,
+        /// Directories served as roots, as when serving.
+        #[arg(value_name = "DIR")]
+        dirs: Vec<PathBuf>,
     },
     /// Remove for good the entries older than a duration.
     Purge {
@@ -243,6 +290,9 @@ enum TrashAction {
         /// Say what would be removed; remove nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Directories served as roots, as when serving.
+        #[arg(value_name = "DIR")]
+        dirs: Vec<PathBuf>,
     },
 }
 
@@ -258,7 +308,7 @@ pub fn main() -> ExitCode {
     crate::sys::space::ignore_file_size_signal();
     let cli = Cli::parse();
     let result = match &cli.command {
-        Some(Command::Check) => check(&cli),
+        Some(Command::Check { .. }) => check(&cli),
         Some(Command::Trash { action }) => trash(&cli, action),
         None => serve(&cli),
     };
@@ -271,11 +321,71 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// The config file, the directories on the command line, or both.
 fn load_config(cli: &Cli) -> anyhow::Result<Config> {
-    let path = cli.config.as_deref().context(
-        "no config given: pass --config FILE or set LOOMFS_CONFIG (roots.example.toml in the repository is a working example)",
-    )?;
-    Ok(Config::load(path, cli.read_only)?)
+    let dirs = dir_args(cli);
+    anyhow::ensure!(
+        cli.config.is_some() || !dirs.is_empty(),
+        "no directory and no config given: name the directories to serve \
+         (`loom-fs-mcp ~/project`, read only; `--workspace DIR` to let tools write and delete \
+         there), or pass --config FILE (roots.example.toml in the repository is a working \
+         example)"
+    );
+    Ok(Config::load_with(
+        cli.config.as_deref(),
+        &dirs,
+        cli.roles.allow_filesystem_root,
+        cli.read_only,
+    )?)
+}
+
+/// The directories named on the command line, with their roles: those
+/// before any role flag (after the subcommand, for `check` and `trash`)
+/// are read only.
+fn dir_args(cli: &Cli) -> Vec<DirArg> {
+    let plain = match &cli.command {
+        None => &cli.dirs,
+        Some(Command::Check { dirs }) => dirs,
+        Some(Command::Trash { action }) => match action {
+            TrashAction::List { dirs, .. }
+            | TrashAction::Restore { dirs, .. }
+            | TrashAction::Purge { dirs, .. } => dirs,
+        },
+    };
+    let with = |dirs: &[PathBuf], role| {
+        dirs.iter()
+            .map(move |path| DirArg {
+                path: path.clone(),
+                role,
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut all = with(plain, Role::Reference);
+    for (given, role) in [
+        (&cli.roles.reference, Role::Reference),
+        (&cli.roles.sourcecode, Role::Sourcecode),
+        (&cli.roles.workspace, Role::Workspace),
+    ] {
+        all.extend(with(&role_dirs(given, role), role));
+    }
+    all
+}
+
+/// A role flag's directories: as given, or if none are, those of its
+/// environment variable (`LOOMFS_WORKSPACE` for `--workspace`), a list
+/// separated as `PATH` is.
+fn role_dirs(given: &[PathBuf], role: Role) -> Vec<PathBuf> {
+    if !given.is_empty() {
+        return given.to_vec();
+    }
+    let var = format!("LOOMFS_{}", role.as_str().to_uppercase());
+    std::env::var_os(var)
+        .map(|list| {
+            std::env::split_paths(&list)
+                .filter(|p| !p.as_os_str().is_empty())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The audit log: a server that cannot audit must not start.

@@ -115,8 +115,21 @@ pub(super) fn serve(cli: &Cli) -> anyhow::Result<()> {
         if config.read_only { " (read-only)" } else { "" }
     );
     let width = config.roots.iter().map(|r| r.name.len()).max().unwrap_or(0);
+    let dirs = dir_args(cli);
     for r in &config.roots {
         eprintln!("  {:width$}  {:<10}  {}", r.name, r.role.as_str(), r.perms);
+    }
+    if !dirs.is_empty() {
+        // Directories given on the command line: the names chosen for them.
+        for r in &config.roots {
+            eprintln!("  {:width$}  is {}", r.name, r.path.display());
+        }
+        if !config.grants(Permission::Write) {
+            eprintln!(
+                "  (read only: tools may write in a directory given after --sourcecode, \
+                 and write and delete after --workspace)"
+            );
+        }
     }
     for line in space_lines(&config) {
         eprintln!("  {line}");

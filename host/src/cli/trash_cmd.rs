@@ -17,12 +17,13 @@ pub(super) fn trash(cli: &Cli, action: &TrashAction) -> anyhow::Result<()> {
     let now = trash::Now::with_timeout(config.limits.tool_timeout);
     let out = &mut std::io::stdout().lock();
     let done = match action {
-        TrashAction::List { root } => trash_list(out, &config, root.as_deref(), now),
-        TrashAction::Restore { id, to } => trash_restore(out, &config, id, to.as_deref(), now),
+        TrashAction::List { root, .. } => trash_list(out, &config, root.as_deref(), now),
+        TrashAction::Restore { id, to, .. } => trash_restore(out, &config, id, to.as_deref(), now),
         TrashAction::Purge {
             older_than,
             root,
             dry_run,
+            ..
         } => trash_purge(out, &config, root.as_deref(), *older_than, now, *dry_run),
     };
     match done {

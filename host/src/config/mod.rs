@@ -90,7 +90,7 @@ impl fmt::Display for Problems<'_> {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawConfig {
     audit_log: Option<String>,
@@ -215,27 +215,92 @@ impl Bound {
     }
 }
 
+/// A directory named on the command line, and the role its flag gave it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirArg {
+    pub path: PathBuf,
+    pub role: Role,
+}
+
 impl Config {
     /// Reads and validates the config at `path`. `read_only` (the command-line
     /// flag) caps every root at read, as the `read_only` key does.
     pub fn load(path: &Path, read_only: bool) -> Result<Config, ConfigError> {
-        let text = fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let base = path.parent().unwrap_or(Path::new("."));
-        let base = if base.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            base
+        Config::load_with(Some(path), &[], false, read_only)
+    }
+
+    /// The config at `path` if one is given, with a root for each of `dirs`
+    /// besides (named after its last component, see [`dir_roots`]), all
+    /// validated together: a directory nested in a config root, or given
+    /// twice, is refused as two such roots in the file would be. Without a
+    /// file, every other setting takes its default. `/` is refused unless
+    /// `allow_filesystem_root`.
+    pub fn load_with(
+        path: Option<&Path>,
+        dirs: &[DirArg],
+        allow_filesystem_root: bool,
+        read_only: bool,
+    ) -> Result<Config, ConfigError> {
+        let (mut raw, base) = match path {
+            Some(path) => {
+                let text = fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
+                let raw: RawConfig = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+                    path: path.to_path_buf(),
+                    message: e.to_string(),
+                })?;
+                let base = path.parent().unwrap_or(Path::new("."));
+                let base = if base.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    base
+                };
+                (raw, base.to_path_buf())
+            }
+            None => (RawConfig::default(), PathBuf::from(".")),
         };
-        Config::parse(&text, base, read_only).map_err(|e| match e {
-            ConfigError::Parse { message, .. } => ConfigError::Parse {
-                path: path.to_path_buf(),
-                message,
-            },
-            other => other,
-        })
+        let mut problems = Vec::new();
+        let taken: Vec<String> = raw.roots.iter().map(|r| r.name.clone()).collect();
+        for (name, dir) in dir_roots(dirs, &taken) {
+            let Some(text) = dir.path.to_str() else {
+                problems.push(format!(
+                    "directory {} is not valid UTF-8: give it in a config file's root, renamed",
+                    dir.path.display()
+                ));
+                continue;
+            };
+            if dir.path.parent().is_none() && dir.path.has_root() && !allow_filesystem_root {
+                problems.push(format!(
+                    "directory '{text}' is the whole filesystem: refused unless \
+                     --allow-filesystem-root is given"
+                ));
+                continue;
+            }
+            raw.roots.push(RawRoot {
+                name,
+                path: text.to_string(),
+                role: dir.role.as_str().to_string(),
+                permissions: None,
+                deny: Vec::new(),
+                max_read_bytes: None,
+                min_free_bytes: None,
+                trash_max_bytes: None,
+            });
+        }
+        match validate(raw, &base, read_only) {
+            Err(ConfigError::Invalid(mut more)) => {
+                if !dirs.is_empty() {
+                    // Said of a file; the directories' own problems say more.
+                    more.retain(|p| !p.starts_with("no roots declared"));
+                }
+                problems.append(&mut more);
+                Err(ConfigError::Invalid(problems))
+            }
+            _ if !problems.is_empty() => Err(ConfigError::Invalid(problems)),
+            result => result,
+        }
     }
 
     /// Parses and validates config text; relative paths resolve against `base`.
@@ -552,6 +617,81 @@ fn absolute(base: &Path, path: &str) -> PathBuf {
         return PathBuf::from(home).join(rest);
     }
     base.join(path)
+}
+
+/// The root name of each directory given on the command line: its last
+/// component (`~/src/app` is `app`), made a valid name (a space or a
+/// character a name cannot hold becomes `-`, leading dots go), and made
+/// distinct from the `taken` names and from each other by a suffix: two
+/// directories called `app` are `app` and `app-2`. A `~/` at the start is
+/// the home directory (clients start servers without a shell).
+fn dir_roots(dirs: &[DirArg], taken: &[String]) -> Vec<(String, DirArg)> {
+    let mut names: Vec<String> = taken.to_vec();
+    let mut roots = Vec::new();
+    for dir in dirs {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let path = match (dir.path.to_str(), home) {
+            (Some("~"), Some(home)) => home,
+            (Some(text), _) => absolute(&cwd(), text),
+            (None, _) => cwd().join(&dir.path),
+        };
+        let path = lexical(&path);
+        let last = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let mut base: String = last
+            .trim_start_matches('.')
+            .chars()
+            .map(|c| {
+                if c == '/' || c.is_whitespace() || c.is_control() || crate::policy::is_escaped(c) {
+                    '-'
+                } else {
+                    c
+                }
+            })
+            .take(56)
+            .collect();
+        if base.is_empty() {
+            base = "root".into();
+        }
+        let mut name = base.clone();
+        let mut n = 2;
+        while names.contains(&name) {
+            name = format!("{base}-{n}");
+            n += 1;
+        }
+        names.push(name.clone());
+        roots.push((
+            name,
+            DirArg {
+                path,
+                role: dir.role,
+            },
+        ));
+    }
+    roots
+}
+
+fn cwd() -> PathBuf {
+    std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."))
+}
+
+/// `path` with `.` and `..` taken out by spelling (a root's real path is
+/// resolved later; this only names it).
+fn lexical(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// The real path of a root directory, resolved once at load.
