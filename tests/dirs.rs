@@ -334,3 +334,51 @@ async fn trash_takes_the_same_directories() {
         "keep me\n"
     );
 }
+
+#[tokio::test]
+async fn init_writes_a_config_the_server_starts_on_and_never_overwrites() {
+    let env = Env::new();
+    env.write("docs/a.md", "# A\n").mkdir("work");
+    let home = env.path(".");
+    let out = run(&["init", "docs", "--workspace", "work"], &home);
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stdout);
+    // It ends with what `check` says of the file.
+    assert!(said.contains("config is valid"), "{said}");
+    assert!(
+        said.contains("  work  workspace   [read, write, delete]"),
+        "{said}"
+    );
+    let written = std::fs::read_to_string(env.path("roots.toml")).unwrap();
+    let docs = std::fs::canonicalize(env.path("docs")).unwrap();
+    assert!(
+        written.contains(&format!("path = \"{}\"", docs.display())),
+        "{written}"
+    );
+    assert!(
+        written.contains("# trash_max_bytes = 1073741824"),
+        "{written}"
+    );
+
+    // The server starts on it.
+    let config = env.path("roots.toml");
+    let (client, _, _) =
+        start_command(server(&["--config".as_ref(), config.as_os_str()], &home)).await;
+    let r = call_ok(
+        &client,
+        "read_file",
+        json!({"root": "docs", "path": "a.md"}),
+    )
+    .await;
+    assert_eq!(text(&r), "# A\n");
+    client.cancel().await.unwrap();
+
+    // A second init leaves the file as it is.
+    let out = run(&["init", "work"], &home);
+    assert_fails_with(&out, "roots.toml exists: init never overwrites a file");
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), written);
+    // --output names another.
+    let out = run(&["init", "work", "--output", "other.toml"], &home);
+    assert!(out.status.success(), "{out:?}");
+    assert!(env.path("other.toml").exists());
+}

@@ -5,7 +5,11 @@
 use super::*;
 
 pub(super) fn check(cli: &Cli) -> anyhow::Result<()> {
-    let config = load_config(cli)?;
+    check_config(cli, load_config(cli)?)
+}
+
+/// `check` of a loaded config (`init` checks the file it wrote).
+pub(super) fn check_config(cli: &Cli, config: Config) -> anyhow::Result<()> {
     // `check` may run beside the server it checks: it makes sure the audit
     // log can be opened, but does not take it; nothing is audited here.
     Audit::probe(&config.audit).with_context(|| audit_problem(&config))?;

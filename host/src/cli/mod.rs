@@ -30,11 +30,13 @@ use crate::tools::Toolbox;
 
 mod check;
 mod http_flags;
+mod init;
 mod serve;
 mod trash_cmd;
 
 use check::*;
 use http_flags::*;
+use init::*;
 use serve::*;
 use trash_cmd::*;
 
@@ -247,6 +249,16 @@ enum Command {
         #[arg(value_name = "DIR")]
         dirs: Vec<PathBuf>,
     },
+    /// Write a config file for the directories given (the current one if
+    /// none), with every optional key shown at its default; then check it.
+    Init {
+        /// Directories served as roots, as when serving.
+        #[arg(value_name = "DIR")]
+        dirs: Vec<PathBuf>,
+        /// The file to write; never overwritten.
+        #[arg(long, value_name = "FILE", default_value = "roots.toml")]
+        output: PathBuf,
+    },
     /// What tools deleted or replaced, kept in each root's `.mcp-trash`.
     /// Runs beside a server; never a tool.
     Trash {
@@ -309,6 +321,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Some(Command::Check { .. }) => check(&cli),
+        Some(Command::Init { output, .. }) => init(&cli, output),
         Some(Command::Trash { action }) => trash(&cli, action),
         None => serve(&cli),
     };
@@ -345,7 +358,7 @@ fn load_config(cli: &Cli) -> anyhow::Result<Config> {
 fn dir_args(cli: &Cli) -> Vec<DirArg> {
     let plain = match &cli.command {
         None => &cli.dirs,
-        Some(Command::Check { dirs }) => dirs,
+        Some(Command::Check { dirs } | Command::Init { dirs, .. }) => dirs,
         Some(Command::Trash { action }) => match action {
             TrashAction::List { dirs, .. }
             | TrashAction::Restore { dirs, .. }
