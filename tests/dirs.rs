@@ -382,3 +382,64 @@ async fn init_writes_a_config_the_server_starts_on_and_never_overwrites() {
     assert!(out.status.success(), "{out:?}");
     assert!(env.path("other.toml").exists());
 }
+
+#[test]
+fn client_config_prints_entries_that_parse_with_absolute_paths() {
+    let env = Env::new();
+    env.mkdir("my docs").mkdir("work");
+    let home = env.path(".");
+    let docs = std::fs::canonicalize(env.path("my docs")).unwrap();
+    let work = std::fs::canonicalize(env.path("work")).unwrap();
+    let bin = std::fs::canonicalize(BIN).unwrap();
+    let want_args = json!([docs, "--workspace", work]);
+    let entry = |client: &str| {
+        let out = run(
+            &["client-config", client, "my docs", "--workspace", "work"],
+            &home,
+        );
+        assert!(out.status.success(), "{client}: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    for (client, key) in [
+        ("claude-desktop", "mcpServers"),
+        ("lm-studio", "mcpServers"),
+        ("cursor", "mcpServers"),
+        ("vscode", "servers"),
+    ] {
+        let printed = entry(client);
+        let v: Value =
+            serde_json::from_str(&printed).unwrap_or_else(|e| panic!("{client}: {e}: {printed}"));
+        let server = &v[key]["loom-fs"];
+        assert_eq!(server["command"], json!(bin), "{client}: {printed}");
+        assert_eq!(server["args"], want_args, "{client}: {printed}");
+    }
+    let printed = entry("codex");
+    let v: toml::Table = toml::from_str(&printed).unwrap();
+    let server = &v["mcp_servers"]["loom-fs"];
+    assert_eq!(server["command"].as_str(), bin.to_str());
+    assert_eq!(server["args"].as_array().unwrap().len(), 3, "{printed}");
+    assert_eq!(server["args"][0].as_str(), docs.to_str());
+    // The claude-code line splits into exactly the binary and its arguments.
+    let printed = entry("claude-code");
+    let words = shlex::split(printed.trim()).unwrap();
+    let docs = docs.to_str().unwrap();
+    let work = work.to_str().unwrap();
+    assert_eq!(
+        words,
+        [
+            "claude",
+            "mcp",
+            "add",
+            "loom-fs",
+            "--",
+            bin.to_str().unwrap(),
+            docs,
+            "--workspace",
+            work
+        ]
+    );
+    // What would not start is not printed.
+    let out = run(&["client-config", "cursor", "nope"], &home);
+    assert_fails_with(&out, "does not exist");
+    assert!(out.stdout.is_empty());
+}

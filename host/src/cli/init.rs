@@ -104,13 +104,12 @@ mod tests {
 
     #[test]
     fn paths_and_names_are_quoted_as_toml_strings() {
-        assert_eq!(
-            quoted(r"C:\Users\me\My Docs"),
-            r#""C:\\Users\\me\\My Docs""#
-        );
-        assert_eq!(quoted("a\"b"), r#""a\"b""#);
-        // What it writes reads back as what it quoted.
-        let v: toml::Value = toml::from_str(&format!("k = {}", quoted(r#"C:\x\"y"#))).unwrap();
-        assert_eq!(v["k"].as_str(), Some(r#"C:\x\"y"#));
+        // What it writes reads back as what it quoted: Windows paths'
+        // backslashes, quotes of either kind, a newline.
+        for text in [r"C:\Users\me\My Docs", r#"C:\x\"y"#, "it's", "a'b\"c\nd"] {
+            let line = format!("k = {}", quoted(text));
+            let v: toml::Value = toml::from_str(&line).unwrap();
+            assert_eq!(v["k"].as_str(), Some(text), "{line}");
+        }
     }
 }

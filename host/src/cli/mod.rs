@@ -29,12 +29,14 @@ use crate::sys::space;
 use crate::tools::Toolbox;
 
 mod check;
+mod client_config;
 mod http_flags;
 mod init;
 mod serve;
 mod trash_cmd;
 
 use check::*;
+use client_config::*;
 use http_flags::*;
 use init::*;
 use serve::*;
@@ -259,6 +261,17 @@ enum Command {
         #[arg(long, value_name = "FILE", default_value = "roots.toml")]
         output: PathBuf,
     },
+    /// Print the entry to paste into a client's configuration, to start
+    /// this binary on the config or the directories given (never edits the
+    /// client's file).
+    ClientConfig {
+        /// The client.
+        #[arg(value_enum)]
+        client: Client,
+        /// Directories served as roots, as when serving.
+        #[arg(value_name = "DIR")]
+        dirs: Vec<PathBuf>,
+    },
     /// What tools deleted or replaced, kept in each root's `.mcp-trash`.
     /// Runs beside a server; never a tool.
     Trash {
@@ -322,6 +335,7 @@ pub fn main() -> ExitCode {
     let result = match &cli.command {
         Some(Command::Check { .. }) => check(&cli),
         Some(Command::Init { output, .. }) => init(&cli, output),
+        Some(Command::ClientConfig { client, .. }) => client_config(&cli, *client),
         Some(Command::Trash { action }) => trash(&cli, action),
         None => serve(&cli),
     };
@@ -358,7 +372,11 @@ fn load_config(cli: &Cli) -> anyhow::Result<Config> {
 fn dir_args(cli: &Cli) -> Vec<DirArg> {
     let plain = match &cli.command {
         None => &cli.dirs,
-        Some(Command::Check { dirs } | Command::Init { dirs, .. }) => dirs,
+        Some(
+            Command::Check { dirs }
+            | Command::Init { dirs, .. }
+            | Command::ClientConfig { dirs, .. },
+        ) => dirs,
         Some(Command::Trash { action }) => match action {
             TrashAction::List { dirs, .. }
             | TrashAction::Restore { dirs, .. }
