@@ -443,3 +443,61 @@ fn client_config_prints_entries_that_parse_with_absolute_paths() {
     assert_fails_with(&out, "does not exist");
     assert!(out.stdout.is_empty());
 }
+
+/// The Claude Desktop bundle passes a folder picker left unset as its
+/// literal placeholder, and a list as separate arguments after its flag.
+#[test]
+fn the_bundles_placeholders_count_as_no_folder() {
+    let env = Env::new();
+    env.mkdir("a").mkdir("b");
+    let home = env.path(".");
+    let a = env.path("a");
+    let a = a.to_str().unwrap();
+    let b = env.path("b");
+    let b = b.to_str().unwrap();
+    fn args<'a>(ro: &[&'a str], rw: &[&'a str], full: &[&'a str]) -> Vec<&'a str> {
+        let mut args = vec!["check", "--bundle", "--reference"];
+        args.extend(ro);
+        args.push("--sourcecode");
+        args.extend(rw);
+        args.push("--workspace");
+        args.extend(full);
+        args
+    }
+    let unset = |name: &'static str| -> &'static str {
+        match name {
+            "ro" => "${user_config.read_only_folders}",
+            "rw" => "${user_config.read_write_folders}",
+            _ => "${user_config.full_access_folders}",
+        }
+    };
+    // One list filled, the others unset.
+    let out = run(&args(&[unset("ro")], &[unset("rw")], &[a, b]), &home);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        stdout.contains("  a  workspace   [read, write, delete]"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("  b  workspace"), "{stdout}");
+    let out = run(&args(&[a], &[b], &[unset("full")]), &home);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(stdout.contains("  a  reference"), "{stdout}");
+    assert!(stdout.contains("  b  sourcecode"), "{stdout}");
+    // All unset, or all empty: the settings' words.
+    for all_none in [
+        args(&[unset("ro")], &[unset("rw")], &[unset("full")]),
+        args(&[], &[], &[]),
+    ] {
+        assert_fails_with(
+            &run(&all_none, &home),
+            "no folder chosen: in the extension's settings, choose at least one folder under 'Read-only folders'",
+        );
+    }
+    // Any other placeholder is refused by name.
+    assert_fails_with(
+        &run(&args(&["${user_config.typo}"], &[], &[a]), &home),
+        "argument '${user_config.typo}' is a placeholder the client did not fill in",
+    );
+}

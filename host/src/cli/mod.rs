@@ -102,6 +102,10 @@ struct RoleDirs {
     #[arg(long, global = true, env = "LOOMFS_ALLOW_FILESYSTEM_ROOT",
         value_parser = clap::builder::BoolishValueParser::new())]
     allow_filesystem_root: bool,
+    /// Started by the Claude Desktop bundle: no folder chosen is said in
+    /// the words of its settings.
+    #[arg(long, global = true, hide = true)]
+    bundle: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -351,6 +355,7 @@ pub fn main() -> ExitCode {
 /// The config file, the directories on the command line, or both.
 fn load_config(cli: &Cli) -> anyhow::Result<Config> {
     let dirs = dir_args(cli);
+    refuse_placeholders(cli, &dirs)?;
     anyhow::ensure!(
         cli.config.is_some() || !dirs.is_empty(),
         "no directory and no config given: name the directories to serve \
@@ -399,7 +404,64 @@ fn dir_args(cli: &Cli) -> Vec<DirArg> {
     ] {
         all.extend(with(&role_dirs(given, role), role));
     }
+    // A picker of the bundle left unset reaches us as its placeholder: no
+    // directory.
+    all.retain(|d| placeholder(&d.path).is_none_or(|name| !is_picker(name)));
     all
+}
+
+/// The folder pickers of the Claude Desktop bundle (`bundle/manifest.json`,
+/// one list per role): a client passes one left unset as the literal
+/// `${user_config.NAME}`.
+pub(super) const PICKERS: [(&str, &str); 3] = [
+    ("read_only_folders", "Read-only folders"),
+    ("read_write_folders", "Read and write folders"),
+    ("full_access_folders", "Read, write and delete folders"),
+];
+
+fn is_picker(name: &str) -> bool {
+    PICKERS.iter().any(|(picker, _)| *picker == name)
+}
+
+/// `NAME` of an argument that is the literal `${user_config.NAME}`.
+fn placeholder(path: &Path) -> Option<&str> {
+    path.to_str()?
+        .strip_prefix("${user_config.")?
+        .strip_suffix('}')
+}
+
+/// Refuses a placeholder the client did not fill that is not one of the
+/// bundle's pickers (a typo in a manifest, a client that does not expand
+/// them), and, from the bundle, no folder chosen at all.
+fn refuse_placeholders(cli: &Cli, dirs: &[DirArg]) -> anyhow::Result<()> {
+    let given = cli
+        .dirs
+        .iter()
+        .chain(&cli.roles.reference)
+        .chain(&cli.roles.sourcecode)
+        .chain(&cli.roles.workspace);
+    let mut from_bundle = cli.roles.bundle;
+    for path in given {
+        match placeholder(path) {
+            Some(name) if is_picker(name) => from_bundle = true,
+            Some(_) => anyhow::bail!(
+                "argument '{}' is a placeholder the client did not fill in: give a directory",
+                path.display()
+            ),
+            None => {}
+        }
+    }
+    if from_bundle && dirs.is_empty() && cli.config.is_none() {
+        let pickers: Vec<String> = PICKERS
+            .iter()
+            .map(|(_, title)| format!("'{title}'"))
+            .collect();
+        anyhow::bail!(
+            "no folder chosen: in the extension's settings, choose at least one folder under {}",
+            pickers.join(", ")
+        );
+    }
+    Ok(())
 }
 
 /// A role flag's directories: as given, or if none are, those of its
