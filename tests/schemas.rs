@@ -33,6 +33,14 @@ fn calls() -> Vec<(&'static str, Value)> {
             json!({"root": "docs", "path": "notes.txt", "tail": 1}),
         ),
         ("read_file", json!({"root": "docs", "path": "image.png"})),
+        (
+            "read_multiple_files",
+            json!({"root": "docs", "paths": ["notes.txt", "missing.txt", ".env"]}),
+        ),
+        (
+            "read_multiple_files",
+            json!({"root": "docs", "paths": ["notes.txt"], "offset": 2, "limit": 1}),
+        ),
         ("list_directory", json!({"root": "docs"})),
         (
             "list_directory",
