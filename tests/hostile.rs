@@ -538,7 +538,8 @@ async fn hostile_arguments_get_clear_answers() {
         ),
         (
             "list_directory",
-            json!({"root": "ws", "path": "sub", "depth": 2, "details": true, "cursor": "1"}),
+            json!({"root": "ws", "path": "sub", "depth": 2, "details": true,
+                   "sort_by": "size", "cursor": "1"}),
             &["path"][..],
         ),
         (

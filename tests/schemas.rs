@@ -52,6 +52,10 @@ fn calls() -> Vec<(&'static str, Value)> {
                    "details": true, "cursor": "1"}),
         ),
         (
+            "list_directory",
+            json!({"root": "ws", "depth": 2, "sort_by": "size"}),
+        ),
+        (
             "get_file_info",
             json!({"root": "docs", "path": "notes.txt"}),
         ),
