@@ -289,11 +289,7 @@ type SortKey = (Option<u64>, Option<(u64, u32)>);
 /// what has none last) or modification time (newest first, unknown last),
 /// ties as a tree. `keys` holds each entry's size and time (empty without
 /// details).
-fn sorted(
-    entries: Vec<Entry>,
-    keys: Vec<SortKey>,
-    by: SortBy,
-) -> Vec<Entry> {
+fn sorted(entries: Vec<Entry>, keys: Vec<SortKey>, by: SortBy) -> Vec<Entry> {
     let mut rows: Vec<(Entry, SortKey)> = match keys.len() {
         0 => entries.into_iter().map(|e| (e, (None, None))).collect(),
         _ => entries.into_iter().zip(keys).collect(),
