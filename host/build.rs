@@ -15,6 +15,7 @@ use std::process::{Command, Stdio};
 const TOOLS: &[&str] = &[
     "read_file",
     "read_multiple_files",
+    "read_media_file",
     "list_directory",
     "get_file_info",
     "write_file",

@@ -484,7 +484,7 @@ fn check_warns_about_risky_configs() {
     for expected in [
         "  read_file            read    home, docs                built-in",
         "  write_file           write   home                      built-in",
-        "components: 11 built-in, 0 third-party",
+        "components: 12 built-in, 0 third-party",
         "transport: http on 0.0.0.0:3000 (no token)",
         "warnings:",
         "  root 'home' is or holds your home directory: dotfiles and keys the deny list does not name are exposed",

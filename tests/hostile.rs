@@ -164,6 +164,12 @@ async fn special_files_are_refused_by_every_tool_that_opens_files() {
                 &format!("read_file {p}"),
                 &format!("'{p}' is a {kind} (special file): never opened"),
             );
+            let a = ask(&client, "read_media_file", json!({"root": "ws", "path": p})).await;
+            refused(
+                &a,
+                &format!("read_media_file {p}"),
+                &format!("'{p}' is a {kind} (special file): never opened"),
+            );
             // In a batch, the special file is an error line and the others are read.
             let a = ask(
                 &client,
@@ -529,6 +535,11 @@ async fn hostile_arguments_get_clear_answers() {
         (
             "read_file",
             json!({"root": "ws", "path": "a.txt", "offset": 1, "limit": 5}),
+            &["path"][..],
+        ),
+        (
+            "read_media_file",
+            json!({"root": "ws", "path": "a.txt"}),
             &["path"][..],
         ),
         (

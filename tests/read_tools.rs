@@ -80,6 +80,7 @@ async fn reference_roots_get_only_read_tools() {
             "list_directory",
             "list_roots",
             "read_file",
+            "read_media_file",
             "read_multiple_files",
             "search_files"
         ]

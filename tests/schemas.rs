@@ -38,6 +38,10 @@ fn calls() -> Vec<(&'static str, Value)> {
             json!({"root": "docs", "paths": ["notes.txt", "missing.txt", ".env"]}),
         ),
         (
+            "read_media_file",
+            json!({"root": "docs", "path": "image.png"}),
+        ),
+        (
             "read_multiple_files",
             json!({"root": "docs", "paths": ["notes.txt"], "offset": 2, "limit": 1}),
         ),
