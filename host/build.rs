@@ -14,6 +14,8 @@ use std::process::{Command, Stdio};
 /// The tool crates of `guest-tools/`, by the name of the `.wasm` they produce.
 const TOOLS: &[&str] = &[
     "read_file",
+    "read_multiple_files",
+    "read_media_file",
     "list_directory",
     "get_file_info",
     "write_file",

@@ -485,9 +485,9 @@ fn check_warns_about_risky_configs() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}");
     for expected in [
-        "  read_file         read    home, docs                built-in",
-        "  write_file        write   home                      built-in",
-        "components: 10 built-in, 0 third-party",
+        "  read_file            read    home, docs                built-in",
+        "  write_file           write   home                      built-in",
+        "components: 12 built-in, 0 third-party",
         "transport: http on 0.0.0.0:3000 (no token)",
         "warnings:",
         "  root 'home' is or holds your home directory: dotfiles and keys the deny list does not name are exposed",

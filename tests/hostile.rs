@@ -164,6 +164,27 @@ async fn special_files_are_refused_by_every_tool_that_opens_files() {
                 &format!("read_file {p}"),
                 &format!("'{p}' is a {kind} (special file): never opened"),
             );
+            let a = ask(&client, "read_media_file", json!({"root": "ws", "path": p})).await;
+            refused(
+                &a,
+                &format!("read_media_file {p}"),
+                &format!("'{p}' is a {kind} (special file): never opened"),
+            );
+            // In a batch, the special file is an error line and the others are read.
+            let a = ask(
+                &client,
+                "read_multiple_files",
+                json!({"root": "ws", "paths": [p, "ok.txt"]}),
+            )
+            .await;
+            let r = a.tool(&format!("read_multiple_files {p}"));
+            assert!(!is_error(r), "read_multiple_files {p}: {}", text(r));
+            assert_eq!(
+                structured(r)["files"][0]["error"],
+                format!("'{p}' is a {kind} (special file): never opened"),
+                "read_multiple_files {p}"
+            );
+            assert_eq!(structured(r)["files"][1]["content"], "fine\n");
             let a = ask(
                 &client,
                 "edit_file",
@@ -517,8 +538,19 @@ async fn hostile_arguments_get_clear_answers() {
             &["path"][..],
         ),
         (
+            "read_media_file",
+            json!({"root": "ws", "path": "a.txt"}),
+            &["path"][..],
+        ),
+        (
+            "read_multiple_files",
+            json!({"root": "ws", "paths": ["a.txt", "sub/b.txt"], "offset": 1, "limit": 5}),
+            &[][..],
+        ),
+        (
             "list_directory",
-            json!({"root": "ws", "path": "sub", "depth": 2, "details": true, "cursor": "1"}),
+            json!({"root": "ws", "path": "sub", "depth": 2, "details": true,
+                   "sort_by": "size", "cursor": "1"}),
             &["path"][..],
         ),
         (

@@ -80,6 +80,8 @@ async fn reference_roots_get_only_read_tools() {
             "list_directory",
             "list_roots",
             "read_file",
+            "read_media_file",
+            "read_multiple_files",
             "search_files"
         ]
     );
@@ -416,6 +418,165 @@ async fn special_files_are_refused_without_blocking() {
     )
     .await;
     assert_eq!(structured(&info)["type"], "fifo");
+    client.cancel().await.unwrap();
+}
+
+/// Sets the modification time of `path` to `secs` after the epoch.
+fn touch(path: &std::path::Path, secs: u64) {
+    let time = std::time::UNIX_EPOCH + Duration::from_secs(secs);
+    std::fs::File::open(path)
+        .unwrap()
+        .set_modified(time)
+        .unwrap();
+}
+
+#[tokio::test]
+async fn list_directory_sorts_by_size_and_by_time_with_totals_and_no_denied_entry() {
+    let env = Env::new();
+    env.write("ls/small.txt", "s")
+        .write("ls/mid.txt", "m".repeat(50))
+        .write("ls/large.txt", "l".repeat(300))
+        .write("ls/sub/inner.txt", "i".repeat(1000))
+        .write("ls/.env", "CANARY".repeat(1000))
+        .write("ls/id_rsa.png", "CANARY".repeat(500))
+        .write("ls/sub/.env", "CANARY".repeat(900))
+        .symlink("large.txt", "ls/link");
+    for (path, secs) in [
+        ("ls/large.txt", 1_000_000),
+        ("ls/sub/inner.txt", 2_000_000),
+        ("ls/mid.txt", 3_000_000),
+        ("ls/sub", 4_000_000),
+        ("ls/small.txt", 5_000_000),
+        ("ls/.env", 9_000_000),
+        ("ls/sub/.env", 9_000_000),
+        ("ls/id_rsa.png", 9_000_000),
+    ] {
+        touch(&env.path(path), secs);
+    }
+    let config = env.config(
+        r#"
+        [[roots]]
+        name = "ls"
+        path = "ls"
+        role = "reference"
+        "#,
+    );
+    let client = start(&config).await;
+    let paths = |r: &rmcp::model::CallToolResult| -> Vec<String> {
+        structured(r)["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e[0].as_str().unwrap().to_string())
+            .collect()
+    };
+    let by_size = call_ok(
+        &client,
+        "list_directory",
+        json!({"root": "ls", "depth": 2, "sort_by": "size"}),
+    )
+    .await;
+    assert_eq!(
+        paths(&by_size),
+        [
+            "sub/inner.txt",
+            "large.txt",
+            "mid.txt",
+            "small.txt",
+            "link",
+            "sub/"
+        ]
+    );
+    let totals = json!({"files": 4, "directories": 1, "others": 1, "bytes": 1351});
+    assert_eq!(structured(&by_size)["totals"], totals);
+    let t = text(&by_size);
+    let lines: Vec<&str> = t.lines().collect();
+    assert_eq!(
+        lines[0],
+        "'.': 6 entries, largest first; each line: type (d directory, - file, l symlink), \
+         size in bytes (files), modified (UTC), path"
+    );
+    assert!(
+        lines[1].starts_with("- 1000 1970-01-24T03:33:20Z sub/inner.txt"),
+        "{t}"
+    );
+    assert_eq!(
+        lines[7],
+        "total: 4 files (1351 bytes), 1 directories, 1 other"
+    );
+
+    let by_time = call_ok(
+        &client,
+        "list_directory",
+        json!({"root": "ls", "depth": 2, "sort_by": "modified"}),
+    )
+    .await;
+    // The symlink's own time is now: newest.
+    assert_eq!(
+        paths(&by_time),
+        [
+            "link",
+            "small.txt",
+            "sub/",
+            "mid.txt",
+            "sub/inner.txt",
+            "large.txt"
+        ]
+    );
+    assert!(text(&by_time).starts_with("'.': 6 entries, newest first;"));
+    assert_eq!(structured(&by_time)["totals"], totals);
+
+    // By name with details: the tree order, and the same totals.
+    let by_name = call_ok(
+        &client,
+        "list_directory",
+        json!({"root": "ls", "depth": 2, "details": true, "sort_by": "name"}),
+    )
+    .await;
+    assert_eq!(
+        paths(&by_name),
+        [
+            "large.txt",
+            "link",
+            "mid.txt",
+            "small.txt",
+            "sub/",
+            "sub/inner.txt"
+        ]
+    );
+    assert_eq!(structured(&by_name)["totals"], totals);
+    // The default listing stays lean: no sizes, no totals.
+    let lean = call_ok(&client, "list_directory", json!({"root": "ls"})).await;
+    assert_eq!(structured(&lean).get("totals"), None);
+    assert!(!text(&lean).contains("total:"), "{}", text(&lean));
+    assert_clean(&env, &[by_size, by_time, by_name, lean]);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_sorted_listing_cut_at_the_entry_limit_says_it_is_sorted_page_by_page() {
+    let env = Env::new();
+    for i in 0..30 {
+        env.write(&format!("many/f{i:02}.txt"), "x".repeat(i));
+    }
+    let config = many_cut_at_25(&env);
+    let client = start(&config).await;
+    let r = call(
+        &client,
+        "list_directory",
+        json!({"root": "many", "sort_by": "size"}),
+    )
+    .await;
+    let s = structured(&r);
+    assert_eq!(s["truncated"], true);
+    assert_eq!(s["entries"][0][0], "f24.txt");
+    assert!(
+        s["note"]
+            .as_str()
+            .unwrap()
+            .contains("sorted and totalled within this page only"),
+        "{s}"
+    );
     client.cancel().await.unwrap();
 }
 

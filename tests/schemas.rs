@@ -33,6 +33,18 @@ fn calls() -> Vec<(&'static str, Value)> {
             json!({"root": "docs", "path": "notes.txt", "tail": 1}),
         ),
         ("read_file", json!({"root": "docs", "path": "image.png"})),
+        (
+            "read_multiple_files",
+            json!({"root": "docs", "paths": ["notes.txt", "missing.txt", ".env"]}),
+        ),
+        (
+            "read_media_file",
+            json!({"root": "docs", "path": "image.png"}),
+        ),
+        (
+            "read_multiple_files",
+            json!({"root": "docs", "paths": ["notes.txt"], "offset": 2, "limit": 1}),
+        ),
         ("list_directory", json!({"root": "docs"})),
         (
             "list_directory",
@@ -42,6 +54,10 @@ fn calls() -> Vec<(&'static str, Value)> {
             "list_directory",
             json!({"root": "ws", "path": ".", "depth": 3, "ignored": "include",
                    "details": true, "cursor": "1"}),
+        ),
+        (
+            "list_directory",
+            json!({"root": "ws", "depth": 2, "sort_by": "size"}),
         ),
         (
             "get_file_info",

@@ -85,7 +85,7 @@ fn the_readme_standalone_commands_run_under_wasmtime() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     let results: Vec<&str> = stdout.lines().collect();
-    assert_eq!(results.len(), 11, "{stdout}\n{stderr}");
+    assert_eq!(results.len(), 13, "{stdout}\n{stderr}");
     for r in &results {
         assert!(r.starts_with("ok("), "{r}");
     }
@@ -95,10 +95,17 @@ fn the_readme_standalone_commands_run_under_wasmtime() {
         results[0]
     );
     assert!(
-        results[10].contains("DEMO_TOKEN=not-a-real-secret"),
+        results[1].contains("# Sample documentation") && results[1].contains("architecture.md"),
         "{}",
-        results[10]
+        results[1]
     );
+    assert!(
+        results[2].contains("image/svg+xml") && results[2].contains("<rect"),
+        "{}",
+        results[2]
+    );
+    let last = results[results.len() - 1];
+    assert!(last.contains("DEMO_TOKEN=not-a-real-secret"), "{last}");
 
     // The write tools did their work on the copy, keeping what they replaced.
     let notes = env.path("sample/notes");

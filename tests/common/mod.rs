@@ -633,8 +633,8 @@ pub fn listed_paths(r: &CallToolResult) -> Vec<String> {
     listing(r).into_iter().map(|e| e.path).collect()
 }
 
-/// The entry lines of a `list_directory` text (after its first line), each
-/// as its path column: past the type column and the details when the first
+/// The entry lines of a `list_directory` text (after its first line, and
+/// before the totals of a listing with details), each as its path column: past the type column and the details when the first
 /// line says there are some (a shown path is the rest of the line).
 pub fn listing_lines(r: &CallToolResult) -> Vec<String> {
     let text = r.content[0].as_text().expect("text").text.clone();
@@ -644,10 +644,17 @@ pub fn listing_lines(r: &CallToolResult) -> Vec<String> {
     if head.contains("each line: type (") {
         columns += 1;
     }
-    if head.contains("modified (UTC), path") {
+    let details = head.contains("modified (UTC), path");
+    if details {
         columns += 2;
     }
+    let mut lines: Vec<&str> = lines.collect();
+    // With details, the last line gives the totals.
+    if details && lines.last().is_some_and(|l| l.starts_with("total: ")) {
+        lines.pop();
+    }
     lines
+        .into_iter()
         .map(|l| l.splitn(columns + 1, ' ').last().unwrap().to_string())
         .collect()
 }

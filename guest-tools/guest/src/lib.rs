@@ -24,6 +24,7 @@
 pub mod check;
 pub mod content;
 pub mod ignores;
+pub mod lines;
 pub mod page;
 pub mod sys;
 pub mod tool;

@@ -18,7 +18,10 @@
 //! entry, a directory ending in `/`, and a first column (the type, `!` for
 //! ignored) only when some entry is neither a file nor a directory, or is
 //! ignored; the structured form is the paths, with the types and ignored
-//! marks of only the entries that need one.
+//! marks of only the entries that need one. Sizes and times come only when
+//! asked (`details`, or `sort_by` size or modified, which need them), and
+//! then with a closing line: how many files, directories and others, and
+//! the files' total size.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashSet};
@@ -53,13 +56,27 @@ struct Args {
     /// directly is listed even if ignored.
     #[serde(default)]
     ignored: Ignored,
-    /// Also give each entry's size (files) and modification time.
+    /// Also give each entry's size (files) and modification time, and the totals.
     #[serde(default)]
     details: bool,
+    /// `name` (default: as a tree), `size` (largest first) or `modified` (newest first);
+    /// `size` and `modified` imply `details`.
+    #[serde(default)]
+    sort_by: SortBy,
     /// The `next_cursor` of a listing that was cut, to get its next entries (same other
     /// arguments).
     #[serde(default)]
     cursor: Option<String>,
+}
+
+/// The order of the entries.
+#[derive(Deserialize, JsonSchema, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+enum SortBy {
+    #[default]
+    Name,
+    Size,
+    Modified,
 }
 
 /// One entry: its path, or with `details` its path, size and modification time.
@@ -95,6 +112,9 @@ struct Listing {
     /// as in `entries`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     ignored: Vec<String>,
+    /// With details: counts of the entries listed and the files' total size in bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    totals: Option<Totals>,
     /// Set when the entry limit cut the listing.
     #[serde(skip_serializing_if = "loomfs_guest::is_false")]
     truncated: bool,
@@ -107,9 +127,35 @@ struct Listing {
     note: Option<String>,
 }
 
+#[derive(Serialize, JsonSchema, Default)]
+struct Totals {
+    files: u64,
+    directories: u64,
+    /// Entries that are neither (symlinks, special files).
+    #[serde(skip_serializing_if = "loomfs_guest::is_zero")]
+    others: u64,
+    /// Sum of the files' sizes.
+    bytes: u64,
+}
+
+impl Totals {
+    fn count(&mut self, kind: Kind, size: Option<u64>) {
+        match kind {
+            Kind::File => {
+                self.files += 1;
+                self.bytes += size.unwrap_or(0);
+            }
+            Kind::Directory => self.directories += 1,
+            _ => self.others += 1,
+        }
+    }
+}
+
 const DESCRIPTION: &str = "List a directory's entries, one per line, relative to it and sorted \
     as a tree; directories end in '/'. `depth` (1-10) lists subdirectories \
-    too; `details: true` adds size and modification time. Symlinks are \
+    too; `details: true` adds size and modification time and a line of \
+    totals; `sort_by` size or modified orders by them (largest, newest \
+    first). Symlinks are \
     shown, not followed. Entries the root's .gitignore/.ignore files \
     exclude are shown marked `ignored`, and ignored directories are not \
     listed inside unless `ignored: \"include\"`. A listing cut at the entry \
@@ -134,7 +180,11 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Listing>, ToolError> {
     };
 
     let max_entries = ctx.limits.max_entries as usize;
+    let details = args.details || args.sort_by != SortBy::Name;
     let mut entries = Vec::new();
+    // Beside each entry: its size and exact modification time, to sort by.
+    let mut keys = Vec::new();
+    let mut totals = Totals::default();
     let mut types = BTreeMap::new();
     let mut ignored = Vec::new();
     let mut next = None;
@@ -163,12 +213,18 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Listing>, ToolError> {
         if e.ignored {
             ignored.push(path.clone());
         }
-        entries.push(if args.details {
+        entries.push(if details {
             let stat = e.stat();
             let size = stat
                 .as_ref()
                 .filter(|_| e.kind == Kind::File)
                 .map(|s| s.size);
+            totals.count(e.kind, size);
+            let time = stat
+                .as_ref()
+                .and_then(|s| s.data_modification_timestamp)
+                .map(|t| (t.seconds, t.nanoseconds));
+            keys.push((size, time));
             Entry::Details(path, size, stat.as_ref().and_then(modified_at))
         } else {
             Entry::Path(path)
@@ -180,7 +236,7 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Listing>, ToolError> {
         }
         Flow::Continue
     })?;
-    entries.sort_by(|a, b| tree_order(a.path(), b.path()));
+    let entries = sorted(entries, keys, args.sort_by);
     ignored.sort_by(|a, b| tree_order(a, b));
 
     let next_cursor = next.and_then(|n| n.next_after(cursor));
@@ -190,6 +246,9 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Listing>, ToolError> {
             "listing cut at {max_entries} entries (nearest levels first); for the next \
              ones call again with cursor: \"{next}\""
         ));
+        if args.sort_by != SortBy::Name {
+            notes.push("sorted and totalled within this page only".into());
+        }
     }
     if unlisted > 0 {
         notes.push(format!(
@@ -208,14 +267,44 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Listing>, ToolError> {
         entries,
         types,
         ignored,
+        totals: details.then_some(totals),
     };
-    let mut text = vec![render(&listing, args.cursor.is_some().then_some(cursor))];
+    let mut text = vec![render(
+        &listing,
+        args.cursor.is_some().then_some(cursor),
+        args.sort_by,
+    )];
     text.extend(listing.note.clone());
     Ok(Answer {
         text,
         result: listing,
         images: vec![],
     })
+}
+
+/// An entry's size (files) and modification time (seconds, nanoseconds).
+type SortKey = (Option<u64>, Option<(u64, u32)>);
+
+/// The entries in the order asked: as a tree, or by size (largest first,
+/// what has none last) or modification time (newest first, unknown last),
+/// ties as a tree. `keys` holds each entry's size and time (empty without
+/// details).
+fn sorted(entries: Vec<Entry>, keys: Vec<SortKey>, by: SortBy) -> Vec<Entry> {
+    let mut rows: Vec<(Entry, SortKey)> = match keys.len() {
+        0 => entries.into_iter().map(|e| (e, (None, None))).collect(),
+        _ => entries.into_iter().zip(keys).collect(),
+    };
+    rows.sort_by(|(a, (a_size, a_time)), (b, (b_size, b_time))| {
+        let first = match by {
+            SortBy::Name => Ordering::Equal,
+            // `Some` is greater than `None`: reversed, the largest come first
+            // and what has no size last.
+            SortBy::Size => b_size.cmp(a_size),
+            SortBy::Modified => b_time.cmp(a_time),
+        };
+        first.then_with(|| tree_order(a.path(), b.path()))
+    });
+    rows.into_iter().map(|(e, _)| e).collect()
 }
 
 /// Orders paths as a tree: by component, so `a/x` sorts right after `a/`.
@@ -269,7 +358,7 @@ fn letter(kind: Kind) -> char {
 /// only when some entry is neither a file nor a directory, or is ignored:
 /// then on every line, and the first line says so, so no name can pass for
 /// a mark.
-fn render(listing: &Listing, cursor: Option<Cursor>) -> String {
+fn render(listing: &Listing, cursor: Option<Cursor>, by: SortBy) -> String {
     let dir = shown(&listing.path);
     let from = cursor
         .map(|c| format!(" from cursor \"{c}\""))
@@ -310,8 +399,13 @@ fn render(listing: &Listing, cursor: Option<Cursor>) -> String {
         true => ", cut: the cursor in the note below gives the next ones",
         false => "",
     };
+    let order = match by {
+        SortBy::Name => "",
+        SortBy::Size => ", largest first",
+        SortBy::Modified => ", newest first",
+    };
     let mut out = format!(
-        "'{dir}': {n} {}{from}{cut}",
+        "'{dir}': {n} {}{order}{from}{cut}",
         if n == 1 { "entry" } else { "entries" }
     );
     if !columns.is_empty() {
@@ -338,6 +432,16 @@ fn render(listing: &Listing, cursor: Option<Cursor>) -> String {
         }
         out.push_str(&shown(path));
         out.push('\n');
+    }
+    if let Some(t) = &listing.totals {
+        let others = match t.others {
+            0 => String::new(),
+            n => format!(", {n} other"),
+        };
+        out.push_str(&format!(
+            "total: {} files ({} bytes), {} directories{others}\n",
+            t.files, t.bytes, t.directories
+        ));
     }
     out
 }

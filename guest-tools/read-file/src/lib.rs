@@ -9,9 +9,10 @@
 //! lossily, with a note saying so.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::io::{Read, Seek, SeekFrom};
 
-use loomfs_guest::content::{SNIFF_BYTES, image_mime, is_binary};
+use loomfs_guest::content::{image_mime, is_binary};
+use loomfs_guest::lines::{Taken, count_lines, read_head, read_lines};
 use loomfs_guest::{
     About, Answer, Context, Image, Kind, Permission, ToolError, human_bytes, io_error, locate,
     shown, special_file,
@@ -197,14 +198,6 @@ impl Range {
     }
 }
 
-fn read_head(file: &mut File) -> std::io::Result<Vec<u8>> {
-    let mut head = Vec::with_capacity(SNIFF_BYTES);
-    file.by_ref()
-        .take(SNIFF_BYTES as u64)
-        .read_to_end(&mut head)?;
-    Ok(head)
-}
-
 fn binary(rel: &str, size: u64) -> ToolError {
     ToolError::Refused(format!(
         "'{}' is a binary file ({}) and is not shown",
@@ -250,18 +243,6 @@ fn image(
     })
 }
 
-/// Lines taken from the file, as raw bytes with their line endings kept.
-struct Taken {
-    bytes: Vec<u8>,
-    start_line: u64,
-    end_line: u64,
-    total_lines: Option<u64>,
-    /// Set when the byte cap cut the range short.
-    capped: bool,
-    /// Set when the file grew past the cap during a whole read.
-    grew: bool,
-}
-
 /// A whole file read with `take(max + 1)`: more than `max` bytes means it
 /// grew after the size check; then only whole lines up to `max` are kept.
 fn whole(mut bytes: Vec<u8>, max: u64) -> Taken {
@@ -279,79 +260,6 @@ fn whole(mut bytes: Vec<u8>, max: u64) -> Taken {
         total_lines: (!grew).then_some(lines),
         capped: false,
         grew,
-    }
-}
-
-fn read_lines(file: File, offset: u64, limit: Option<u64>, max: u64) -> std::io::Result<Taken> {
-    let mut reader = BufReader::with_capacity(64 * 1024, file);
-    let mut line = Vec::new();
-    let mut bytes = Vec::new();
-    // Lines consumed so far, skipped or taken.
-    let mut number = 0u64;
-    let mut end_line = 0u64;
-    let mut capped = false;
-    let mut at_eof = false;
-    loop {
-        if limit.is_some_and(|l| number >= offset - 1 + l) {
-            at_eof = reader.fill_buf()?.is_empty();
-            break;
-        }
-        if number + 1 < offset {
-            // Skipped lines are consumed in buffer-sized pieces, so one huge
-            // line before the range costs no memory.
-            if skip_line(&mut reader)? == 0 {
-                at_eof = true;
-                break;
-            }
-            number += 1;
-            continue;
-        }
-        let budget = max - bytes.len() as u64;
-        line.clear();
-        let n = (&mut reader)
-            .take(budget + 1)
-            .read_until(b'\n', &mut line)?;
-        if n == 0 {
-            at_eof = true;
-            break;
-        }
-        if n as u64 > budget {
-            capped = true;
-            break;
-        }
-        number += 1;
-        bytes.extend_from_slice(&line);
-        end_line = number;
-    }
-    Ok(Taken {
-        start_line: if end_line == 0 { 0 } else { offset },
-        end_line,
-        total_lines: at_eof.then_some(number),
-        bytes,
-        capped,
-        grew: false,
-    })
-}
-
-/// Consumes one line without keeping it; returns the bytes consumed.
-fn skip_line(reader: &mut BufReader<File>) -> std::io::Result<usize> {
-    let mut consumed = 0;
-    loop {
-        let buf = reader.fill_buf()?;
-        if buf.is_empty() {
-            return Ok(consumed);
-        }
-        match buf.iter().position(|&b| b == b'\n') {
-            Some(i) => {
-                reader.consume(i + 1);
-                return Ok(consumed + i + 1);
-            }
-            None => {
-                let len = buf.len();
-                reader.consume(len);
-                consumed += len;
-            }
-        }
     }
 }
 
@@ -410,12 +318,6 @@ fn read_tail(mut file: File, size: u64, n: u64, max: u64) -> std::io::Result<Tak
         capped: capped || taken < n && pos > 0,
         grew: false,
     })
-}
-
-/// Number of lines: newline-terminated ones, plus a last unterminated one.
-fn count_lines(bytes: &[u8]) -> u64 {
-    let newlines = bytes.iter().filter(|&&b| b == b'\n').count() as u64;
-    newlines + u64::from(!bytes.is_empty() && !bytes.ends_with(b"\n"))
 }
 
 /// Lines fully contained in `buf` when it is the end of a file.

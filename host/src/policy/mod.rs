@@ -22,7 +22,7 @@ pub use names::{
     QUOTED_NOTE, is_escaped, is_quoted, neutralised, noted, push_unicode_escape, shown, shown_arg,
     shown_clipped,
 };
-pub use requests::{PathArg, PathRequest, path_requests};
+pub use requests::{LIST, MAX_LIST_PATHS, PathArg, PathRequest, path_requests};
 pub use resolve::{Denial, MAX_NAME_BYTES, MAX_PATH_BYTES, Resolved, Rule, resolve};
 
 /// What may be done on a root.

@@ -6,6 +6,8 @@
 //! source). [`path_requests`] reads those fields out of the model's JSON
 //! arguments, so every one of them can go through [`resolve`](super::resolve);
 //! anything that is not a string where a string is declared is refused here.
+//! A path field written `name[]` is a list: the JSON field `name` holds an
+//! array of paths on the one root, each a request of its own ([`LIST`]).
 //! Pure: no filesystem, no state.
 
 use serde_json::{Map, Value};
@@ -27,18 +29,35 @@ pub struct PathArg {
     pub optional: bool,
 }
 
-/// One path to resolve: root name, root-relative path, operation.
+/// How a declared path field says it names a list of paths: `paths[]` is
+/// the JSON field `paths`, an array of strings.
+pub const LIST: &str = "[]";
+
+/// Most paths one list argument may name: each is resolved and audited.
+pub const MAX_LIST_PATHS: usize = 256;
+
+impl PathArg {
+    /// The JSON field of a list argument (`paths` for `paths[]`), or `None`
+    /// for a single path.
+    pub fn list_field(&self) -> Option<&str> {
+        self.path_field.strip_suffix(LIST)
+    }
+}
+
+/// One path to resolve: root name, root-relative path, operation, and for
+/// an element of a list argument, its field and place in the array.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PathRequest<'a> {
     pub root: &'a str,
     pub path: &'a str,
     pub op: Permission,
+    pub item: Option<(&'a str, usize)>,
 }
 
 /// The paths a call names, in declaration order, or why the arguments do
 /// not fit the declaration.
 pub fn path_requests<'a>(
-    declared: &[PathArg],
+    declared: &'a [PathArg],
     args: &'a Map<String, Value>,
 ) -> Result<Vec<PathRequest<'a>>, String> {
     let mut named = Vec::with_capacity(declared.len());
@@ -48,21 +67,64 @@ pub fn path_requests<'a>(
             (None, Some(fallback)) => string_arg(args, fallback, false)?.unwrap_or_default(),
             (None, None) => string_arg(args, &p.root_field, false)?.unwrap_or_default(),
         };
-        let path = string_arg(args, &p.path_field, p.optional)?.unwrap_or_default();
-        named.push((root, path, p));
+        match p.list_field() {
+            Some(field) => {
+                for (i, path) in list_arg(args, field, p.optional)?.into_iter().enumerate() {
+                    named.push((root, path, p, Some((field, i))));
+                }
+            }
+            None => {
+                let path = string_arg(args, &p.path_field, p.optional)?.unwrap_or_default();
+                named.push((root, path, p, None));
+            }
+        }
     }
     let across = named.windows(2).any(|w| w[0].0 != w[1].0);
     Ok(named
         .into_iter()
-        .map(|(root, path, p)| PathRequest {
+        .map(|(root, path, p, item)| PathRequest {
             root,
             path,
             op: match p.across_roots {
                 Some(stronger) if across => stronger,
                 _ => p.op,
             },
+            item,
         })
         .collect())
+}
+
+/// A list of path strings: empty when optional and absent (or null).
+fn list_arg<'a>(
+    args: &'a Map<String, Value>,
+    field: &'a str,
+    optional: bool,
+) -> Result<Vec<&'a str>, String> {
+    let items = match args.get(field) {
+        Some(Value::Array(items)) => items,
+        None | Some(Value::Null) if optional => return Ok(Vec::new()),
+        None | Some(Value::Null) => return Err(format!("invalid arguments: missing '{field}'")),
+        Some(_) => {
+            return Err(format!(
+                "invalid arguments: '{field}' must be an array of strings"
+            ));
+        }
+    };
+    if items.len() > MAX_LIST_PATHS {
+        return Err(format!(
+            "invalid arguments: '{field}' names {} paths; at most {MAX_LIST_PATHS} per call",
+            items.len()
+        ));
+    }
+    items
+        .iter()
+        .map(|v| match v {
+            Value::String(s) => Ok(s.as_str()),
+            _ => Err(format!(
+                "invalid arguments: '{field}' must be an array of strings"
+            )),
+        })
+        .collect()
 }
 
 /// A string argument: `Ok(None)` when optional and absent (or null).
@@ -139,12 +201,14 @@ mod tests {
                 PathRequest {
                     root: "a",
                     path: "x",
-                    op: Permission::Write
+                    op: Permission::Write,
+                    item: None,
                 },
                 PathRequest {
                     root: "a",
                     path: "y",
-                    op: Permission::Write
+                    op: Permission::Write,
+                    item: None,
                 },
             ]
         );
@@ -173,6 +237,42 @@ mod tests {
             (
                 json!({"root": "a", "path": ["x"]}),
                 "invalid arguments: 'path' must be a string",
+            ),
+        ] {
+            assert_eq!(
+                path_requests(&declared, &object(args)),
+                Err(message.to_string())
+            );
+        }
+    }
+
+    #[test]
+    fn a_list_argument_is_one_request_per_path_and_only_strings() {
+        let declared = [arg("root", None, "paths[]", Permission::Read)];
+        let args = object(json!({"root": "a", "paths": ["x", "../y"]}));
+        let got = path_requests(&declared, &args).unwrap();
+        assert_eq!(
+            got.iter().map(|r| (r.path, r.item)).collect::<Vec<_>>(),
+            [("x", Some(("paths", 0))), ("../y", Some(("paths", 1)))]
+        );
+        assert!(
+            got.iter()
+                .all(|r| r.root == "a" && r.op == Permission::Read)
+        );
+        let too_many: Vec<String> = (0..=MAX_LIST_PATHS).map(|i| i.to_string()).collect();
+        for (args, message) in [
+            (json!({"root": "a"}), "invalid arguments: missing 'paths'"),
+            (
+                json!({"root": "a", "paths": "x"}),
+                "invalid arguments: 'paths' must be an array of strings",
+            ),
+            (
+                json!({"root": "a", "paths": ["x", {"refused": "forged"}]}),
+                "invalid arguments: 'paths' must be an array of strings",
+            ),
+            (
+                json!({"root": "a", "paths": too_many}),
+                "invalid arguments: 'paths' names 257 paths; at most 256 per call",
             ),
         ] {
             assert_eq!(

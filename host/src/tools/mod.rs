@@ -28,8 +28,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::policy::{
-    PathArg, Permission, Perms, Resolved, neutralised, noted, path_requests, resolve, shown_arg,
-    shown_clipped,
+    LIST, PathArg, Permission, Perms, Resolved, neutralised, noted, path_requests, resolve,
+    shown_arg, shown_clipped,
 };
 use crate::runtime::{
     self, Activity, CallError, CallMount, CallRequest, DiskError, GuestLimits, Runtime, ToolError,
@@ -147,6 +147,18 @@ impl Toolbox {
             }) {
                 return Err(problem(format!(
                     "path argument '{}' needs more than the tool declares ({permission})",
+                    p.path_field
+                )));
+            }
+            // A list of paths is for reading: what a call keeps and locks is
+            // reckoned per declared path argument.
+            if let Some(p) = d.path_arguments.iter().find(|p| {
+                p.path_field.ends_with(LIST)
+                    && (Permission::from(p.permission) != Permission::Read
+                        || p.across_roots.is_some())
+            }) {
+                return Err(problem(format!(
+                    "path argument '{}' is a list of paths, which is for reading only",
                     p.path_field
                 )));
             }
@@ -294,13 +306,15 @@ impl Toolbox {
                 // Waiting for locks and then for a slot counts against the
                 // call's deadline: together at most the tool timeout.
                 let waits_until = tokio::time::Instant::now() + self.config.limits.tool_timeout;
-                let (resolved, locked) = match self
+                let (Resolution { resolved, refused }, locked) = match self
                     .resolve_and_lock(name, paths, &arguments, &control, waits_until)
                     .await
                 {
                     Ok(done) => done,
                     Err(refused) => return Ok(refused),
                 };
+                let mut arguments = arguments;
+                RefusedItem::mark(&refused, &mut arguments);
                 // Taken under the locks: a path's trash entries are in the
                 // order its changes were made.
                 let stamp = keeps_history.then(crate::store::trash_stamp);

@@ -7,19 +7,21 @@
 use super::*;
 
 impl Toolbox {
-    /// Resolves every declared path argument; the first refusal ends the call.
+    /// Resolves every declared path argument; the first refusal ends the
+    /// call, except for a path in a list argument: that one is refused on
+    /// its own (audited, and handed back to be shown to the guest).
     pub(super) fn resolve_all(
         &self,
         tool: &str,
         paths: &[PathArg],
         args: &JsonObject,
         client: Option<&str>,
-    ) -> Result<Vec<Resolved>, String> {
-        let mut resolved = Vec::with_capacity(paths.len());
+    ) -> Result<Resolution, String> {
+        let mut resolution = Resolution::default();
         for request in path_requests(paths, args)? {
             let (root, path, op) = (request.root, request.path, request.op);
             match resolve(&self.config.roots, root, path, op) {
-                Ok(r) => resolved.push(r),
+                Ok(r) => resolution.resolved.push(r),
                 Err(denial) => {
                     let (root_c, path_c) = (clip(root), clip(path));
                     self.audit.log(
@@ -27,6 +29,17 @@ impl Toolbox {
                             .denied(denial.rule.as_str())
                             .client(client),
                     );
+                    if let Some((field, index)) = request.item {
+                        resolution.refused.push(RefusedItem {
+                            field: field.to_string(),
+                            index,
+                            message: format!(
+                                "refused by rule '{}': {}",
+                                denial.rule, denial.message
+                            ),
+                        });
+                        continue;
+                    }
                     let (root, path) = (shown_arg(root), shown_arg(path));
                     return Err(noted(
                         format!(
@@ -38,7 +51,7 @@ impl Toolbox {
                 }
             }
         }
-        Ok(resolved)
+        Ok(resolution)
     }
 
     /// Resolves the call's paths, locks the places it changes, and
@@ -54,17 +67,18 @@ impl Toolbox {
         arguments: &JsonObject,
         control: &Control,
         waits_until: tokio::time::Instant,
-    ) -> Result<(Vec<Resolved>, Locked), CallToolResult> {
+    ) -> Result<(Resolution, Locked), CallToolResult> {
         let client = control.client.as_deref();
-        let mut resolved = self
+        let mut resolution = self
             .resolve_all(tool, paths, arguments, client)
             .map_err(error_result)?;
         for _ in 0..RESOLVE_ROUNDS {
+            let resolved = &resolution.resolved;
             if control.cancel.is_cancelled() {
-                self.audit_refused(tool, &resolved, "cancelled", client);
+                self.audit_refused(tool, resolved, "cancelled", client);
                 return Err(error_result(LockError::Cancelled.to_string()));
             }
-            let keys = lock_keys(&resolved);
+            let keys = lock_keys(resolved);
             let locked = match self
                 .locks
                 .lock(keys.clone(), waits_until, &control.cancel)
@@ -77,22 +91,22 @@ impl Toolbox {
                         LockError::Cancelled => "cancelled",
                         LockError::NoDescriptors => "descriptors",
                     };
-                    self.audit_refused(tool, &resolved, rule, client);
+                    self.audit_refused(tool, resolved, rule, client);
                     return Err(error_result(e.to_string()));
                 }
             };
             if keys.is_empty() {
-                return Ok((resolved, locked));
+                return Ok((resolution, locked));
             }
             let again = self
                 .resolve_all(tool, paths, arguments, client)
                 .map_err(error_result)?;
-            if same_places(&lock_keys(&again), &keys) {
+            if same_places(&lock_keys(&again.resolved), &keys) {
                 return Ok((again, locked));
             }
-            resolved = again;
+            resolution = again;
         }
-        self.audit_refused(tool, &resolved, "locked", client);
+        self.audit_refused(tool, &resolution.resolved, "locked", client);
         Err(error_result(
             "the places this call changes kept moving while it waited for them (other calls \
              moved or deleted what its paths lead to); try again"
@@ -156,6 +170,38 @@ impl Toolbox {
             }
         }
         Ok(dirs)
+    }
+}
+
+/// A call's paths through `resolve()`: those allowed, and the elements of
+/// list arguments refused on their own.
+#[derive(Default)]
+pub(super) struct Resolution {
+    pub(super) resolved: Vec<Resolved>,
+    pub(super) refused: Vec<RefusedItem>,
+}
+
+/// An element of a list argument that `resolve()` refused: the guest gets
+/// `{"path": path, "refused": message}` in its place, to report, not open.
+pub(super) struct RefusedItem {
+    pub(super) field: String,
+    pub(super) index: usize,
+    pub(super) message: String,
+}
+
+impl RefusedItem {
+    /// Puts each refusal in place of its path in the call's arguments.
+    pub(super) fn mark(refused: &[RefusedItem], arguments: &mut JsonObject) {
+        for r in refused {
+            if let Some(slot) = arguments
+                .get_mut(&r.field)
+                .and_then(Value::as_array_mut)
+                .and_then(|items| items.get_mut(r.index))
+            {
+                let path = slot.take();
+                *slot = json!({ "path": path, "refused": r.message });
+            }
+        }
     }
 }
 

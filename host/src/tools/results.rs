@@ -176,7 +176,12 @@ pub(super) fn to_result(
     for image in output.images {
         bytes += image.data.len() as u64;
         let data = base64::engine::general_purpose::STANDARD.encode(&image.data);
-        content.push(ContentBlock::image(data, image.mime_type));
+        // The WIT's `image` carries audio too, told by its MIME type.
+        content.push(if image.mime_type.starts_with("audio/") {
+            ContentBlock::audio(data, image.mime_type)
+        } else {
+            ContentBlock::image(data, image.mime_type)
+        });
     }
     let Some(text) = output.structured else {
         return (CallToolResult::success(content), bytes);

@@ -228,7 +228,8 @@ impl Toolbox {
             );
         }
         if resolved.is_empty() {
-            // A tool without path arguments: one line for the call itself.
+            // No path resolved (a tool without path arguments, or a list
+            // whose every path was refused): one line for the call itself.
             let op = self.runtime.tools()[index].descriptor.permission.into();
             self.audit.log(
                 &Record::new(tool, "", "", op)
