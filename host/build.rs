@@ -15,6 +15,7 @@ use std::process::{Command, Stdio};
 const TOOLS: &[&str] = &[
     "read_file",
     "list_directory",
+    "directory_tree",
     "get_file_info",
     "write_file",
     "create_directory",

@@ -43,6 +43,11 @@ fn calls() -> Vec<(&'static str, Value)> {
             json!({"root": "ws", "path": ".", "depth": 3, "ignored": "include",
                    "details": true, "cursor": "1"}),
         ),
+        ("directory_tree", json!({"root": "docs"})),
+        (
+            "directory_tree",
+            json!({"root": "ws", "path": ".", "depth": 2, "exclude": ["*.txt"]}),
+        ),
         (
             "get_file_info",
             json!({"root": "docs", "path": "notes.txt"}),

@@ -85,7 +85,7 @@ fn the_readme_standalone_commands_run_under_wasmtime() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     let results: Vec<&str> = stdout.lines().collect();
-    assert_eq!(results.len(), 11, "{stdout}\n{stderr}");
+    assert_eq!(results.len(), 12, "{stdout}\n{stderr}");
     for r in &results {
         assert!(r.starts_with("ok("), "{r}");
     }
@@ -94,10 +94,16 @@ fn the_readme_standalone_commands_run_under_wasmtime() {
         "{}",
         results[0]
     );
+    // The tree, directories first, at the depth asked.
     assert!(
-        results[10].contains("DEMO_TOKEN=not-a-real-secret"),
+        results[2].contains("depth 2, directories first, then by name"),
         "{}",
-        results[10]
+        results[2]
+    );
+    assert!(
+        results[11].contains("DEMO_TOKEN=not-a-real-secret"),
+        "{}",
+        results[11]
     );
 
     // The write tools did their work on the copy, keeping what they replaced.
