@@ -289,8 +289,8 @@ pub struct Closest {
     pub diff: String,
 }
 
-pub const MAX_DIFF_LINES: usize = 30;
-pub const MAX_LINE_CHARS: usize = 160;
+pub const MAX_DIFF_LINES: usize = 20;
+pub const MAX_LINE_CHARS: usize = 120;
 
 /// The run of lines, as long as `old`, where the most lines of `old` occur
 /// (ignoring whitespace at their ends), the earliest of equals; when no
