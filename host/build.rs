@@ -17,6 +17,7 @@ const TOOLS: &[&str] = &[
     "read_multiple_files",
     "read_media_file",
     "list_directory",
+    "directory_tree",
     "get_file_info",
     "write_file",
     "create_directory",

@@ -54,7 +54,9 @@ fn check_prints_roots_and_tool_surface() {
         "{stdout}"
     );
     assert!(
-        stdout.contains("  read    get_file_info, list_directory, list_roots, read_file"),
+        stdout.contains(
+            "  read    directory_tree, get_file_info, list_directory, list_roots, read_file"
+        ),
         "{stdout}"
     );
     assert!(
@@ -487,7 +489,7 @@ fn check_warns_about_risky_configs() {
     for expected in [
         "  read_file            read    home, docs                built-in",
         "  write_file           write   home                      built-in",
-        "components: 12 built-in, 0 third-party",
+        "components: 13 built-in, 0 third-party",
         "transport: http on 0.0.0.0:3000 (no token)",
         "warnings:",
         "  root 'home' is or holds your home directory: dotfiles and keys the deny list does not name are exposed",

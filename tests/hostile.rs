@@ -257,6 +257,15 @@ async fn special_files_are_refused_by_every_tool_that_opens_files() {
     }
     expected.sort();
     assert_eq!(listed, expected);
+    // So does the tree, by type, never opening one.
+    let a = ask(&client, "directory_tree", json!({"root": "ws"})).await;
+    let r = a.tool("directory_tree");
+    assert!(!is_error(r), "{}", text(r));
+    let types = &structured(r)["types"];
+    for &(name, kind) in &specials {
+        assert_eq!(types[name], kind, "{}", text(r));
+        assert_eq!(types[format!("{name}_link")], "symlink", "{}", text(r));
+    }
 
     still_fine(&client, "ws", "ok.txt", "fine\n").await;
     assert_eq!(
@@ -554,6 +563,11 @@ async fn hostile_arguments_get_clear_answers() {
             &["path"][..],
         ),
         (
+            "directory_tree",
+            json!({"root": "ws", "path": "sub", "depth": 2, "exclude": ["*.tmp"]}),
+            &["path"][..],
+        ),
+        (
             "get_file_info",
             json!({"root": "ws", "path": "a.txt"}),
             &["path"][..],
@@ -572,7 +586,8 @@ async fn hostile_arguments_get_clear_answers() {
         (
             "edit_file",
             json!({"root": "ws", "path": "a.txt",
-                   "edits": [{"old_text": "version", "new_text": "version"}], "dry_run": true}),
+                   "edits": [{"old_text": "version", "new_text": "version",
+                              "replace_all": false}], "dry_run": true}),
             &["path"][..],
         ),
         (
@@ -619,7 +634,11 @@ async fn hostile_arguments_get_clear_answers() {
             base.keys().map(|k| format!("/{k}")).collect()
         };
         if *tool == "edit_file" {
-            fields.extend(["/edits/0/old_text".into(), "/edits/0/new_text".into()]);
+            fields.extend([
+                "/edits/0/old_text".into(),
+                "/edits/0/new_text".into(),
+                "/edits/0/replace_all".into(),
+            ]);
         }
         for pointer in &fields {
             let (parent, key) = pointer.rsplit_once('/').unwrap();
@@ -988,10 +1007,11 @@ async fn outside_paths_read_the_same_whether_they_exist_or_not() {
         ("../outside/dir", "../outside/nodir"),
         ("../outside/dir/inner.txt", "../outside/nodir/inner.txt"),
     ];
-    let calls: [ToolCall; 9] = [
+    let calls: [ToolCall; 10] = [
         ("read_file", |p| json!({"root": "ws", "path": p})),
         ("get_file_info", |p| json!({"root": "ws", "path": p})),
         ("list_directory", |p| json!({"root": "ws", "path": p})),
+        ("directory_tree", |p| json!({"root": "ws", "path": p})),
         (
             "search_files",
             |p| json!({"root": "ws", "pattern": "*", "path": p, "contains": "C"}),

@@ -128,6 +128,40 @@ fn entries(dir: &Path, depth: usize) -> BTreeSet<String> {
 }
 
 #[tokio::test]
+async fn trees_have_one_line_per_entry_and_every_name_reads_back() {
+    let (env, config) = fixture();
+    let client = start(&config).await;
+    let r = call_ok(&client, "directory_tree", json!({"root": "ws", "depth": 3})).await;
+    assert_no_raw(&r, "tree");
+    let tree = r.content[0].as_text().unwrap().text.clone();
+    let real = entries(&env.path("ws"), 3);
+    assert_eq!(tree.lines().count(), 1 + real.len(), "{tree}");
+    // Each line: its indentation (the level), the type column (the links
+    // turn it on), then the shown name, which reads back to a real entry at
+    // that place.
+    let mut seen = BTreeSet::new();
+    let mut above: Vec<String> = Vec::new();
+    for line in tree.lines().skip(1) {
+        let body = line.trim_start_matches(' ');
+        let level = (line.len() - body.len()) / 2;
+        let (_, name) = body.split_once(' ').unwrap();
+        let name = read_back(name);
+        above.truncate(level);
+        let rel = above.iter().map(|d| format!("{d}/")).collect::<String>() + &name;
+        if let Some(dir) = name.strip_suffix('/') {
+            above.push(dir.to_string());
+        }
+        assert!(real.contains(&rel), "{rel:?} from {line:?}");
+        seen.insert(rel);
+    }
+    assert_eq!(seen, real);
+    for name in NAMES {
+        assert_shows(&r, name, "tree");
+    }
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
 async fn listings_have_one_line_per_entry_and_every_name_reads_back() {
     let (env, config) = fixture();
     let client = start(&config).await;

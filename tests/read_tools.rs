@@ -76,6 +76,7 @@ async fn reference_roots_get_only_read_tools() {
     assert_eq!(
         names,
         [
+            "directory_tree",
             "get_file_info",
             "list_directory",
             "list_roots",

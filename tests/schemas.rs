@@ -55,6 +55,11 @@ fn calls() -> Vec<(&'static str, Value)> {
             json!({"root": "ws", "path": ".", "depth": 3, "ignored": "include",
                    "details": true, "cursor": "1"}),
         ),
+        ("directory_tree", json!({"root": "docs"})),
+        (
+            "directory_tree",
+            json!({"root": "ws", "path": ".", "depth": 2, "exclude": ["*.txt"]}),
+        ),
         (
             "list_directory",
             json!({"root": "ws", "depth": 2, "sort_by": "size"}),

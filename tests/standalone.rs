@@ -85,7 +85,7 @@ fn the_readme_standalone_commands_run_under_wasmtime() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     let results: Vec<&str> = stdout.lines().collect();
-    assert_eq!(results.len(), 13, "{stdout}\n{stderr}");
+    assert_eq!(results.len(), 14, "{stdout}\n{stderr}");
     for r in &results {
         assert!(r.starts_with("ok("), "{r}");
     }
@@ -93,6 +93,12 @@ fn the_readme_standalone_commands_run_under_wasmtime() {
         results[0].contains("# Sample documentation"),
         "{}",
         results[0]
+    );
+    // The tree, directories first, at the depth asked.
+    assert!(
+        results[4].contains("depth 2, directories first, then by name"),
+        "{}",
+        results[4]
     );
     assert!(
         results[1].contains("# Sample documentation") && results[1].contains("architecture.md"),

@@ -509,7 +509,8 @@ async fn edit_file_all_or_nothing_with_a_diff() {
         "edits": [{"old_text": "def f():", "new_text": "def h():"}, {"old_text": "nowhere", "new_text": "x"}]})).await;
     assert_refused(
         &partial,
-        "edit 2: old_text was not found in 'code.py'; nothing was changed",
+        "edit 2: old_text was not found in 'code.py', even ignoring whitespace at line ends, \
+         and no region of it is alike; nothing was changed",
     );
     let overlap = call(
         &client,

@@ -1,10 +1,14 @@
 //! `edit_file`: exact text replacements, all or nothing, with a unified diff.
 //!
 //! Each `old_text` must occur exactly once in the text as it stands after
-//! the edits before it (overlapping occurrences count): zero or several is
-//! an error naming the edit and the count, and then nothing is written. A
-//! file with CRLF line endings keeps them: the edits' line breaks are
-//! written the file's way. `dry_run` returns the diff and changes nothing;
+//! the edits before it (overlapping occurrences count); with `replace_all`
+//! every occurrence is replaced, at least one needed. An `old_text` with no
+//! exact occurrence may still match whole lines ignoring the whitespace at
+//! their ends (`matcher`): applied if that match is unique, with the
+//! file's indentation, and said so. Several matches are an error naming the
+//! edit and the lines; none, an error showing the closest region of the
+//! file; then nothing is written. A file with CRLF line endings keeps
+//! them: the edits' line breaks are written the file's way. `dry_run` returns the diff and changes nothing;
 //! otherwise the file is replaced atomically and its previous content kept
 //! in the root's trash.
 //!
@@ -30,13 +34,21 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use similar::TextDiff;
 
+mod matcher;
+
+use matcher::{Closest, Found};
+
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Edit {
-    /// Exact text to replace (include enough context to make it unique).
+    /// Text to replace, as in the file (include enough context to make it unique); without an
+    /// exact match, whole lines differing only in whitespace at their ends match.
     old_text: String,
     /// Replacement text.
     new_text: String,
+    /// Replace every occurrence, not just one (at least one needed).
+    #[serde(default)]
+    replace_all: bool,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -46,7 +58,8 @@ struct Args {
     root: String,
     /// Text file relative to the root.
     path: String,
-    /// Applied in order; each old_text must match exactly once in the text as it stands then.
+    /// Applied in order; each old_text must match exactly once in the text as it stands then
+    /// (at least once with replace_all).
     #[schemars(length(min = 1))]
     edits: Vec<Edit>,
     /// Only return the diff; change nothing.
@@ -64,12 +77,20 @@ struct Edited {
     diff: String,
     /// Where the previous content was kept (root-relative, in the trash).
     previous: Option<String>,
+    /// Edits (1-based) whose old_text matched only ignoring whitespace at line ends; the
+    /// file's indentation was kept.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tolerant: Vec<usize>,
+    /// With some replace_all: how many places each edit replaced.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    replaced: Option<Vec<usize>>,
 }
 
-const DESCRIPTION: &str = "Replace exact text in a file: every old_text must match exactly once; \
-    edits apply in order, all or nothing. Returns a unified diff; with \
-    dry_run nothing is written. The previous content is kept in the \
-    root's trash.";
+const DESCRIPTION: &str = "Replace exact text in a file: every old_text must match exactly once \
+    (or every occurrence with replace_all); edits apply in order, all or nothing. An old_text \
+    that differs from the file only in indentation or trailing whitespace still matches if \
+    unique, keeping the file's indentation. Returns a unified diff; with dry_run nothing is \
+    written. The previous content is kept in the root's trash.";
 
 loomfs_guest::tool!(EditFile(Args) -> Edited, {
     About::new("edit_file", DESCRIPTION, Permission::Write)
@@ -90,10 +111,10 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Edited>, ToolError> {
     let max = at.mount.max_read_bytes;
     let mut original = read_text(&at.full, rel, max)?;
     let mut attempt = 1;
-    let (text, previous) = loop {
-        let text = apply(&args.edits, &original).map_err(|e| e.refusal(rel, attempt))?;
+    let (text, matched, previous) = loop {
+        let (text, matched) = apply(&args.edits, &original).map_err(|e| e.refusal(rel, attempt))?;
         if args.dry_run || text == original {
-            break (text, None);
+            break (text, matched, None);
         }
         // Read again just before publishing: a change since the first
         // read is seen here, and one after this read by the host.
@@ -107,7 +128,7 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Edited>, ToolError> {
             Published::Changed
         };
         match published {
-            Published::Done(done) => break (text, done.previous),
+            Published::Done(done) => break (text, matched, done.previous),
             Published::Changed if attempt < MAX_ATTEMPTS => {
                 attempt += 1;
                 original = read_text(&at.full, rel, max)?;
@@ -137,6 +158,12 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Edited>, ToolError> {
         edits: args.edits.len(),
         diff,
         previous,
+        tolerant: (matched.iter().enumerate())
+            .filter(|(_, m)| m.tolerant.is_some())
+            .map(|(i, _)| i + 1)
+            .collect(),
+        replaced: (args.edits.iter().any(|e| e.replace_all))
+            .then(|| matched.iter().map(|m| m.places).collect()),
     };
     let shown = at.shown();
     let mut summary = if unchanged {
@@ -149,6 +176,19 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Edited>, ToolError> {
     } else {
         format!("applied {} edit(s) to '{shown}'", result.edits)
     };
+    for (i, m) in matched.iter().enumerate() {
+        if let Some((first, last)) = m.tolerant {
+            summary.push_str(&format!(
+                "; edit {} matched ignoring whitespace at line ends ({}), written with the \
+                 file's indentation",
+                i + 1,
+                span(first, last)
+            ));
+        }
+        if args.edits[i].replace_all {
+            summary.push_str(&format!("; edit {} replaced {} place(s)", i + 1, m.places));
+        }
+    }
     if attempt > 1 && result.applied {
         summary.push_str(
             " (the file changed while it was being edited: the edits were applied again to \
@@ -175,52 +215,171 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Edited>, ToolError> {
 /// How many times an edit is tried against a file that keeps changing.
 const MAX_ATTEMPTS: u32 = 4;
 
+/// How an edit matched the text.
+struct Matched {
+    /// Lines (1-based, first and last in the text it was applied to) of a
+    /// whitespace-tolerant match (the first, with replace_all).
+    tolerant: Option<(usize, usize)>,
+    /// How many places it replaced.
+    places: usize,
+}
+
 /// Why the edits do not apply to a text.
 enum Mismatch {
-    /// Edit `n` (1-based) matched `count` times, not once.
-    Count { n: usize, count: usize },
+    /// Edit `n` (1-based) matched exactly `count` times, on these lines
+    /// (each once).
+    Exact {
+        n: usize,
+        count: usize,
+        lines: Vec<usize>,
+    },
+    /// Edit `n` matched nowhere exactly, and several runs of lines ignoring
+    /// whitespace.
+    Tolerant {
+        n: usize,
+        lines: Vec<(usize, usize)>,
+    },
+    /// Edit `n` matched nowhere; the file's region most like it.
+    Nowhere { n: usize, closest: Option<Closest> },
+}
+
+/// The most places a refusal lists.
+const MAX_PLACES: usize = 10;
+
+fn span(first: usize, last: usize) -> String {
+    if first == last {
+        format!("line {first}")
+    } else {
+        format!("lines {first}-{last}")
+    }
+}
+
+fn places<T>(all: &[T], one: impl Fn(&T) -> String) -> String {
+    let mut out: Vec<String> = all.iter().take(MAX_PLACES).map(one).collect();
+    if all.len() > MAX_PLACES {
+        out.push(format!("{} more", all.len() - MAX_PLACES));
+    }
+    out.join(", ")
 }
 
 impl Mismatch {
     /// The refusal: on the first try, what the model sent does not fit the
     /// file; on a later one, the file changed under the edit.
     fn refusal(self, rel: &str, attempt: u32) -> ToolError {
-        let Mismatch::Count { n, count } = self;
         let shown = shown(rel);
-        let found = match count {
-            0 => "was not found".to_string(),
-            count => format!("matches {count} times"),
-        };
-        ToolError::Refused(if attempt > 1 {
-            format!(
+        if attempt > 1 {
+            let (n, found) = match &self {
+                Mismatch::Exact { n, count, .. } => (n, format!("matches {count} times")),
+                Mismatch::Tolerant { n, lines } => (
+                    n,
+                    format!("matches {} times ignoring whitespace", lines.len()),
+                ),
+                Mismatch::Nowhere { n, .. } => (n, "was not found".to_string()),
+            };
+            return ToolError::Refused(format!(
                 "'{shown}' changed while it was being edited, and edit {n}'s old_text now \
                  {found} in it; nothing was written; read it again"
-            )
-        } else if count == 0 {
-            format!("edit {n}: old_text was not found in '{shown}'; nothing was changed")
-        } else {
-            format!(
-                "edit {n}: old_text matches {count} times in '{shown}'; include more context so \
-                 it matches once; nothing was changed"
-            )
+            ));
+        }
+        ToolError::Refused(match self {
+            Mismatch::Exact { n, count, lines } => format!(
+                "edit {n}: old_text matches {count} times in '{shown}' (line {}); include more \
+                 context so it matches once, or pass replace_all; nothing was changed",
+                places(&lines, usize::to_string)
+            ),
+            Mismatch::Tolerant { n, lines } => format!(
+                "edit {n}: old_text is not in '{shown}' exactly, and ignoring whitespace at \
+                 line ends it matches {} places ({}); include more context so it matches \
+                 once; nothing was changed",
+                lines.len(),
+                places(&lines, |&(f, l)| span(f, l))
+            ),
+            Mismatch::Nowhere { n, closest: None } => format!(
+                "edit {n}: old_text was not found in '{shown}', even ignoring whitespace at \
+                 line ends, and no region of it is alike; nothing was changed"
+            ),
+            Mismatch::Nowhere {
+                n,
+                closest: Some(c),
+            } => format!(
+                "edit {n}: old_text was not found in '{shown}', even ignoring whitespace at \
+                 line ends; nothing was changed. The closest region is {} ('-' old_text, '+' \
+                 the file):\n{}",
+                span(c.first, c.last),
+                c.diff
+            ),
         })
     }
 }
 
 /// `original` with every edit applied in order, each matching exactly once
-/// in the text as it stands then. Line breaks are written the file's way.
-fn apply(edits: &[Edit], original: &str) -> Result<String, Mismatch> {
+/// in the text as it stands then (or, with replace_all, at least once),
+/// exactly or else ignoring whitespace at line ends. Line breaks are
+/// written the file's way.
+fn apply(edits: &[Edit], original: &str) -> Result<(String, Vec<Matched>), Mismatch> {
     let crlf = original.contains("\r\n");
     let mut text = original.to_string();
+    let mut matched = Vec::with_capacity(edits.len());
     for (i, edit) in edits.iter().enumerate() {
+        let n = i + 1;
         let old = line_breaks(&edit.old_text, crlf);
         let new = line_breaks(&edit.new_text, crlf);
-        match occurrences(&text, &old) {
-            1 => text = text.replacen(&old, &new, 1),
-            count => return Err(Mismatch::Count { n: i + 1, count }),
+        match matcher::find(&text, &old) {
+            Found::Exact(_) if edit.replace_all => {
+                let places = text.matches(old.as_str()).count();
+                text = text.replace(&old, &new);
+                matched.push(Matched {
+                    tolerant: None,
+                    places,
+                });
+            }
+            Found::Exact(at) if at.len() == 1 => {
+                text.replace_range(at[0]..at[0] + old.len(), &new);
+                matched.push(Matched {
+                    tolerant: None,
+                    places: 1,
+                });
+            }
+            Found::Exact(at) => {
+                return Err(Mismatch::Exact {
+                    n,
+                    count: at.len(),
+                    lines: matcher::lines_of(&text, &at),
+                });
+            }
+            Found::Tolerant(windows) if edit.replace_all || windows.len() == 1 => {
+                // Those that do not overlap, from the top; replaced from the
+                // bottom, so the ranges above stay where they are.
+                let mut apart: Vec<&matcher::Window> = Vec::new();
+                for w in &windows {
+                    if apart.last().is_none_or(|p| p.range.end <= w.range.start) {
+                        apart.push(w);
+                    }
+                }
+                let first = apart[0].line_numbers();
+                let places = apart.len();
+                let replacements: Vec<String> = (apart.iter())
+                    .map(|w| matcher::reindent(&text, w, &old, &new))
+                    .collect();
+                for (w, r) in apart.iter().zip(replacements).rev() {
+                    text.replace_range(w.range.clone(), &r);
+                }
+                matched.push(Matched {
+                    tolerant: Some(first),
+                    places,
+                });
+            }
+            Found::Tolerant(windows) => {
+                let lines = windows.iter().map(matcher::Window::line_numbers).collect();
+                return Err(Mismatch::Tolerant { n, lines });
+            }
+            Found::Nowhere => {
+                let closest = matcher::closest(&text, &old);
+                return Err(Mismatch::Nowhere { n, closest });
+            }
         }
     }
-    Ok(text)
+    Ok((text, matched))
 }
 
 /// The file (`rel`) as UTF-8 text, refusing what cannot be edited as text.
@@ -275,17 +434,4 @@ fn read_text(full: &std::path::Path, rel: &str, max: u64) -> Result<String, Tool
 fn line_breaks(s: &str, crlf: bool) -> String {
     let lf = s.replace("\r\n", "\n");
     if crlf { lf.replace('\n', "\r\n") } else { lf }
-}
-
-/// How many times `needle` occurs in `haystack`, overlapping occurrences
-/// included (`aa` occurs twice in `aaa`: replacing "once" would be ambiguous).
-fn occurrences(haystack: &str, needle: &str) -> usize {
-    let mut count = 0;
-    let mut from = 0;
-    while let Some(i) = haystack[from..].find(needle) {
-        count += 1;
-        let at = from + i;
-        from = at + haystack[at..].chars().next().map_or(1, char::len_utf8);
-    }
-    count
 }

@@ -20,7 +20,6 @@
 //! is read.
 
 mod needle;
-mod pattern;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -36,8 +35,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use wasip2::filesystem::types::{Descriptor as File, ErrorCode};
 
+use loomfs_guest::glob::Pattern;
 use needle::Needle;
-use pattern::Pattern;
 
 /// Longest preview of a matching line, in characters.
 const PREVIEW_CHARS: usize = 200;
@@ -151,7 +150,7 @@ const NOT_A_DIRECTORY: &str = "search its parent directory";
 
 fn call(ctx: Context, args: Args) -> Result<Answer<Found>, ToolError> {
     let started = Instant::now();
-    let pattern = Pattern::new(&args.pattern).map_err(ToolError::InvalidArguments)?;
+    let pattern = Pattern::new(&args.pattern, "pattern").map_err(ToolError::InvalidArguments)?;
     let needle = match args.contains.as_deref() {
         None => None,
         Some(text) => Some(Needle::new(text, args.regex).map_err(ToolError::InvalidArguments)?),
