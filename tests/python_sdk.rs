@@ -1,0 +1,64 @@
+//! End to end with another language's client: the official MCP Python SDK
+//! connects to the real binary started with directories as arguments (no
+//! config), lists its roots and reads a file. `scripts/test` installs the
+//! SDK (pinned) into `.tools/python-sdk` and names it in
+//! `LOOMFS_PYTHON_SDK`; without it, an SDK Python already has is used, and
+//! without either the test is skipped with a line on stderr.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+use serde_json::{Value, json};
+
+#[test]
+fn the_python_sdk_reads_a_file_from_a_directory_given_as_argument() {
+    let sdk = std::env::var_os("LOOMFS_PYTHON_SDK");
+    let python = |cmd: &mut Command| {
+        if let Some(sdk) = &sdk {
+            cmd.env("PYTHONPATH", sdk);
+        }
+    };
+    let mut probe = Command::new("python3");
+    probe.args(["-c", "import mcp"]);
+    python(&mut probe);
+    if !probe.output().is_ok_and(|o| o.status.success()) {
+        eprintln!("SKIPPED: the MCP Python SDK is not installed (scripts/test installs it)");
+        return;
+    }
+    let env = Env::new();
+    env.write("notes/todo.txt", "milk\neggs\n").mkdir("scratch");
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/python_sdk_client.py");
+    let mut cmd = Command::new("python3");
+    python(&mut cmd);
+    for var in FLAG_VARS {
+        cmd.env_remove(var);
+    }
+    let out = cmd
+        .arg(script)
+        .arg(BIN)
+        .args(["notes", "todo.txt"])
+        .arg(env.path("notes"))
+        .arg("--workspace")
+        .arg(env.path("scratch"))
+        .env("LOOMFS_CACHE_DIR", cache_dir())
+        .env("LOOMFS_LOG", "warn")
+        .env("LOOMFS_ALLOW_ROOT", "1")
+        .output()
+        .expect("run python3");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    let (roots, text) = stdout.split_once('\n').unwrap();
+    let roots: Value = serde_json::from_str(roots).unwrap();
+    assert_eq!(
+        roots,
+        json!([
+            {"name": "notes", "role": "reference", "permissions": ["read"]},
+            {"name": "scratch", "role": "workspace", "permissions": ["read", "write", "delete"]},
+        ])
+    );
+    assert_eq!(text, "milk\neggs\n");
+}
