@@ -46,7 +46,10 @@ use trash_cmd::*;
 #[command(
     name = "loom-fs-mcp",
     version,
-    about = "A filesystem MCP server with roles; every tool runs as a WebAssembly component."
+    about = "A filesystem MCP server with roles; every tool runs as a WebAssembly component.",
+    override_usage = "loom-fs-mcp [DIR]... [--sourcecode DIR...] [--workspace DIR...] [OPTIONS]\n       \
+                      loom-fs-mcp --config FILE [DIR]... [OPTIONS]\n       \
+                      loom-fs-mcp <COMMAND>"
 )]
 struct Cli {
     #[command(subcommand)]
