@@ -106,6 +106,21 @@ fn paths(r: &rmcp::model::CallToolResult) -> Vec<String> {
         .collect()
 }
 
+/// Each match's path and line number.
+fn path_lines(r: &rmcp::model::CallToolResult) -> Vec<(String, u64)> {
+    structured(r)["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["path"].as_str().unwrap().into(),
+                m["line"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
 async fn search(client: &Client, args: Value) -> rmcp::model::CallToolResult {
     let r = call(client, "search_files", args.clone()).await;
     assert!(!is_error(&r), "{args}: {}", text(&r));
@@ -344,17 +359,7 @@ async fn contains_finds_lines_in_text_files_only() {
         json!({"root": "proj", "pattern": "*.py", "contains": "^def \\w+\\(\\)", "regex": true}),
     )
     .await;
-    let found: Vec<(String, u64)> = structured(&r)["matches"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            (
-                m["path"].as_str().unwrap().into(),
-                m["line"].as_u64().unwrap(),
-            )
-        })
-        .collect();
+    let found = path_lines(&r);
     assert_eq!(
         found,
         [
@@ -418,17 +423,7 @@ async fn contains_reads_files_whole_on_either_side_of_one_read() {
     )
     .await;
     let s = structured(&r);
-    let mut found: Vec<(String, u64)> = s["matches"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            (
-                m["path"].as_str().unwrap().into(),
-                m["line"].as_u64().unwrap(),
-            )
-        })
-        .collect();
+    let mut found = path_lines(&r);
     found.sort();
     want.sort();
     assert_eq!(found, want, "{s}");
