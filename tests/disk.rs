@@ -8,60 +8,9 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use common::*;
 use serde_json::json;
-
-/// A tmpfs mounted on a directory for the test's life.
-struct Tmpfs(PathBuf);
-
-impl Tmpfs {
-    /// Mounts a tmpfs of `size` (as `mount -o size=` takes it) on `dir`,
-    /// or says on stderr why it cannot and gives `None`.
-    fn mount(dir: &Path, size: &str) -> Option<Tmpfs> {
-        std::fs::create_dir_all(dir).unwrap();
-        let out = Command::new("mount")
-            .args([
-                "-t",
-                "tmpfs",
-                "-o",
-                &format!("size={size},mode=0755"),
-                "tmpfs",
-            ])
-            .arg(dir)
-            .output();
-        match out {
-            Ok(out) if out.status.success() => Some(Tmpfs(dir.to_path_buf())),
-            Ok(out) => {
-                eprintln!(
-                    "SKIPPED: cannot mount a tmpfs here ({}); the disk tests need root",
-                    String::from_utf8_lossy(&out.stderr).trim()
-                );
-                None
-            }
-            Err(e) => {
-                eprintln!("SKIPPED: cannot run mount ({e}); the disk tests need it");
-                None
-            }
-        }
-    }
-
-    fn remount(&self, opts: &str) {
-        let st = Command::new("mount")
-            .args(["-o", &format!("remount,{opts}")])
-            .arg(&self.0)
-            .status()
-            .unwrap();
-        assert!(st.success(), "remount {opts}");
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
 
 /// Every regular file under `dir`, relative to it, with its content, but
 /// the root's lock file (the server's own).
@@ -643,16 +592,17 @@ async fn a_file_size_limit_is_named_and_the_server_goes_on() {
 /// copy (here by `tool_timeout_ms`) leaves no partial copy in the trash,
 /// and the trash index lists none; the original is intact. The call cannot
 /// be paused mid-copy from outside, so the timeout grows by a quarter each
-/// attempt, from before the copy starts until a call is no longer stopped:
-/// copying 24 MiB takes most of such a call, so several attempts stop it
-/// mid-copy (without the fix, the first of them leaves a partial copy,
-/// listed). Every attempt is checked.
+/// attempt, from before the copy starts until a call replaces the file
+/// (stopped after its publish, or not stopped): copying 48 MiB takes most
+/// of such a call, so several attempts stop it mid-copy (without the fix,
+/// the first of them leaves a partial copy, listed). Every attempt is
+/// checked; the one that replaced the file kept the original whole, once.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_overwrite_stopped_mid_copy_leaves_no_partial_copy_in_the_trash() {
-    const BIG: usize = 24 << 20;
+    const BIG: usize = 48 << 20;
     let env = Env::new();
     env.mkdir("ws");
-    let Some(_tmpfs) = Tmpfs::mount(&env.path("ws/sub"), "64m") else {
+    let Some(_tmpfs) = Tmpfs::mount(&env.path("ws/sub"), "112m") else {
         return;
     };
     let mut big = vec![b'x'; BIG - 7];
@@ -680,33 +630,39 @@ async fn an_overwrite_stopped_mid_copy_leaves_no_partial_copy_in_the_trash() {
             .rev()
             .find(|l| l["tool"] == "write_file")
             .expect("the call's audit line");
-        if line["stopped"] != "timeout" {
-            // Not stopped: the copy was finished; a longer timeout tells
-            // nothing more.
+        let now = std::fs::read(env.path("ws/sub/big.txt")).unwrap();
+        let kept: Vec<_> = env
+            .trash("ws")
+            .into_iter()
+            .filter(|(_, p, c)| c.is_some() && p.starts_with("sub"))
+            .collect();
+        let sizes = || {
+            kept.iter()
+                .map(|(s, p, c)| (s, p, c.as_ref().map(Vec::len)))
+                .collect::<Vec<_>>()
+        };
+        if now != big {
+            // Replaced (the call was stopped after its publish, or not at
+            // all): the original is in the trash, whole, once.
+            assert_eq!(now, new.as_bytes());
+            assert!(
+                kept.len() == 1 && kept[0].2.as_deref() == Some(&big[..]),
+                "the replaced version is kept whole: {:?}",
+                sizes()
+            );
             finished = true;
             break;
         }
+        if line["stopped"] != "timeout" {
+            panic!("a call neither stopped nor done: {line}");
+        }
         stopped += 1;
         assert_refused(&r, "was stopped (tool_timeout_ms)");
-        assert_eq!(line["stopped"], "timeout", "{line}");
         eprintln!("timeout {timeout_ms} ms: stopped");
-        assert_eq!(
-            std::fs::read(env.path("ws/sub/big.txt")).unwrap(),
-            big,
-            "the original is intact"
-        );
-        let files: Vec<_> = env
-            .trash("ws")
-            .into_iter()
-            .filter(|(_, _, c)| c.is_some())
-            .collect();
         assert!(
-            files.iter().all(|(_, p, _)| !p.starts_with("sub")),
+            kept.is_empty(),
             "a partial copy is in the trash: {:?}",
-            files
-                .iter()
-                .map(|(s, p, c)| (s, p, c.as_ref().map(Vec::len)))
-                .collect::<Vec<_>>()
+            sizes()
         );
         for index in std::fs::read_dir(env.path("ws/.mcp-trash")).unwrap() {
             let index = index.unwrap().path();

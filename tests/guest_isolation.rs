@@ -65,6 +65,7 @@ fn request(
                 Permission::Read
             },
             staging: None,
+            keep: None,
         }],
         limits: GuestLimits {
             max_entries: 100,
@@ -727,7 +728,7 @@ fn the_staging_directory_lets_out_only_into_its_own_root() {
     let ws = root(&env, "ws", Role::Workspace, Role::Workspace.ceiling());
     let other = root(&env, "other", Role::Workspace, Role::Workspace.ceiling());
     let staging = Staging::new();
-    let dir = staging.call_dir(&ws).unwrap();
+    let dir = staging.call_dir(&ws, None).unwrap();
     let stamp = "20261129T000000.000009Z";
     let call = |args: serde_json::Value| {
         let mut req = request(&ws, true, &args, CancellationToken::new());
@@ -737,6 +738,7 @@ fn the_staging_directory_lets_out_only_into_its_own_root() {
             root: Arc::clone(&other),
             op: Permission::Write,
             staging: None,
+            keep: None,
         });
         let outcome = runtime().call(0, req);
         let text = outcome.result.unwrap().text.join("\n");

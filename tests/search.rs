@@ -775,6 +775,7 @@ fn denied_directories_are_never_walked() {
                     root: Arc::clone(&root),
                     op: Permission::Read,
                     staging: None,
+                    keep: None,
                 }],
                 limits: GuestLimits {
                     max_entries: 1000,

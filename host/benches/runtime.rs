@@ -56,6 +56,7 @@ fn bench(c: &mut Criterion) {
                     root: Arc::clone(&root),
                     op: Permission::Read,
                     staging: None,
+                    keep: None,
                 }],
                 limits: GuestLimits {
                     max_entries: 1000,

@@ -770,3 +770,56 @@ pub fn peak_rss(pid: u32) -> u64 {
         .unwrap();
     kib * 1024
 }
+
+/// A tmpfs mounted on a directory for the test's life.
+pub struct Tmpfs(pub PathBuf);
+
+impl Tmpfs {
+    /// Mounts a tmpfs of `size` (as `mount -o size=` takes it) on `dir`,
+    /// or says on stderr why it cannot and gives `None`.
+    pub fn mount(dir: &Path, size: &str) -> Option<Tmpfs> {
+        std::fs::create_dir_all(dir).unwrap();
+        let out = std::process::Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0755"),
+                "tmpfs",
+            ])
+            .arg(dir)
+            .output();
+        match out {
+            Ok(out) if out.status.success() => Some(Tmpfs(dir.to_path_buf())),
+            Ok(out) => {
+                eprintln!(
+                    "SKIPPED: cannot mount a tmpfs here ({}); the disk tests need root",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+                None
+            }
+            Err(e) => {
+                eprintln!("SKIPPED: cannot run mount ({e}); the disk tests need it");
+                None
+            }
+        }
+    }
+
+    pub fn remount(&self, opts: &str) {
+        let st = std::process::Command::new("mount")
+            .args(["-o", &format!("remount,{opts}")])
+            .arg(&self.0)
+            .status()
+            .unwrap();
+        assert!(st.success(), "remount {opts}");
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}

@@ -4,13 +4,15 @@
 //! is flushed to disk, then renamed over the target; a crash or a full disk
 //! leaves the old file whole. The temporary file is written in the call's
 //! staging directory (`mount.staging`), out of every listing, so no partial
-//! file is ever seen under the root; without one (a standalone run) it is
-//! written beside the target, and so it is where the staging directory is
-//! on another filesystem than the target (a mount point inside the root).
+//! file is ever seen under the root; the host makes it on the filesystem
+//! of the target (a mount point inside the root has a staging area of its
+//! own). Without one (a standalone run), or where it is on another
+//! filesystem than the target after all, it is written beside the target.
 //! Before the rename, the old file is kept in the root's trash
 //! (`<trash>/<stamp>/<path>`) by a hard link — no copy, and the link is the
-//! old inode, untouched by the rename. Deletion is a move into the same
-//! place.
+//! old inode, untouched by the rename — or, where the trash is on another
+//! filesystem, by a copy. Deletion is a move into the same place (a copy,
+//! then a removal, for a file on another filesystem).
 //!
 //! Under the host, a rename from the staging directory over a file is an
 //! exchange: what it replaces is exactly the version kept, and over a file
@@ -93,37 +95,92 @@ pub fn create_parents(path: &Path, rel: &str) -> Result<(), ToolError> {
 }
 
 /// Keeps the file (or symlink) at `at` in the trash with a hard link,
-/// copying only where the filesystem has no hard links. `at` stays as it is.
-/// `attempt` numbers the calls's tries at one publish (see [`trash_slot`]).
+/// copying only where that is impossible (a filesystem without hard links,
+/// or another filesystem than the trash's: one mounted inside the root).
+/// `at` stays as it is. `attempt` numbers the calls's tries at one publish
+/// (see [`trash_slot`]).
 pub fn keep_by_link(at: &Located, attempt: u32) -> Result<String, ToolError> {
     let (slot, kept) = trash_slot(at, attempt)?;
     if fs::hard_link(&at.full, &slot).is_ok() {
         return Ok(kept);
     }
+    copy_to_slot(at, &slot)?;
+    Ok(kept)
+}
+
+/// Copies the file at `at` to its trash slot `slot`, synced. Under the host
+/// the copy reaches the trash only once synced (it is written elsewhere
+/// until then), so a copy cut short, even by a kill, is never taken for
+/// the old version.
+fn copy_to_slot(at: &Located, slot: &Path) -> Result<(), ToolError> {
     let mut from = File::open(&at.full).map_err(|e| io_error(&at.rel, &e))?;
     // Write-only: the trash gives nothing back, so it refuses a read-write
     // open (which `File::create_new` is).
     let mut to = fs::OpenOptions::new()
         .write(true)
         .create_new(true)
-        .open(&slot)
+        .open(slot)
         .map_err(|e| io_error(&at.rel, &e))?;
     let copied = io::copy(&mut from, &mut to).and_then(|_| to.sync_all());
     if let Err(e) = copied {
         // A copy cut short (a full disk) keeps nothing: the file is still
         // in place, and a partial copy must not pass for the old version.
+        let _ = fs::remove_file(slot);
         drop(to);
-        let _ = fs::remove_file(&slot);
         return Err(io_error(&at.rel, &e));
     }
-    Ok(kept)
+    Ok(())
 }
 
-/// Moves what is at `at` (file, symlink or directory) into the trash.
+/// Takes back what [`keep_by_link`] kept of `at` (`kept`, as it returned
+/// it) when the change it was kept for did not happen: `at` is still in
+/// place. Under the host a call may remove only what it put in the trash
+/// itself, a copy or a link to a file still in place, so nothing kept is
+/// lost. Best effort: what cannot be taken back stays kept.
+pub fn unkeep(at: &Located, kept: &str) {
+    let Some(trash) = at.mount.trash.as_ref() else {
+        return;
+    };
+    if let Some(rel) = kept.strip_prefix(".mcp-trash/") {
+        let _ = fs::remove_file(Path::new(&trash.dir).join(rel));
+    }
+}
+
+/// Moves what is at `at` (file, symlink or directory) into the trash. A
+/// file on another filesystem than the trash (one mounted inside the root)
+/// is copied there, then removed; a directory or symlink there is refused,
+/// nothing changed: a directory goes to the trash whole, which a copy
+/// could not do (the entries the deny list hides would stay behind).
 pub fn keep_by_move(at: &Located) -> Result<String, ToolError> {
     let (slot, kept) = trash_slot(at, 1)?;
-    fs::rename(&at.full, &slot).map_err(|e| io_error(&at.rel, &e))?;
-    Ok(kept)
+    match fs::rename(&at.full, &slot) {
+        Ok(()) => Ok(kept),
+        Err(e) if e.kind() == io::ErrorKind::CrossesDevices => {
+            let meta = fs::symlink_metadata(&at.full).map_err(|e| io_error(&at.rel, &e))?;
+            if !meta.is_file() {
+                return Err(ToolError::Refused(format!(
+                    "'{}' is on another filesystem than the trash of root '{}' (one mounted \
+                     inside the root), and a {} is only ever moved to the trash whole, which \
+                     cannot cross filesystems; nothing was changed",
+                    at.shown(),
+                    at.mount.name,
+                    if meta.is_dir() {
+                        "directory"
+                    } else {
+                        "symlink"
+                    }
+                )));
+            }
+            copy_to_slot(at, &slot)?;
+            if let Err(e) = fs::remove_file(&at.full) {
+                // Still in place: the copy would be a second version.
+                let _ = fs::remove_file(&slot);
+                return Err(io_error(&at.rel, &e));
+            }
+            Ok(kept)
+        }
+        Err(e) => Err(io_error(&at.rel, &e)),
+    }
 }
 
 /// How new content takes its place.
@@ -181,7 +238,16 @@ pub fn replace_checked(
         Publish::Replace => match fs::symlink_metadata(&at.full) {
             Ok(_) => {
                 let kept = keep_by_link(at, attempt)?;
-                rename_into_place(&mut temp, at).map(|()| (false, Some(kept)))
+                rename_into_place(&mut temp, at)
+                    .map(|()| (false, Some(kept.clone())))
+                    .inspect_err(|e| {
+                        // Not replaced: what was kept for it is taken back
+                        // (the file is still in place), but where the file
+                        // changed meanwhile (the call tries again).
+                        if e.kind() != io::ErrorKind::ResourceBusy {
+                            unkeep(at, &kept);
+                        }
+                    })
             }
             Err(_) => rename_into_place(&mut temp, at).map(|()| (true, None)),
         },

@@ -12,7 +12,7 @@ use std::io;
 use loomfs_guest::transfer::{
     TransferArgs, Transferred, check_destination, copy_tree, locate_ends, path_arguments, within,
 };
-use loomfs_guest::write::{Publish, create_parents, keep_by_link, keep_by_move, replace};
+use loomfs_guest::write::{Publish, create_parents, keep_by_link, keep_by_move, replace, unkeep};
 use loomfs_guest::{About, Answer, Context, Kind, Permission, ToolError, io_error, shown};
 
 const DESCRIPTION: &str = "Move or rename a file or directory, within a root or to another \
@@ -67,6 +67,22 @@ fn call(ctx: Context, args: TransferArgs) -> Result<Answer<Transferred>, ToolErr
                 out.bytes = replace(&destination, Publish::New, |f| io::copy(&mut from, f))?.bytes;
             }
             keep_by_move(&source)?;
+        }
+        Err(e) if e.kind() == io::ErrorKind::CrossesDevices => {
+            // Within a root a move is a rename (write permission), which
+            // cannot cross filesystems; a copy and a delete would need
+            // delete permission, which a move within a root does not ask.
+            if let Some(kept) = &out.previous {
+                unkeep(&destination, kept);
+            }
+            return Err(ToolError::Refused(format!(
+                "'{}' and '{}' are on different filesystems (one is mounted inside root '{}'), \
+                 and a move within a root is a rename, which cannot cross them; nothing was \
+                 moved. Use copy_file, then delete_file on the source",
+                source.shown(),
+                destination.shown(),
+                source.mount.name
+            )));
         }
         Err(e) if e.kind() == io::ErrorKind::PermissionDenied && across && is_dir => {
             return Err(ToolError::Refused(format!(

@@ -180,7 +180,8 @@ pub(super) fn serve(cli: &Cli) -> anyhow::Result<()> {
             count_trash(&config);
             match toolbox(config, audit, runtime, &cache) {
                 Ok(toolbox) => {
-                    let _ = ready.send(Some(Arc::new(toolbox)));
+                    // Said before the first call is served: a client that
+                    // ends the server after it still reads it.
                     if cache.missed() && sandboxed {
                         eprintln!(
                             "landlock: components not in the cache were compiled and not cached (a \
@@ -188,6 +189,7 @@ pub(super) fn serve(cli: &Cli) -> anyhow::Result<()> {
                          check` with this config once to cache them"
                         );
                     }
+                    let _ = ready.send(Some(Arc::new(toolbox)));
                 }
                 Err(e) => {
                     eprintln!("loom-fs-mcp: {e:#}");

@@ -134,10 +134,9 @@ impl DiskError {
             DiskError::NoSpace => {
                 format!("no space left on the disk that holds root '{root}' (ENOSPC)")
             }
-            DiskError::Quota => format!(
-                "the disk quota of the user the server runs as is used up on the disk that holds \
-                 root '{root}' (EDQUOT)"
-            ),
+            DiskError::Quota => {
+                format!("the disk quota is used up on the disk that holds root '{root}' (EDQUOT)")
+            }
             DiskError::TooLarge => format!(
                 "the file would be larger than the disk that holds root '{root}' or the server's \
                  file size limit allows (EFBIG)"

@@ -67,7 +67,12 @@ impl Runtime {
                         ));
                     }
                     let dir = format!("{mount_dir}/{TRASH_DIR}");
-                    mounts.push(Mount::trash(Arc::clone(&m.root), mount_dir, m.op));
+                    mounts.push(Mount::trash(
+                        Arc::clone(&m.root),
+                        mount_dir,
+                        m.op,
+                        m.keep.clone(),
+                    ));
                     Some(bindings::Trash {
                         dir,
                         stamp: stamp.clone(),
@@ -182,9 +187,16 @@ impl Runtime {
             // A guest stopped mid-write cannot clean up: remove the temporary
             // files it created (by their reserved name, nothing else).
             sweep_temporaries(guard.created());
-            // Nor can it finish a copy it was keeping in the trash.
-            guard.remove_unfinished_copies();
         }
+        // The copies it made in the trash: in place if whole, removed if a
+        // stopped guest was still writing them.
+        guard.settle_copies(matches!(
+            result,
+            Err(CallError::Timeout(_)
+                | CallError::Cancelled
+                | CallError::Memory(_)
+                | CallError::Crashed(_))
+        ));
         CallOutcome {
             result,
             refusals: guard.take_refusals(),

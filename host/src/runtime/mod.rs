@@ -166,6 +166,10 @@ pub struct CallMount {
     /// The call's staging directory in this root (see [`crate::store::staging`]),
     /// for a tool that keeps history where the call writes.
     pub staging: Option<PathBuf>,
+    /// The host's own directory for the call's copies on their way into
+    /// this root's trash, relative to the root (on its filesystem, as the
+    /// trash is): see [`crate::store::staging`].
+    pub keep: Option<PathBuf>,
 }
 
 impl CallMount {

@@ -11,8 +11,21 @@
 //! separate preopen (`mount.staging`), and the policing filesystem lets
 //! what it made there leave only by a rename (or link) into its own root.
 //!
-//! `<server>` is one per running server process (and root), made at its
-//! first call that writes in the root, and `flock`ed for as long as the
+//! A root may hold another filesystem (a mount point inside it, a btrfs
+//! subvolume): a rename from the root's staging area to a place there
+//! would cross filesystems (`EXDEV`). So a call that writes only there gets
+//! its directory on that filesystem instead, in a staging area at its top
+//! (`<root>/<top>/.mcp-trash/.staging/<server>/<call>/`, denied like every
+//! `.mcp-trash`), and the place of that area is noted in the root's own
+//! (`.mcp-trash/.staging/nested`) for the sweep to find it. Every call also
+//! gets a directory of the host's own on the root's filesystem,
+//! `<call>-keep`, beside the root's: a copy on its way into the trash (where
+//! a hard link would cross filesystems) is written there and renamed into
+//! the trash only once it is whole, so a kill never leaves a partial copy
+//! in the trash.
+//!
+//! `<server>` is one per running server process (and root, and filesystem),
+//! made at its first call that writes there, and `flock`ed for as long as the
 //! process lives: the kernel drops that lock when the process dies, however
 //! it dies, so anyone can tell a live server's directory from one a killed
 //! server left. A call's directory is removed when the call ends, whatever
@@ -41,12 +54,21 @@ use crate::sys::beneath::{self, make_dir, names_in, open_dir, remove_below};
 /// The staging area's directory, in a root's trash directory.
 pub const STAGING_DIR: &str = ".staging";
 
+/// The file in a root's staging area that lists the other filesystems'
+/// staging areas in the root (their tops, one a line, hex-encoded).
+const NESTED: &str = "nested";
+
+/// The name of a call's directory for copies on their way into the trash,
+/// after the call's own.
+const KEEP_SUFFIX: &str = "-keep";
+
 /// This server's staging directories, one per root it writes in.
 pub struct Staging {
     /// This process's directory name: unique among the servers that ever
     /// share a root (process id and start time).
     server: String,
-    areas: Mutex<HashMap<String, Arc<Area>>>,
+    /// By root name and the top of the filesystem in it (empty: the root's).
+    areas: Mutex<HashMap<(String, PathBuf), Arc<Area>>>,
     next_call: AtomicU64,
     /// Numbers the areas this server makes: a name is never made twice, so
     /// an area dropped (after it was removed under us) never removes its
@@ -75,22 +97,38 @@ impl Drop for Area {
     }
 }
 
-/// One call's staging directory in one root; removed, with whatever the
-/// call left in it, when dropped.
+/// One call's staging directories in one root: the guest's, and the
+/// host's own for copies on their way into the trash; removed, with
+/// whatever the call left in them, when dropped.
 pub struct CallDir {
+    guest: Place,
+    keep: Place,
+}
+
+/// A directory in an area.
+struct Place {
     area: Arc<Area>,
     name: String,
     path: PathBuf,
 }
 
 impl CallDir {
-    /// Its host path, to preopen for the guest.
+    /// The guest's directory's host path, to preopen for the guest.
     pub fn path(&self) -> &Path {
-        &self.path
+        &self.guest.path
+    }
+
+    /// The host's directory for copies on their way into the trash, on the
+    /// root's filesystem: its path relative to the root.
+    pub fn keep_rel(&self) -> PathBuf {
+        Path::new(TRASH_DIR)
+            .join(STAGING_DIR)
+            .join(&self.keep.area.name)
+            .join(&self.keep.name)
     }
 }
 
-impl Drop for CallDir {
+impl Drop for Place {
     fn drop(&mut self) {
         if let Err(e) = remove_below(self.area.dir.as_fd(), OsStr::new(&self.name)) {
             tracing::warn!("cannot remove the staging directory of a call: {e}");
@@ -117,35 +155,66 @@ impl Staging {
         }
     }
 
-    /// A new, empty directory for one call in `root`.
-    pub fn call_dir(&self, root: &Root) -> io::Result<CallDir> {
-        let name = self.next_call.fetch_add(1, Ordering::Relaxed).to_string();
-        let area = self.area(root, false)?;
+    /// New, empty directories for one call in `root`: the guest's on the
+    /// filesystem whose top is `on` (relative to the root; the root's own
+    /// when `None`), and the host's own for copies on the root's. When the
+    /// other filesystem's cannot be made (its top is not writable, say),
+    /// the guest's is on the root's filesystem too, and says why in the log.
+    pub fn call_dir(&self, root: &Root, on: Option<&Path>) -> io::Result<CallDir> {
+        let n = self.next_call.fetch_add(1, Ordering::Relaxed);
+        let keep = self.place(root, Path::new(""), format!("{n}{KEEP_SUFFIX}"))?;
+        let guest = match on {
+            Some(top) => match self.place(root, top, n.to_string()) {
+                Ok(place) => place,
+                Err(e) => {
+                    tracing::warn!(
+                        root = %root.name,
+                        "cannot make a staging directory on the filesystem mounted at {}: {e}; \
+                         the call stages on the root's",
+                        top.display()
+                    );
+                    self.place(root, Path::new(""), n.to_string())?
+                }
+            },
+            None => self.place(root, Path::new(""), n.to_string())?,
+        };
+        Ok(CallDir { guest, keep })
+    }
+
+    /// The new directory `name` in this server's area at `top` of `root`.
+    fn place(&self, root: &Root, top: &Path, name: String) -> io::Result<Place> {
+        let area = self.area(root, top, false)?;
         let made = match rustix::fs::mkdirat(&area.dir, name.as_str(), Mode::from_raw_mode(0o700)) {
             // The area was removed under us (by hand): make it again.
             Err(Errno::NOENT) => {
-                let area = self.area(root, true)?;
+                let area = self.area(root, top, true)?;
                 rustix::fs::mkdirat(&area.dir, name.as_str(), Mode::from_raw_mode(0o700))
                     .map(|()| area)
             }
             made => made.map(|()| area),
         };
         let area = made?;
-        Ok(CallDir {
+        Ok(Place {
             path: area.path.join(&name),
             area,
             name,
         })
     }
 
-    /// This server's area in `root`, made (and locked) at first use.
-    fn area(&self, root: &Root, afresh: bool) -> io::Result<Arc<Area>> {
+    /// This server's area at `top` of `root` (empty: the root's own), made
+    /// (and locked) at first use.
+    fn area(&self, root: &Root, top: &Path, afresh: bool) -> io::Result<Arc<Area>> {
+        let key = (root.name.clone(), top.to_path_buf());
         let mut areas = self.areas.lock().unwrap_or_else(|p| p.into_inner());
-        if !afresh && let Some(area) = areas.get(&root.name) {
+        if !afresh && let Some(area) = areas.get(&key) {
             return Ok(Arc::clone(area));
         }
         let root_fd = beneath::open_root(root)?;
-        let trash = make_dir(root_fd.as_fd(), OsStr::new(TRASH_DIR))?;
+        if !top.as_os_str().is_empty() {
+            note_nested(&root_fd, top)?;
+        }
+        let top_fd = beneath::beneath(&root_fd, top)?;
+        let trash = make_dir(top_fd.as_fd(), OsStr::new(TRASH_DIR))?;
         let staging = make_dir(trash.as_fd(), OsStr::new(STAGING_DIR))?;
         for _ in 0..AREA_TRIES {
             let n = self.next_area.fetch_add(1, Ordering::Relaxed);
@@ -164,11 +233,16 @@ impl Staging {
             }
             let area = Arc::new(Area {
                 dir,
-                path: root.path.join(TRASH_DIR).join(STAGING_DIR).join(&name),
+                path: root
+                    .path
+                    .join(top)
+                    .join(TRASH_DIR)
+                    .join(STAGING_DIR)
+                    .join(&name),
                 parent: staging,
                 name,
             });
-            areas.insert(root.name.clone(), Arc::clone(&area));
+            areas.insert(key, Arc::clone(&area));
             return Ok(area);
         }
         Err(io::Error::new(
@@ -192,20 +266,141 @@ impl Swept {
     }
 }
 
-/// Removes from `root`'s staging area what servers that are gone left:
-/// every directory whose lock is free (its server died, however). A live
-/// server's directory is locked by it and left alone, so another server's
-/// work in progress is never taken. One directory that cannot be removed
-/// stops no other (it is logged). Nothing is removed with `dry_run`.
+/// Notes in the root's staging area that the filesystem at `top` has one
+/// (once: the line is looked for first; two servers noting it at once
+/// write it twice, which is harmless).
+fn note_nested(root_fd: &OwnedFd, top: &Path) -> io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::ffi::OsStrExt as _;
+    let trash = make_dir(root_fd.as_fd(), OsStr::new(TRASH_DIR))?;
+    let staging = make_dir(trash.as_fd(), OsStr::new(STAGING_DIR))?;
+    let line: String = top
+        .as_os_str()
+        .as_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    if nested_tops(&staging)?.iter().any(|t| t == top) {
+        return Ok(());
+    }
+    let flags = rustix::fs::OFlags::WRONLY
+        | rustix::fs::OFlags::CREATE
+        | rustix::fs::OFlags::APPEND
+        | rustix::fs::OFlags::NOFOLLOW
+        | rustix::fs::OFlags::CLOEXEC;
+    let file = rustix::fs::openat(&staging, NESTED, flags, Mode::from_raw_mode(0o600))?;
+    std::fs::File::from(file).write_all(format!("{line}\n").as_bytes())
+}
+
+/// The tops of the other filesystems in a root that have a staging area,
+/// as its staging area (`staging`) lists them.
+fn nested_tops(staging: &OwnedFd) -> io::Result<Vec<PathBuf>> {
+    use std::io::Read as _;
+    use std::os::unix::ffi::OsStringExt as _;
+    let flags =
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC;
+    let file = match rustix::fs::openat(staging, NESTED, flags, Mode::empty()) {
+        Ok(file) => file,
+        Err(Errno::NOENT) => return Ok(Vec::new()),
+        Err(e) => return Err(e.into()),
+    };
+    let mut text = String::new();
+    std::fs::File::from(file).read_to_string(&mut text)?;
+    Ok(text
+        .lines()
+        .filter_map(|line| {
+            let bytes = (0..line.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(line.get(i..i + 2)?, 16).ok())
+                .collect::<Option<Vec<u8>>>()?;
+            let top = PathBuf::from(std::ffi::OsString::from_vec(bytes));
+            // Only plain relative paths below the root.
+            top.components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)))
+                .then_some(top)
+                .filter(|t| !t.as_os_str().is_empty())
+        })
+        .collect())
+}
+
+/// The top of the filesystem that holds the directory `dir` (relative to
+/// the root) or, where it is missing, its nearest existing parent, when
+/// that is another filesystem than the root's (a mount point inside it, a
+/// btrfs subvolume: a rename from the root's filesystem to there would
+/// cross filesystems). Told by device and mount: a bind mount of the
+/// root's own filesystem is another mount, and renames across it fail
+/// too. `None` where it is the root's, or where it cannot be told.
+pub fn filesystem_top(root: &Root, dir: &Path) -> Option<PathBuf> {
+    let root_fd = beneath::open_root(root).ok()?;
+    let identity = |fd: &OwnedFd| {
+        let st = rustix::fs::statx(
+            fd,
+            "",
+            rustix::fs::AtFlags::EMPTY_PATH,
+            rustix::fs::StatxFlags::BASIC_STATS | rustix::fs::StatxFlags::MNT_ID,
+        )
+        .ok()?;
+        Some((st.stx_dev_major, st.stx_dev_minor, st.stx_mnt_id))
+    };
+    let root_id = identity(&root_fd)?;
+    let (mut at_id, mut top) = (root_id, None);
+    let (mut cur, mut rel) = (root_fd, PathBuf::new());
+    for part in dir.components() {
+        let std::path::Component::Normal(name) = part else {
+            return None;
+        };
+        // `O_PATH`: a directory the server may not list still tells.
+        let flags = rustix::fs::OFlags::PATH
+            | rustix::fs::OFlags::DIRECTORY
+            | rustix::fs::OFlags::NOFOLLOW
+            | rustix::fs::OFlags::CLOEXEC;
+        let Ok(next) = rustix::fs::openat(&cur, name, flags, Mode::empty()) else {
+            break;
+        };
+        rel.push(name);
+        let id = identity(&next)?;
+        if id != at_id {
+            top = (id != root_id).then(|| rel.clone());
+            at_id = id;
+        }
+        cur = next;
+    }
+    top
+}
+
+/// Removes from `root`'s staging areas (its own, and those on the other
+/// filesystems in it) what servers that are gone left: every directory
+/// whose lock is free (its server died, however). A live server's directory
+/// is locked by it and left alone, so another server's work in progress is
+/// never taken. One directory that cannot be removed stops no other (it is
+/// logged). Nothing is removed with `dry_run`.
 pub fn sweep(root: &Root, dry_run: bool) -> io::Result<Swept> {
     let mut swept = Swept::default();
     let root_fd = beneath::open_root(root)?;
-    let staging = match beneath::beneath(&root_fd, &Path::new(TRASH_DIR).join(STAGING_DIR)) {
+    let area = Path::new(TRASH_DIR).join(STAGING_DIR);
+    let staging = match beneath::beneath(&root_fd, &area) {
         Ok(fd) => fd,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(swept),
         Err(e) => return Err(e),
     };
-    for (name, ty) in names_in(&staging)? {
+    for top in nested_tops(&staging)? {
+        match beneath::beneath(&root_fd, &top.join(&area)) {
+            Ok(nested) => sweep_area(root, &nested, dry_run, &mut swept)?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!(
+                root = %root.name,
+                "cannot clear the staging area at {}: {e}",
+                top.display()
+            ),
+        }
+    }
+    sweep_area(root, &staging, dry_run, &mut swept)?;
+    Ok(swept)
+}
+
+/// [`sweep`] in one staging area.
+fn sweep_area(root: &Root, staging: &OwnedFd, dry_run: bool, swept: &mut Swept) -> io::Result<()> {
+    for (name, ty) in names_in(staging)? {
         if ty != FileType::Directory {
             continue;
         }
@@ -237,7 +432,7 @@ pub fn sweep(root: &Root, dry_run: bool) -> io::Result<Swept> {
             ),
         }
     }
-    Ok(swept)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -253,7 +448,7 @@ mod tests {
         let tmp = tempfile::TempDir::new().unwrap();
         let root = root(tmp.path());
         let staging = Staging::new();
-        let dir = staging.call_dir(&root).unwrap();
+        let dir = staging.call_dir(&root, None).unwrap();
         assert!(
             dir.path()
                 .starts_with(tmp.path().join(".mcp-trash/.staging"))
@@ -261,7 +456,7 @@ mod tests {
         std::fs::create_dir(dir.path().join("tree")).unwrap();
         std::fs::write(dir.path().join("tree/partial"), "half").unwrap();
         let path = dir.path().to_path_buf();
-        let other = staging.call_dir(&root).unwrap();
+        let other = staging.call_dir(&root, None).unwrap();
         assert_ne!(other.path(), path);
         drop(dir);
         assert!(!path.exists());
@@ -269,7 +464,7 @@ mod tests {
         // Removed by hand while the server runs: made again.
         drop(other);
         std::fs::remove_dir_all(tmp.path().join(".mcp-trash/.staging")).unwrap();
-        assert!(staging.call_dir(&root).unwrap().path().exists());
+        assert!(staging.call_dir(&root, None).unwrap().path().exists());
     }
 
     /// A server's directory removed under it (by hand, or a sweep that
@@ -280,16 +475,62 @@ mod tests {
         let tmp = tempfile::TempDir::new().unwrap();
         let root = root(tmp.path());
         let staging = Staging::new();
-        let first = staging.call_dir(&root).unwrap();
+        let first = staging.call_dir(&root, None).unwrap();
         let area = first.path().parent().unwrap().to_path_buf();
         drop(first);
         std::fs::remove_dir_all(&area).unwrap();
         for _ in 0..3 {
-            let dir = staging.call_dir(&root).unwrap();
+            let dir = staging.call_dir(&root, None).unwrap();
             assert!(dir.path().is_dir(), "{:?}", dir.path());
             assert_ne!(dir.path().parent().unwrap(), area);
             std::fs::write(dir.path().join("f"), "x").unwrap();
         }
+    }
+
+    /// A call that writes on another filesystem inside the root stages at
+    /// its top (here a plain directory stands for it), its keep directory
+    /// on the root's; the area there is listed in the root's, and a gone
+    /// server's is swept there too.
+    #[test]
+    fn a_call_stages_at_the_top_it_is_given_and_the_sweep_finds_it() {
+        let tmp = tempfile::TempDir::new().unwrap();
+        let root = root(tmp.path());
+        std::fs::create_dir(tmp.path().join("sub")).unwrap();
+        let staging = Staging::new();
+        let dir = staging.call_dir(&root, Some(Path::new("sub"))).unwrap();
+        assert!(
+            dir.path()
+                .starts_with(tmp.path().join("sub/.mcp-trash/.staging"))
+        );
+        let keep = tmp.path().join(dir.keep_rel());
+        assert!(keep.starts_with(tmp.path().join(".mcp-trash/.staging")) && keep.is_dir());
+        let listed =
+            std::fs::read_to_string(tmp.path().join(".mcp-trash/.staging/nested")).unwrap();
+        assert_eq!(listed, "737562\n");
+        // Listed once, however many calls.
+        drop(staging.call_dir(&root, Some(Path::new("sub"))).unwrap());
+        let root_fd = beneath::open_root(&root).unwrap();
+        note_nested(&root_fd, Path::new("sub")).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(tmp.path().join(".mcp-trash/.staging/nested")).unwrap(),
+            listed
+        );
+        let (guest, kept) = (dir.path().to_path_buf(), keep.clone());
+        drop(dir);
+        assert!(!guest.exists() && !kept.exists());
+        // A killed server's leftovers there.
+        let dead = tmp.path().join("sub/.mcp-trash/.staging/1-dead");
+        std::fs::create_dir_all(dead.join("7")).unwrap();
+        std::fs::write(dead.join("7/partial"), "half").unwrap();
+        assert_eq!(sweep(&root, false).unwrap(), Swept { servers: 1 });
+        assert!(!dead.exists());
+        // A listed top that is gone, or a line that is no plain path: skipped.
+        std::fs::write(
+            tmp.path().join(".mcp-trash/.staging/nested"),
+            "737562\n676f6e65\n2e2e\nzz\n",
+        )
+        .unwrap();
+        assert!(sweep(&root, false).unwrap().is_empty());
     }
 
     /// A live server's area is left alone, even its call directories; a
@@ -299,7 +540,7 @@ mod tests {
         let tmp = tempfile::TempDir::new().unwrap();
         let root = root(tmp.path());
         let live = Staging::new();
-        let running = live.call_dir(&root).unwrap();
+        let running = live.call_dir(&root, None).unwrap();
         std::fs::write(running.path().join("temp"), "x").unwrap();
         // A server that was killed: its directory, unlocked.
         let dead = tmp.path().join(".mcp-trash/.staging/1-dead");

@@ -37,7 +37,7 @@ use crate::runtime::{
 use crate::store::audit::{Audit, Record};
 use crate::store::locks::{Key, LockError, Locked, PathLocks};
 use crate::store::quota::{self, Quota};
-use crate::store::staging::{CallDir, Staging};
+use crate::store::staging::{self, CallDir, Staging};
 use crate::store::trash;
 use crate::sys::descriptors;
 use crate::sys::space;

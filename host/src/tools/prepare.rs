@@ -131,10 +131,15 @@ impl Toolbox {
     }
 
     /// A staging directory in each root the call writes, for a tool that
-    /// keeps history (its mounts get their paths).
+    /// keeps history (its mounts get their paths). Where every place the
+    /// call writes in a root (`writes`: root name, real root-relative path)
+    /// is on one other filesystem inside it (a mount point, a btrfs
+    /// subvolume), the guest's staging directory is on that filesystem, so
+    /// that what it stages is published by a rename there.
     pub(super) fn stage(
         &self,
         mounts: &mut [CallMount],
+        writes: &[(String, PathBuf)],
         activity: &Activity,
     ) -> Result<Vec<CallDir>, String> {
         let mut dirs = Vec::new();
@@ -145,9 +150,19 @@ impl Toolbox {
             {
                 continue;
             }
-            match self.staging.call_dir(&m.root) {
+            let mut tops =
+                writes
+                    .iter()
+                    .filter(|(root, _)| *root == m.root.name)
+                    .map(|(_, rel)| {
+                        staging::filesystem_top(&m.root, rel.parent().unwrap_or(Path::new("")))
+                    });
+            let first = tops.next().flatten();
+            let on = first.filter(|top| tops.all(|t| t.as_ref() == Some(top)));
+            match self.staging.call_dir(&m.root, on.as_deref()) {
                 Ok(dir) => {
                     m.staging = Some(dir.path().to_path_buf());
+                    m.keep = Some(dir.keep_rel());
                     dirs.push(dir);
                 }
                 Err(e) => {

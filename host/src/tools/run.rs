@@ -25,6 +25,7 @@ impl Toolbox {
                     root: Arc::clone(r.root()),
                     op: r.op(),
                     staging: None,
+                    keep: None,
                 }),
             }
         }
@@ -125,11 +126,18 @@ impl Toolbox {
             .filter(|r| !self.config.landlock || r.root().perms.contains(Permission::Write))
             .cloned()
             .collect();
+        // Where each root's staging directory goes: the places the call
+        // writes (see `stage`).
+        let writes: Vec<(String, PathBuf)> = resolved
+            .iter()
+            .filter(|r| r.op() == Permission::Write)
+            .map(|r| (r.root().name.clone(), r.real_rel().to_path_buf()))
+            .collect();
         let outcome = tokio::task::spawn_blocking(move || {
             let _slot = slot;
             let stamp = request.stamp.clone();
             let staged = match stamp {
-                Some(_) => this.stage(&mut request.mounts, &request.activity),
+                Some(_) => this.stage(&mut request.mounts, &writes, &request.activity),
                 None => Ok(Vec::new()),
             };
             let outcome = match staged {

@@ -60,6 +60,17 @@ impl PolicedFs<'_> {
         self.os_error(e)
     }
 
+    /// `e`, an I/O error of the host's own in `mount`, as the guest sees it
+    /// (a disk error recorded for the call).
+    pub(super) fn host_io_error(&self, mount: usize, e: std::io::Error) -> FsError {
+        match e.raw_os_error() {
+            Some(errno) => self.host_error(mount, rustix::io::Errno::from_raw_os_error(errno)),
+            None if e.kind() == std::io::ErrorKind::ResourceBusy => ErrorCode::Busy.into(),
+            None if e.kind() == std::io::ErrorKind::AlreadyExists => ErrorCode::Exist.into(),
+            None => ErrorCode::Io.into(),
+        }
+    }
+
     /// `e` as the guest sees it; a lack of descriptors marks the call.
     pub(super) fn os_error(&self, e: rustix::io::Errno) -> FsError {
         if is_exhaustion(e) {
@@ -350,6 +361,73 @@ impl PolicedFs<'_> {
         self.guard.copies.contains_key(&key).then_some(key)
     }
 
+    /// The hard link this call made in a trash that `path` under `fd`
+    /// names, if it names one and the file is still where it was linked
+    /// from (so taking the link back loses nothing).
+    pub(super) fn own_link(
+        &self,
+        fd: &Resource<Descriptor>,
+        path: &str,
+    ) -> FsResult<Option<(usize, PathBuf)>> {
+        let Some(h) = self.guard.handles.get(&fd.rep()) else {
+            return Ok(None);
+        };
+        let rel = Path::new(path);
+        if !self.guard.mounts[h.mount].trash
+            || !rel.components().all(|c| matches!(c, Component::Normal(_)))
+        {
+            return Ok(None);
+        }
+        let key = (h.mount, h.rel.join(rel));
+        let Some(link) = self.guard.trash_links.get(&key).cloned() else {
+            return Ok(None);
+        };
+        let Probe::Found(found) = self.probe_at(fd, path, false)? else {
+            return Ok(None);
+        };
+        let is = |st: &rustix::fs::Stat| (st.st_dev, st.st_ino) == link.inode;
+        let in_trash = rustix::fs::fstat(&found).is_ok_and(|st| is(&st) && st.st_nlink > 1);
+        // Still at its place: looked up beneath the root, never through a
+        // symlink.
+        let (mount, from) = &link.from;
+        let still = (|| {
+            let root = crate::sys::beneath::open_root(&self.guard.mounts[*mount].root).ok()?;
+            let dir = crate::sys::beneath::beneath(&root, from.parent()?).ok()?;
+            let st = rustix::fs::statat(
+                &dir,
+                from.file_name()?,
+                rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+            )
+            .ok()?;
+            Some(is(&st))
+        })()
+        .unwrap_or(false);
+        Ok((in_trash && still).then_some(key))
+    }
+
+    /// Takes back the link `key` (see [`PolicedFs::own_link`]) at `path`
+    /// under `fd`: no longer kept.
+    pub(super) fn unlink_own_link(
+        &mut self,
+        fd: &Resource<Descriptor>,
+        path: &str,
+        key: (usize, PathBuf),
+    ) -> FsResult<()> {
+        let at = Handle {
+            mount: key.0,
+            rel: key.1.clone(),
+        };
+        let (dir, name) = self.parent(fd, path, &at)?;
+        rustix::fs::unlinkat(&dir, name.as_str(), rustix::fs::AtFlags::empty())
+            .map_err(|e| self.host_error(key.0, e))?;
+        if let Some(link) = self.guard.trash_links.remove(&key) {
+            self.guard.kept_inodes.remove(&link.inode);
+        }
+        let to = key.1.to_string_lossy();
+        self.guard.kept.retain(|k| k.to != to);
+        Ok(())
+    }
+
     /// Refuses a new name in a trash that is already taken: nothing kept is
     /// ever replaced.
     pub(super) fn never_replace_in_trash(
@@ -456,7 +534,15 @@ impl PolicedFs<'_> {
         let op = Permission::Write;
         match self.probe_at(fd, dir, true)? {
             Probe::Found(parent) => {
-                self.guard.real(&base, parent.as_fd(), &target.rel, op)?;
+                // The top of a trash mount holds only `.mcp-trash` that a
+                // guest can name (the lexical check saw to it): it is no
+                // place in the trash itself, and needs no check by name.
+                let mount = &self.guard.mounts[base.mount];
+                let trash_top =
+                    mount.trash && real_path(parent.as_fd()).is_some_and(|p| p == mount.host);
+                if !trash_top {
+                    self.guard.real(&base, parent.as_fd(), &target.rel, op)?;
+                }
                 Ok((parent, name.to_string()))
             }
             Probe::Absent => Err(ErrorCode::NoEntry.into()),

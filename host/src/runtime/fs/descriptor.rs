@@ -78,7 +78,16 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         let creates = oflags.contains(fs::OpenFlags::CREATE)
             && !matches!(self.probe_at(&fd, &path, follow)?, Probe::Found(_));
         let checked = if oflags.contains(fs::OpenFlags::CREATE) {
-            self.check_new(&fd, &path, op)?;
+            let named = self.check_new(&fd, &path, op)?;
+            if creates
+                && self.guard.mounts[named.mount].trash
+                && ops::last_plain(&path)
+                && let Some(copy) = self.trash_copy_open(&fd, &path, &named)?
+            {
+                // A copy kept where a hard link is impossible, made out of
+                // the trash until whole (see `copies`).
+                return Ok(copy);
+            }
             // An existing target is checked like any other (it may be an alias).
             let checked = self.check_existing(&fd, &path, op, follow, true)?;
             // Creating through a symlink whose target is missing would create
@@ -100,10 +109,21 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         } else {
             self.check_existing(&fd, &path, op, follow, true)?
         };
-        let dir = again(&fd);
-        let opened = fs::HostDescriptor::open_at(&mut self.fs, fd, path_flags, path, oflags, flags)
-            .inspect_err(|_| self.check_exhaustion(&dir));
-        let new = self.disk_noted(dir.rep(), opened)?;
+        let new = if creates && ops::last_plain(&path) {
+            // Made here: its OS error is at hand (see `ops`).
+            self.host_create(&fd, &path, oflags, flags, &checked)?
+        } else if !creates
+            && (flags.contains(fs::DescriptorFlags::WRITE)
+                || oflags.intersects(fs::OpenFlags::CREATE | fs::OpenFlags::TRUNCATE))
+        {
+            self.host_open_for_writing(&fd, &path, follow, oflags, flags, &checked)?
+        } else {
+            let dir = again(&fd);
+            let opened =
+                fs::HostDescriptor::open_at(&mut self.fs, fd, path_flags, path, oflags, flags)
+                    .inspect_err(|_| self.check_exhaustion(&dir));
+            self.disk_noted(dir.rep(), opened)?
+        };
         let real = {
             let opened = raw_fd(self.fs.table.get(&new)?);
             self.guard.real(&checked, opened, &checked.rel, op)
@@ -117,7 +137,7 @@ impl fs::HostDescriptor for PolicedFs<'_> {
                     self.guard.copy_writers.insert(new.rep(), token.clone());
                     self.guard
                         .copies
-                        .insert((checked.mount, rel.clone()), token);
+                        .insert((checked.mount, rel.clone()), TrashCopy::placed(token));
                 } else if creates {
                     self.guard.created.insert((checked.mount, rel.clone()));
                 }
@@ -212,7 +232,9 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         let follow = path_flags.contains(fs::PathFlags::SYMLINK_FOLLOW);
         let h = self.check_existing(&fd, &path, Permission::Write, follow, false)?;
         self.guard.not_trash(&h, &h.rel, Permission::Write)?;
-        fs::HostDescriptor::set_times_at(&mut self.fs, fd, path_flags, path, atim, mtim)
+        let rep = fd.rep();
+        let set = fs::HostDescriptor::set_times_at(&mut self.fs, fd, path_flags, path, atim, mtim);
+        self.disk_noted(rep, set)
     }
 
     fn create_directory_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
@@ -225,9 +247,13 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         {
             return Ok(());
         }
-        let rep = fd.rep();
-        let made = fs::HostDescriptor::create_directory_at(&mut self.fs, fd, path);
-        self.disk_noted(rep, made)?;
+        if ops::last_plain(path.trim_end_matches('/')) {
+            self.host_mkdir(&fd, &path, &dir)?;
+        } else {
+            let rep = fd.rep();
+            let made = fs::HostDescriptor::create_directory_at(&mut self.fs, fd, path);
+            self.disk_noted(rep, made)?;
+        }
         self.guard.created.insert((dir.mount, dir.rel));
         Ok(())
     }
@@ -260,18 +286,33 @@ impl fs::HostDescriptor for PolicedFs<'_> {
                 "confinement",
             ));
         }
-        let rep = new_descriptor.rep();
-        let linked = fs::HostDescriptor::link_at(
-            &mut self.fs,
-            again(&fd),
-            old_path_flags,
-            old_path.clone(),
-            new_descriptor,
-            new_path,
-        );
-        self.disk_noted(rep, linked)?;
+        if !follow && ops::last_plain(&old_path) && ops::last_plain(&new_path) {
+            self.host_rename_or_link(
+                (&fd, &old_path, &old),
+                (&new_descriptor, &new_path, &new),
+                true,
+            )?;
+        } else {
+            let rep = new_descriptor.rep();
+            let linked = fs::HostDescriptor::link_at(
+                &mut self.fs,
+                again(&fd),
+                old_path_flags,
+                old_path.clone(),
+                new_descriptor,
+                new_path,
+            );
+            self.disk_noted(rep, linked)?;
+        }
         if into_trash && let Some(inode) = inode {
             self.guard.kept_inodes.insert(inode);
+            self.guard.trash_links.insert(
+                (new.mount, new.rel.clone()),
+                TrashLink {
+                    inode,
+                    from: (old.mount, old.rel.clone()),
+                },
+            );
             // The new link changed the file's change time: a file this call
             // read, unchanged until this link, is still the file it read.
             let key = (old.mount, old.rel.clone());
@@ -327,6 +368,9 @@ impl fs::HostDescriptor for PolicedFs<'_> {
                 .guard
                 .refuse(Some(link.mount), &link.rel, Permission::Write, "deny"));
         }
+        if ops::last_plain(&dest_path) {
+            return self.host_symlink(&fd, &src_path, &dest_path, &link);
+        }
         let rep = fd.rep();
         let made = fs::HostDescriptor::symlink_at(&mut self.fs, fd, src_path, dest_path);
         self.disk_noted(rep, made)
@@ -334,21 +378,32 @@ impl fs::HostDescriptor for PolicedFs<'_> {
 
     fn unlink_file_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
         if let Some(copy) = self.own_copy(&fd, &path) {
-            fs::HostDescriptor::unlink_file_at(&mut self.fs, fd, path)?;
-            let to = copy.1.to_string_lossy();
-            self.guard.kept.retain(|k| k.to != to);
-            self.guard.copies.remove(&copy);
-            return Ok(());
+            return self.unlink_copy(&copy);
+        }
+        if let Some(link) = self.own_link(&fd, &path)? {
+            return self.unlink_own_link(&fd, &path, link);
         }
         let target = self.check_removal(&fd, &path)?;
-        fs::HostDescriptor::unlink_file_at(&mut self.fs, fd, path)?;
+        if ops::last_plain(&path) {
+            self.host_remove(&fd, &path, &target, false)?;
+        } else {
+            let rep = fd.rep();
+            let removed = fs::HostDescriptor::unlink_file_at(&mut self.fs, fd, path);
+            self.disk_noted(rep, removed)?;
+        }
         self.guard.forget_under(target.mount, &target.rel);
         Ok(())
     }
 
     fn remove_directory_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
         let target = self.check_removal(&fd, &path)?;
-        fs::HostDescriptor::remove_directory_at(&mut self.fs, fd, path)?;
+        if ops::last_plain(path.trim_end_matches('/')) {
+            self.host_remove(&fd, &path, &target, true)?;
+        } else {
+            let rep = fd.rep();
+            let removed = fs::HostDescriptor::remove_directory_at(&mut self.fs, fd, path);
+            self.disk_noted(rep, removed)?;
+        }
         self.guard.forget_under(target.mount, &target.rel);
         Ok(())
     }
@@ -397,9 +452,14 @@ impl fs::HostDescriptor for PolicedFs<'_> {
                 .refuse(Some(old.mount), &old.rel, Permission::Write, "deny"));
         }
         self.carry_mode(&fd, &old_path, &new_fd, &new_path)?;
-        let rep = new_fd.rep();
-        let renamed = fs::HostDescriptor::rename_at(&mut self.fs, fd, old_path, new_fd, new_path);
-        self.disk_noted(rep, renamed)?;
+        if ops::last_plain(&old_path) && ops::last_plain(&new_path) {
+            self.host_rename_or_link((&fd, &old_path, &old), (&new_fd, &new_path, &new), false)?;
+        } else {
+            let rep = new_fd.rep();
+            let renamed =
+                fs::HostDescriptor::rename_at(&mut self.fs, fd, old_path, new_fd, new_path);
+            self.disk_noted(rep, renamed)?;
+        }
         self.guard.forget_under(old.mount, &old.rel);
         // What was at the new name is gone: descriptors of it, and any
         // "created by this call" mark, no longer apply.
@@ -501,7 +561,8 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         self.tracked(&fd, Permission::Read)?;
         let rep = fd.rep();
         let synced = fs::HostDescriptor::sync_data(&mut self.fs, fd);
-        self.disk_noted(rep, synced)
+        self.disk_noted(rep, synced)?;
+        self.synced(rep)
     }
 
     fn get_flags(&mut self, fd: Resource<Descriptor>) -> FsResult<fs::DescriptorFlags> {
@@ -534,7 +595,9 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         mtim: fs::NewTimestamp,
     ) -> FsResult<()> {
         self.tracked(&fd, Permission::Write)?;
-        fs::HostDescriptor::set_times(&mut self.fs, fd, atim, mtim)
+        let rep = fd.rep();
+        let set = fs::HostDescriptor::set_times(&mut self.fs, fd, atim, mtim);
+        self.disk_noted(rep, set)
     }
 
     fn read(
@@ -578,7 +641,8 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         self.tracked(&fd, Permission::Read)?;
         let rep = fd.rep();
         let synced = fs::HostDescriptor::sync(&mut self.fs, fd);
-        self.disk_noted(rep, synced)
+        self.disk_noted(rep, synced)?;
+        self.synced(rep)
     }
 
     fn stat(&mut self, fd: Resource<Descriptor>) -> FsResult<fs::DescriptorStat> {

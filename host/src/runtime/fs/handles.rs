@@ -51,9 +51,22 @@ pub struct OpenCopy(Arc<()>);
 
 impl OpenCopy {
     /// Whether something besides the guard can still write the copy.
-    fn writing(&self) -> bool {
+    pub(super) fn writing(&self) -> bool {
         Arc::strong_count(&self.0) > 1
     }
+
+    /// Whether `other` is a clone of this token.
+    pub(super) fn same(&self, other: &OpenCopy) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+/// A hard link a call made into a trash: the file (device, inode) and the
+/// place it was linked from (mount, real root-relative path).
+#[derive(Clone, Debug)]
+pub(super) struct TrashLink {
+    pub(super) inode: (u64, u64),
+    pub(super) from: (usize, PathBuf),
 }
 
 /// Per-call policy state of the filesystem.
@@ -76,8 +89,19 @@ pub struct FsGuard {
     /// Each has a token, cloned into whatever can still write it: the
     /// descriptor that created it (the only one: a trash is never opened
     /// again for writing) and the streams made from it. A copy whose token
-    /// is held elsewhere is still being written ([`OpenCopy`]).
-    pub(super) copies: HashMap<(usize, PathBuf), OpenCopy>,
+    /// is held elsewhere is still being written ([`OpenCopy`]). See
+    /// [`super::copies`]: a copy is in its slot only once whole.
+    pub(super) copies: HashMap<(usize, PathBuf), super::copies::TrashCopy>,
+    /// Files (device, inode) a publish kept by a copy, each as it was when
+    /// copied: a version the publish displaces must be one of them.
+    pub(super) kept_copies: HashMap<(u64, u64), super::copies::Copied>,
+    /// Numbers the files of copies on their way into the trash.
+    pub(super) next_copy: u64,
+    /// Hard links this call made into a trash (by trash mount and real
+    /// root-relative path), with the file they are (device, inode): one
+    /// may be taken back while the file is still linked elsewhere (a
+    /// change it was kept for did not happen).
+    pub(super) trash_links: HashMap<(usize, PathBuf), TrashLink>,
     /// The token of the copy each descriptor (by rep) created, until the
     /// guest drops it.
     pub(super) copy_writers: HashMap<u32, OpenCopy>,
@@ -113,6 +137,9 @@ impl FsGuard {
             kept: Vec::new(),
             kept_inodes: HashSet::new(),
             copies: HashMap::new(),
+            kept_copies: HashMap::new(),
+            next_copy: 0,
+            trash_links: HashMap::new(),
             copy_writers: HashMap::new(),
             read: HashMap::new(),
             stamp: stamp.map(|s| Path::new(TRASH_DIR).join(s)),
@@ -126,43 +153,6 @@ impl FsGuard {
         self.created
             .iter()
             .map(|(m, rel)| self.mounts[*m].host.join(rel))
-    }
-
-    /// Removes the copies this call was still writing when it was stopped
-    /// (a timeout, a cancel, memory, a crash in the middle of a copy), and
-    /// forgets them as kept: a partial copy must never pass for the old
-    /// version. Whatever it copied is still in place (the host's publish
-    /// never relies on a copy: it keeps what it replaces itself), so nothing
-    /// is lost. A copy whose writers were all dropped is whole, as its
-    /// writer left it: nothing can write it again.
-    pub fn remove_unfinished_copies(&mut self) {
-        let unfinished: Vec<(usize, PathBuf)> = self
-            .copies
-            .iter()
-            .filter(|(_, token)| token.writing())
-            .map(|(key, _)| key.clone())
-            .collect();
-        for (mount, rel) in unfinished {
-            let root = &self.mounts[mount].root;
-            let removed = (|| {
-                let base = rel.file_name().ok_or(std::io::ErrorKind::InvalidInput)?;
-                let root_fd = crate::sys::beneath::open_root(root)?;
-                let dir = crate::sys::beneath::beneath(&root_fd, rel.parent().unwrap_or(&rel))?;
-                rustix::fs::unlinkat(&dir, base, rustix::fs::AtFlags::empty())?;
-                Ok::<(), std::io::Error>(())
-            })();
-            if let Err(e) = removed {
-                tracing::error!(
-                    root = %root.name,
-                    "the unfinished copy {} of a stopped call could not be removed ({e}); it is \
-                     not in the trash index",
-                    rel.display()
-                );
-            }
-            let to = rel.to_string_lossy();
-            self.kept.retain(|k| k.to != to);
-            self.copies.remove(&(mount, rel));
-        }
     }
 
     /// Whether `rel` (root-relative) is reachable through a trash mount:

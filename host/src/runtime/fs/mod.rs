@@ -51,12 +51,15 @@ use crate::store::{Kept, TRASH_DIR};
 use crate::sys::descriptors::MAX_DESCRIPTORS;
 
 mod checks;
+mod copies;
 mod descriptor;
 mod entries;
 mod handles;
+mod ops;
 mod probe;
 mod publish;
 
+use copies::TrashCopy;
 pub use handles::*;
 pub use probe::*;
 
@@ -80,6 +83,10 @@ pub struct Mount {
     /// call declared (a tool declared `write` never deletes, whatever the
     /// root's role would allow).
     pub perms: Perms,
+    /// For a trash mount: the call's directory, relative to the root, where
+    /// a copy into the trash is written until it is whole (see
+    /// [`crate::store::staging`]); without one, copies are written in place.
+    pub keep: Option<PathBuf>,
 }
 
 impl Mount {
@@ -93,14 +100,22 @@ impl Mount {
             trash: false,
             staging: false,
             perms,
+            keep: None,
         }
     }
 
     /// The root again, through which only `.mcp-trash/…` can be reached
-    /// (and created, the first time something is kept).
-    pub fn trash(root: Arc<Root>, guest_dir: String, up_to: Permission) -> Mount {
+    /// (and created, the first time something is kept). Copies into it are
+    /// written in `keep` (relative to the root) until whole.
+    pub fn trash(
+        root: Arc<Root>,
+        guest_dir: String,
+        up_to: Permission,
+        keep: Option<PathBuf>,
+    ) -> Mount {
         Mount {
             trash: true,
+            keep,
             ..Mount::root(root, guest_dir, up_to)
         }
     }
@@ -115,6 +130,7 @@ impl Mount {
             trash: false,
             staging: true,
             perms: Perms::up_to(Permission::Delete),
+            keep: None,
         }
     }
 }

@@ -241,8 +241,19 @@ impl DirStream {
     }
 }
 
+/// `e` as the guest sees it: wasmtime-wasi's code for it, or, for the OS
+/// errors it folds into the generic `io` though WASI has a code of their
+/// own, that code (a rename across filesystems is `cross-device`, on which
+/// the built-in tools copy instead).
 pub(super) fn io_error(e: rustix::io::Errno) -> FsError {
-    FsError::from(std::io::Error::from(e))
+    use rustix::io::Errno;
+    match e {
+        Errno::XDEV => ErrorCode::CrossDevice.into(),
+        Errno::DQUOT => ErrorCode::Quota.into(),
+        Errno::ROFS => ErrorCode::ReadOnly.into(),
+        Errno::TXTBSY => ErrorCode::TextFileBusy.into(),
+        _ => FsError::from(std::io::Error::from(e)),
+    }
 }
 
 /// Whether `e` says the process (or the system) has no descriptor free.

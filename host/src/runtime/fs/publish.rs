@@ -92,10 +92,20 @@ impl PolicedFs<'_> {
                     "trash",
                 ));
             };
-            if !self.guard.kept_inodes.contains(&inode(&standing)) {
-                // Where hard links are impossible, it is moved there after
-                // the exchange instead.
-                let _ = self.keep_standing(&to_dir, &to_name, new, &stamp);
+            if !self.guard.kept_inodes.contains(&inode(&standing))
+                && !self.guard.kept_copies.contains_key(&inode(&standing))
+            {
+                match self.keep_standing(&to_dir, &to_name, new, &stamp) {
+                    // The file is on another filesystem than the trash (one
+                    // mounted inside the root): kept by a copy, before
+                    // anything moves.
+                    Err(e) if e.raw_os_error() == Some(Errno::XDEV.raw_os_error()) => {
+                        self.keep_standing_by_copy(&to_dir, &to_name, new, &stamp, &standing)?;
+                    }
+                    // Where hard links are impossible, it is moved there
+                    // after the exchange instead.
+                    _ => {}
+                }
             }
             // The new file takes the old one's permission bits: WASI
             // cannot, and an edit must not make a private file readable or
@@ -118,9 +128,26 @@ impl PolicedFs<'_> {
             };
             exchange().map_err(|e| self.host_error(new.mount, e))?;
             let displaced = lstat(&from_dir, &from_name).map_err(io_error)?;
-            if self.guard.kept_inodes.contains(&inode(&displaced)) {
-                // Kept already: this name is one more link to it.
+            let copied = self.guard.kept_copies.get(&inode(&displaced)).copied();
+            if self.guard.kept_inodes.contains(&inode(&displaced))
+                || copied == Some(copies::Copied::of(&displaced))
+            {
+                // Kept already: this name is one more link to it, or the
+                // very version copied.
                 let _ = rustix::fs::unlinkat(&from_dir, from_name.as_str(), AtFlags::empty());
+            } else if self.guard.kept_copies.contains_key(&inode(&standing)) {
+                // Kept by a copy, but what came out is not the version
+                // copied (changed in the instant between): put back, and
+                // look again.
+                if let Err(undo) = exchange() {
+                    tracing::error!(
+                        root = %self.guard.mounts[new.mount].root.name,
+                        "a replaced file could not be put back ({undo}); it is in the staging \
+                         directory of the call"
+                    );
+                    return Err(ErrorCode::Busy.into());
+                }
+                continue;
             } else {
                 let kept = if read.is_some() {
                     // Not the file the call read: changed in the instant
@@ -128,7 +155,7 @@ impl PolicedFs<'_> {
                     Err(ErrorCode::Busy.into())
                 } else {
                     self.keep_displaced(&from_dir, &from_name, new, &stamp)
-                        .map_err(FsError::from)
+                        .map_err(|e| self.host_io_error(new.mount, e))
                 };
                 if let Err(e) = kept {
                     if let Err(undo) = exchange() {

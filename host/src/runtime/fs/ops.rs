@@ -1,0 +1,260 @@
+//! The path operations that make something new, done by the host itself
+//! rather than by wasmtime-wasi: a file created by an open, a directory, a
+//! symlink, a hard link, a rename. wasmtime-wasi turns the OS error of a
+//! failed operation into a WASI code, and folds `EDQUOT`, `EROFS`, `EMFILE`
+//! and `EXDEV` into the generic `io` (the model would read "uncategorized
+//! error"); done here, the OS error is at hand: a disk error is recorded for
+//! the call ([`PolicedFs::host_error`]) and the guest gets the WASI code
+//! that says what happened (`cross-device` for a rename across
+//! filesystems, on which the built-in tools fall back to a copy).
+//!
+//! Each acts on the parent directory of its path, opened `O_PATH` beneath
+//! the mount and checked by its real name ([`PolicedFs::parent`]), and on
+//! the last name of the path, as cap-std does for wasmtime-wasi. Paths
+//! whose last component is not a plain name (`.`, `..`, a trailing `/`
+//! where it changes the meaning) are left to wasmtime-wasi, whose answer
+//! for them is an error that is not a disk's.
+
+use super::*;
+
+/// The last name of `path` when the operation can act on it in its parent
+/// directory: one plain name, with no `/` after it (`a/` must be a
+/// directory, which only the general lookup says).
+pub(super) fn last_plain(path: &str) -> bool {
+    let last = path.rsplit('/').next().unwrap_or(path);
+    is_plain_name(last)
+}
+
+impl PolicedFs<'_> {
+    /// The permissions wasmtime-wasi enforces on the directory descriptor
+    /// `fd` (a read-only preopen refuses every change), checked as its own
+    /// operations check them.
+    fn dir_perms(&self, fd: &Resource<Descriptor>) -> FsResult<wasmtime_wasi::filesystem::FsPerms> {
+        match self.fs.table.get(fd)? {
+            Descriptor::Dir(d) => Ok(d.perms),
+            Descriptor::File(_) => Err(ErrorCode::NotDirectory.into()),
+        }
+    }
+
+    fn writable_dir(
+        &self,
+        fd: &Resource<Descriptor>,
+    ) -> FsResult<wasmtime_wasi::filesystem::FsPerms> {
+        let perms = self.dir_perms(fd)?;
+        if perms.write_not_permitted() {
+            return Err(ErrorCode::NotPermitted.into());
+        }
+        Ok(perms)
+    }
+
+    /// Makes the directory `path` under `fd` (checked as `dir`).
+    pub(super) fn host_mkdir(
+        &mut self,
+        fd: &Resource<Descriptor>,
+        path: &str,
+        dir: &Handle,
+    ) -> FsResult<()> {
+        self.writable_dir(fd)?;
+        let (parent, name) = self.parent(fd, path, dir)?;
+        rustix::fs::mkdirat(&parent, name.as_str(), Mode::from_raw_mode(0o777))
+            .map_err(|e| self.host_error(dir.mount, e))
+    }
+
+    /// Removes the file (`dir`: the empty directory) `path` under `fd`
+    /// (checked as `target`).
+    pub(super) fn host_remove(
+        &mut self,
+        fd: &Resource<Descriptor>,
+        path: &str,
+        target: &Handle,
+        dir: bool,
+    ) -> FsResult<()> {
+        self.writable_dir(fd)?;
+        let (parent, name) = self.parent(fd, path, target)?;
+        let flags = if dir {
+            rustix::fs::AtFlags::REMOVEDIR
+        } else {
+            rustix::fs::AtFlags::empty()
+        };
+        rustix::fs::unlinkat(&parent, name.as_str(), flags)
+            .map_err(|e| self.host_error(target.mount, e))
+    }
+
+    /// Opens what exists at `path` under `fd` (checked as `checked`) for
+    /// writing, as wasmtime-wasi's open would (`openat2` beneath the
+    /// directory, as cap-std does), and hands out its descriptor.
+    pub(super) fn host_open_for_writing(
+        &mut self,
+        fd: &Resource<Descriptor>,
+        path: &str,
+        follow: bool,
+        oflags: fs::OpenFlags,
+        flags: fs::DescriptorFlags,
+        checked: &Handle,
+    ) -> FsResult<Resource<Descriptor>> {
+        if flags.intersects(
+            fs::DescriptorFlags::FILE_INTEGRITY_SYNC
+                | fs::DescriptorFlags::DATA_INTEGRITY_SYNC
+                | fs::DescriptorFlags::REQUESTED_WRITE_SYNC,
+        ) {
+            return Err(ErrorCode::Unsupported.into());
+        }
+        if oflags.contains(fs::OpenFlags::DIRECTORY)
+            && oflags.intersects(
+                fs::OpenFlags::CREATE | fs::OpenFlags::EXCLUSIVE | fs::OpenFlags::TRUNCATE,
+            )
+        {
+            return Err(ErrorCode::Invalid.into());
+        }
+        let perms = self.writable_dir(fd)?;
+        let read = flags.contains(fs::DescriptorFlags::READ)
+            || !flags.contains(fs::DescriptorFlags::WRITE);
+        let mut mode = OpenMode::WRITE;
+        let mut o = OFlags::CLOEXEC;
+        if read {
+            mode |= OpenMode::READ;
+            o |= OFlags::RDWR;
+        } else {
+            o |= OFlags::WRONLY;
+        }
+        if oflags.contains(fs::OpenFlags::TRUNCATE) {
+            o |= OFlags::TRUNC;
+        }
+        // It stood there when probed; gone since, it is made again, as
+        // wasmtime-wasi's open would.
+        if oflags.contains(fs::OpenFlags::CREATE) {
+            o |= OFlags::CREATE;
+            if oflags.contains(fs::OpenFlags::EXCLUSIVE) {
+                o |= OFlags::EXCL;
+            }
+        }
+        if oflags.contains(fs::OpenFlags::DIRECTORY) {
+            o |= OFlags::DIRECTORY;
+        }
+        if !follow {
+            o |= OFlags::NOFOLLOW;
+        }
+        let dir = self.dir_fd(fd)?;
+        let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
+        let path = if path.is_empty() { "." } else { path };
+        let mut tries = 0;
+        let opened = loop {
+            match rustix::fs::openat2(dir, path, o, Mode::from_raw_mode(0o666), resolve) {
+                Err(rustix::io::Errno::AGAIN) if tries < 4 => tries += 1,
+                done => break done,
+            }
+        };
+        let file = opened.map_err(|e| self.host_error(checked.mount, e))?;
+        let is_dir = rustix::fs::fstat(&file)
+            .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory);
+        let descriptor = if is_dir {
+            Descriptor::Dir(wasmtime_wasi::filesystem::Dir::new(
+                file.into(),
+                perms,
+                mode,
+                true,
+            ))
+        } else {
+            Descriptor::File(wasmtime_wasi::filesystem::File::new(
+                file.into(),
+                perms,
+                mode,
+                true,
+            ))
+        };
+        Ok(self.fs.table.push(descriptor)?)
+    }
+
+    /// Makes the symlink `path` under `fd` (checked as `link`) to `target`.
+    pub(super) fn host_symlink(
+        &mut self,
+        fd: &Resource<Descriptor>,
+        target: &str,
+        path: &str,
+        link: &Handle,
+    ) -> FsResult<()> {
+        self.writable_dir(fd)?;
+        let (parent, name) = self.parent(fd, path, link)?;
+        rustix::fs::symlinkat(target, &parent, name.as_str())
+            .map_err(|e| self.host_error(link.mount, e))
+    }
+
+    /// Renames (or, with `link`, hard-links) `old_path` under `fd` to
+    /// `new_path` under `new_fd`, never following a symlink at either end.
+    pub(super) fn host_rename_or_link(
+        &mut self,
+        (fd, old_path, old): (&Resource<Descriptor>, &str, &Handle),
+        (new_fd, new_path, new): (&Resource<Descriptor>, &str, &Handle),
+        link: bool,
+    ) -> FsResult<()> {
+        // As wasmtime-wasi: both ends writable, under the same permissions.
+        let perms = self.writable_dir(fd)?;
+        if self.writable_dir(new_fd)? != perms {
+            return Err(ErrorCode::NotPermitted.into());
+        }
+        let (from_dir, from_name) = self.parent(fd, old_path, old)?;
+        let (to_dir, to_name) = self.parent(new_fd, new_path, new)?;
+        let done = if link {
+            rustix::fs::linkat(
+                &from_dir,
+                from_name.as_str(),
+                &to_dir,
+                to_name.as_str(),
+                rustix::fs::AtFlags::empty(),
+            )
+        } else {
+            rustix::fs::renameat(&from_dir, from_name.as_str(), &to_dir, to_name.as_str())
+        };
+        done.map_err(|e| self.host_error(new.mount, e))
+    }
+
+    /// Creates the file `path` under `fd` (checked as `checked`; nothing
+    /// stood there when it was probed) with an open as wasmtime-wasi's
+    /// would make it, and hands out its descriptor. The last name is opened
+    /// `O_NOFOLLOW`: a symlink put there since the probe is refused
+    /// (`loop`), never followed.
+    pub(super) fn host_create(
+        &mut self,
+        fd: &Resource<Descriptor>,
+        path: &str,
+        oflags: fs::OpenFlags,
+        flags: fs::DescriptorFlags,
+        checked: &Handle,
+    ) -> FsResult<Resource<Descriptor>> {
+        if flags.intersects(
+            fs::DescriptorFlags::FILE_INTEGRITY_SYNC
+                | fs::DescriptorFlags::DATA_INTEGRITY_SYNC
+                | fs::DescriptorFlags::REQUESTED_WRITE_SYNC,
+        ) {
+            return Err(ErrorCode::Unsupported.into());
+        }
+        if oflags.contains(fs::OpenFlags::DIRECTORY) {
+            return Err(ErrorCode::Invalid.into());
+        }
+        let perms = self.writable_dir(fd)?;
+        // A create opens for writing; without the write flag, for reading
+        // too (wasmtime-wasi's rule: the mode then refuses what is not
+        // asked).
+        let read = flags.contains(fs::DescriptorFlags::READ)
+            || !flags.contains(fs::DescriptorFlags::WRITE);
+        let mut mode = OpenMode::WRITE;
+        let mut o = OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        if read {
+            mode |= OpenMode::READ;
+            o |= OFlags::RDWR;
+        } else {
+            o |= OFlags::WRONLY;
+        }
+        if oflags.contains(fs::OpenFlags::EXCLUSIVE) {
+            o |= OFlags::EXCL;
+        }
+        if oflags.contains(fs::OpenFlags::TRUNCATE) {
+            o |= OFlags::TRUNC;
+        }
+        let (parent, name) = self.parent(fd, path, checked)?;
+        let file = rustix::fs::openat(&parent, name.as_str(), o, Mode::from_raw_mode(0o666))
+            .map_err(|e| self.host_error(checked.mount, e))?;
+        let file = wasmtime_wasi::filesystem::File::new(file.into(), perms, mode, true);
+        Ok(self.fs.table.push(Descriptor::File(file))?)
+    }
+}
