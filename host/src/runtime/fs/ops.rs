@@ -25,6 +25,41 @@ pub(super) fn last_plain(path: &str) -> bool {
     is_plain_name(last)
 }
 
+/// The sync flags wasmtime-wasi does not support on an open either.
+fn refuse_sync(flags: fs::DescriptorFlags) -> FsResult<()> {
+    if flags.intersects(
+        fs::DescriptorFlags::FILE_INTEGRITY_SYNC
+            | fs::DescriptorFlags::DATA_INTEGRITY_SYNC
+            | fs::DescriptorFlags::REQUESTED_WRITE_SYNC,
+    ) {
+        return Err(ErrorCode::Unsupported.into());
+    }
+    Ok(())
+}
+
+/// The open flags and mode of an open for writing: without the write
+/// flag, for reading too (wasmtime-wasi's rule: the mode then refuses what
+/// is not asked); truncating, and exclusive where a create asks it (the
+/// caller adds the create).
+fn writing(flags: fs::DescriptorFlags, oflags: fs::OpenFlags) -> (OFlags, OpenMode) {
+    let read =
+        flags.contains(fs::DescriptorFlags::READ) || !flags.contains(fs::DescriptorFlags::WRITE);
+    let (mut o, mut mode) = (OFlags::CLOEXEC, OpenMode::WRITE);
+    if read {
+        mode |= OpenMode::READ;
+        o |= OFlags::RDWR;
+    } else {
+        o |= OFlags::WRONLY;
+    }
+    if oflags.contains(fs::OpenFlags::TRUNCATE) {
+        o |= OFlags::TRUNC;
+    }
+    if oflags.contains(fs::OpenFlags::CREATE | fs::OpenFlags::EXCLUSIVE) {
+        o |= OFlags::EXCL;
+    }
+    (o, mode)
+}
+
 impl PolicedFs<'_> {
     /// The permissions wasmtime-wasi enforces on the directory descriptor
     /// `fd` (a read-only preopen refuses every change), checked as its own
@@ -92,13 +127,7 @@ impl PolicedFs<'_> {
         flags: fs::DescriptorFlags,
         checked: &Handle,
     ) -> FsResult<Resource<Descriptor>> {
-        if flags.intersects(
-            fs::DescriptorFlags::FILE_INTEGRITY_SYNC
-                | fs::DescriptorFlags::DATA_INTEGRITY_SYNC
-                | fs::DescriptorFlags::REQUESTED_WRITE_SYNC,
-        ) {
-            return Err(ErrorCode::Unsupported.into());
-        }
+        refuse_sync(flags)?;
         if oflags.contains(fs::OpenFlags::DIRECTORY)
             && oflags.intersects(
                 fs::OpenFlags::CREATE | fs::OpenFlags::EXCLUSIVE | fs::OpenFlags::TRUNCATE,
@@ -107,26 +136,11 @@ impl PolicedFs<'_> {
             return Err(ErrorCode::Invalid.into());
         }
         let perms = self.writable_dir(fd)?;
-        let read = flags.contains(fs::DescriptorFlags::READ)
-            || !flags.contains(fs::DescriptorFlags::WRITE);
-        let mut mode = OpenMode::WRITE;
-        let mut o = OFlags::CLOEXEC;
-        if read {
-            mode |= OpenMode::READ;
-            o |= OFlags::RDWR;
-        } else {
-            o |= OFlags::WRONLY;
-        }
-        if oflags.contains(fs::OpenFlags::TRUNCATE) {
-            o |= OFlags::TRUNC;
-        }
+        let (mut o, mode) = writing(flags, oflags);
         // It stood there when probed; gone since, it is made again, as
         // wasmtime-wasi's open would.
         if oflags.contains(fs::OpenFlags::CREATE) {
             o |= OFlags::CREATE;
-            if oflags.contains(fs::OpenFlags::EXCLUSIVE) {
-                o |= OFlags::EXCL;
-            }
         }
         if oflags.contains(fs::OpenFlags::DIRECTORY) {
             o |= OFlags::DIRECTORY;
@@ -221,36 +235,13 @@ impl PolicedFs<'_> {
         flags: fs::DescriptorFlags,
         checked: &Handle,
     ) -> FsResult<Resource<Descriptor>> {
-        if flags.intersects(
-            fs::DescriptorFlags::FILE_INTEGRITY_SYNC
-                | fs::DescriptorFlags::DATA_INTEGRITY_SYNC
-                | fs::DescriptorFlags::REQUESTED_WRITE_SYNC,
-        ) {
-            return Err(ErrorCode::Unsupported.into());
-        }
+        refuse_sync(flags)?;
         if oflags.contains(fs::OpenFlags::DIRECTORY) {
             return Err(ErrorCode::Invalid.into());
         }
         let perms = self.writable_dir(fd)?;
-        // A create opens for writing; without the write flag, for reading
-        // too (wasmtime-wasi's rule: the mode then refuses what is not
-        // asked).
-        let read = flags.contains(fs::DescriptorFlags::READ)
-            || !flags.contains(fs::DescriptorFlags::WRITE);
-        let mut mode = OpenMode::WRITE;
-        let mut o = OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        if read {
-            mode |= OpenMode::READ;
-            o |= OFlags::RDWR;
-        } else {
-            o |= OFlags::WRONLY;
-        }
-        if oflags.contains(fs::OpenFlags::EXCLUSIVE) {
-            o |= OFlags::EXCL;
-        }
-        if oflags.contains(fs::OpenFlags::TRUNCATE) {
-            o |= OFlags::TRUNC;
-        }
+        let (o, mode) = writing(flags, oflags);
+        let o = o | OFlags::CREATE | OFlags::NOFOLLOW;
         let (parent, name) = self.parent(fd, path, checked)?;
         let file = rustix::fs::openat(&parent, name.as_str(), o, Mode::from_raw_mode(0o666))
             .map_err(|e| self.host_error(checked.mount, e))?;
