@@ -120,14 +120,8 @@ async fn the_bundle_validates_and_starts_with_every_combination_of_pickers() {
     ];
     for (settings, want) in cases {
         let args = command_line(&pkg, &settings);
-        let mut cmd = tokio::process::Command::new(BIN);
-        for var in FLAG_VARS {
-            cmd.env_remove(var);
-        }
-        cmd.args(&args)
-            .env("LOOMFS_CACHE_DIR", cache_dir())
-            .env("LOOMFS_LOG", "warn")
-            .env("LOOMFS_ALLOW_ROOT", "1");
+        let mut cmd = bare_server();
+        cmd.args(&args);
         let (client, _, _) = start_command(cmd).await;
         let roots = structured(&call_ok(&client, "list_roots", json!({})).await)["roots"].clone();
         let got: Vec<(String, String)> = roots

@@ -16,15 +16,8 @@ use serde_json::{Value, json};
 /// The real binary with `args` (no config unless they give one), `HOME`
 /// set to `home`, as a tokio command for [`start_command`].
 fn server<S: AsRef<OsStr>>(args: &[S], home: &Path) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(BIN);
-    for var in FLAG_VARS {
-        cmd.env_remove(var);
-    }
-    cmd.args(args)
-        .env("HOME", home)
-        .env("LOOMFS_CACHE_DIR", cache_dir())
-        .env("LOOMFS_LOG", "warn")
-        .env("LOOMFS_ALLOW_ROOT", "1");
+    let mut cmd = bare_server();
+    cmd.args(args).env("HOME", home);
     cmd
 }
 

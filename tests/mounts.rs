@@ -241,13 +241,7 @@ fn under_strace(config: &Path, errno: &str, names: &[&str]) -> tokio::process::C
         cmd.args(["-P", name]);
     }
     cmd.arg("--").arg(BIN).arg("--config").arg(config);
-    for var in FLAG_VARS {
-        cmd.env_remove(var);
-    }
-    cmd.env("LOOMFS_CACHE_DIR", cache_dir())
-        .env("LOOMFS_LOG", "warn")
-        .env("LOOMFS_ALLOW_ROOT", "1");
-    cmd
+    with_server_env(cmd)
 }
 
 /// wasmtime-wasi folds `EDQUOT`, `EROFS` and `EMFILE` into WASI's generic

@@ -402,13 +402,25 @@ fn child_with(config: &Path, args: &[&str], vars: &[(&str, &Path)]) -> TokioChil
 /// The real binary serving `config` over stdio, as a tokio command a test
 /// may change further (its limits, say) before [`start_command`].
 pub fn server_command(config: &Path) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(BIN);
+    let mut cmd = bare_server();
+    cmd.arg("--config").arg(config);
+    cmd
+}
+
+/// The real binary with no argument yet, in the tests' environment (see
+/// [`with_server_env`]).
+pub fn bare_server() -> tokio::process::Command {
+    with_server_env(tokio::process::Command::new(BIN))
+}
+
+/// `cmd` (the binary, or a program that starts it) with the environment
+/// every test's server gets: none of the flags' variables, the test
+/// cache, quiet logs, `--allow-root`.
+pub fn with_server_env(mut cmd: tokio::process::Command) -> tokio::process::Command {
     for var in FLAG_VARS {
         cmd.env_remove(var);
     }
-    cmd.arg("--config")
-        .arg(config)
-        .env("LOOMFS_CACHE_DIR", cache_dir())
+    cmd.env("LOOMFS_CACHE_DIR", cache_dir())
         .env("LOOMFS_LOG", "warn")
         .env("LOOMFS_ALLOW_ROOT", "1");
     cmd
