@@ -949,3 +949,153 @@ fn a_directorys_metadata_hides_its_hidden_entries() {
     assert_eq!(hidden, "ok: links 1 size 0");
     assert_eq!(hidden, plain);
 }
+
+/// Runs `attacks` calls of `args` on `root` while `a` and `b` (paths in the
+/// env) trade places as fast as the kernel allows. Each call must answer
+/// within a minute (an open held on a FIFO would hold the host thread past
+/// any timeout). Returns the reports and the number of swaps.
+fn attack_while_swapping(
+    env: &Env,
+    root: &Arc<Root>,
+    (a, b): (&str, &str),
+    args: serde_json::Value,
+    attacks: usize,
+) -> (Vec<String>, u64) {
+    use rustix::fs::{CWD, RenameFlags, renameat_with};
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let stop = Arc::new(AtomicBool::new(false));
+    let swaps = Arc::new(AtomicU64::new(0));
+    let flipper = {
+        let (stop, swaps) = (Arc::clone(&stop), Arc::clone(&swaps));
+        let (a, b) = (env.path(a), env.path(b));
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                renameat_with(CWD, &a, CWD, &b, RenameFlags::EXCHANGE).unwrap();
+                swaps.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let root = Arc::clone(root);
+    std::thread::spawn(move || {
+        for _ in 0..attacks {
+            let (report, _) = attack(&root, true, args.clone());
+            if tx.send(report).is_err() {
+                return;
+            }
+        }
+    });
+    let mut reports = Vec::new();
+    for n in 0..attacks {
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(report) => reports.push(report),
+            Err(_) => {
+                stop.store(true, Ordering::Relaxed);
+                panic!("call {n} did not answer: an open is held (a FIFO swapped in?)");
+            }
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    flipper.join().unwrap();
+    (reports, swaps.load(Ordering::Relaxed))
+}
+
+/// An open for writing that truncates, of a path whose directory is swapped
+/// for a symlink to a denied directory between the check and the open: the
+/// open reopens the inode the check saw, so the denied file is never
+/// emptied (before, the open went by the path again, and `O_TRUNC` acted
+/// before the opened descriptor's real name was checked).
+#[test]
+fn a_truncating_open_never_reaches_a_denied_file_swapped_in() {
+    let env = Env::new();
+    env.write("ws/d/config", "inside\n")
+        .write("ws/.git/config", "CANARY-GIT\n")
+        .symlink(".git", "ws/e");
+    let ws = root(&env, "ws", Role::Sourcecode, Role::Sourcecode.ceiling());
+    let (reports, swaps) = attack_while_swapping(
+        &env,
+        &ws,
+        ("ws/d", "ws/e"),
+        json!({"attack": "raw_create", "path": "d/config"}),
+        400,
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.path("ws/.git/config")).unwrap(),
+        "CANARY-GIT\n",
+        "the denied file was changed through the swapped directory"
+    );
+    // The race was real: calls on both sides of it.
+    let written = reports.iter().filter(|r| r.starts_with("ok")).count();
+    assert!(swaps > 1000, "{swaps} swaps");
+    assert!(
+        written > 0 && written < reports.len(),
+        "{written} of {} written",
+        reports.len()
+    );
+}
+
+/// A file swapped for a FIFO between the check and the open for writing:
+/// the open never waits on the FIFO (no reader would ever come, and the
+/// call's timeout cannot stop a thread held in `open`); each call answers,
+/// writing the file or refusing the FIFO.
+#[test]
+fn an_open_for_writing_never_waits_on_a_fifo_swapped_in() {
+    let env = Env::new();
+    env.write("ws/f", "data\n").write("ws/keep.txt", "keep\n");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        env.path("ws/p"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .unwrap();
+    let ws = root(&env, "ws", Role::Sourcecode, Role::Sourcecode.ceiling());
+    let (reports, swaps) = attack_while_swapping(
+        &env,
+        &ws,
+        ("ws/f", "ws/p"),
+        json!({"attack": "raw_create", "path": "f"}),
+        400,
+    );
+    let written = reports.iter().filter(|r| r.starts_with("ok")).count();
+    assert!(swaps > 1000, "{swaps} swaps");
+    assert!(
+        written > 0 && written < reports.len(),
+        "{written} of {} written",
+        reports.len()
+    );
+}
+
+/// A directory swapped for a FIFO between the check and the open for
+/// reading it: the open is of the directory the check saw, never of the
+/// FIFO (an open for reading waits for a writer that never comes).
+#[test]
+fn an_open_of_a_directory_never_waits_on_a_fifo_swapped_in() {
+    let env = Env::new();
+    env.write("ws/d/x.txt", "x\n");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        env.path("ws/p"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .unwrap();
+    let ws = root(&env, "ws", Role::Reference, Role::Reference.ceiling());
+    let (reports, swaps) = attack_while_swapping(
+        &env,
+        &ws,
+        ("ws/d", "ws/p"),
+        json!({"attack": "raw_list", "path": "d"}),
+        400,
+    );
+    let listed = reports.iter().filter(|r| *r == "ok: x.txt").count();
+    assert!(swaps > 1000, "{swaps} swaps");
+    assert!(
+        listed > 0 && listed < reports.len(),
+        "{listed} of {} listed: {:?}",
+        reports.len(),
+        reports.iter().find(|r| *r != "ok: x.txt")
+    );
+}

@@ -202,34 +202,65 @@ impl PolicedFs<'_> {
         if is_plain_name(path) && !follow && !refuse_special {
             return Ok(h.at(rel));
         }
+        let probed = self.existing_probed(fd, path, (op, follow, refuse_special), h, rel)?;
+        Ok(probed.0)
+    }
+
+    /// Checks an existing path about to be opened for writing, as
+    /// [`check_existing`](Self::check_existing) does with special files
+    /// refused, and hands back the probe that was checked (`None` when
+    /// nothing was there), for the open to reopen that very inode.
+    pub(super) fn check_for_writing(
+        &mut self,
+        fd: &Resource<Descriptor>,
+        path: &str,
+        op: Permission,
+        follow: bool,
+    ) -> FsResult<(Handle, Option<OwnedFd>)> {
+        let h = self.guard.handle(fd.rep(), op)?;
+        let rel = self.guard.lexical(&h, path, op, Lookup::Existing)?;
+        self.existing_probed(fd, path, (op, follow, true), h, rel)
+    }
+
+    fn existing_probed(
+        &mut self,
+        fd: &Resource<Descriptor>,
+        path: &str,
+        (op, follow, refuse_special): (Permission, bool, bool),
+        h: Handle,
+        rel: PathBuf,
+    ) -> FsResult<(Handle, Option<OwnedFd>)> {
         let Some(probe) = self.probe_checked(fd, path, follow, &h, &rel, op)? else {
-            return Ok(h.at(rel));
+            return Ok((h.at(rel), None));
         };
         // The real name first: a denied one looks missing, whatever it is.
         let real = self.guard.real(&h, probe.as_fd(), &rel, op)?;
         if refuse_special && is_special(probe.as_fd()) {
             return Err(self.guard.refuse(Some(h.mount), &rel, op, "special_file"));
         }
-        Ok(Handle {
+        let checked = Handle {
             mount: h.mount,
             rel: real,
-        })
+        };
+        Ok((checked, Some(probe)))
     }
 
     /// Checks an existing path before opening it for reading only, with one
     /// probe: lexically, then by type (a special file is refused without
-    /// being opened). A regular file opened with plain read flags
-    /// (`reopen`) is opened here, from the probe, after its real name is
-    /// checked: the inode read is the inode checked, nothing can be swapped
-    /// in between. Anything else (a directory, a symlink not followed, a
-    /// missing path) goes to the general open, whose real name is checked
-    /// on the opened descriptor: opening for reading changes nothing.
+    /// being opened). A file or a directory is opened here, from the probe,
+    /// after its real name is checked: the inode opened is the inode
+    /// checked, nothing can be swapped in between (a FIFO put in its place
+    /// would hold the host thread in `open` until a writer came, where the
+    /// call's timeout cannot reach). A symlink not followed gets the open's
+    /// own answer (`loop`). A missing path goes to the general open, whose
+    /// real name is checked on the opened descriptor: opening for reading
+    /// changes nothing. `directory`: the open asked for a directory.
     pub(super) fn read_open(
         &mut self,
         fd: &Resource<Descriptor>,
         path: &str,
         follow: bool,
-        reopen: bool,
+        directory: bool,
     ) -> FsResult<ReadOpen> {
         let op = Permission::Read;
         let h = self.guard.handle(fd.rep(), op)?;
@@ -242,21 +273,22 @@ impl PolicedFs<'_> {
         // entry it is and whatever the open asks of it.
         let real = self.guard.real(&h, probe.as_fd(), &rel, op)?;
         let st = rustix::fs::fstat(&probe).map_err(io_error)?;
-        match FileType::from_raw_mode(st.st_mode) {
-            FileType::RegularFile if reopen => {}
-            FileType::RegularFile | FileType::Directory | FileType::Symlink | FileType::Unknown => {
-                return general(rel);
-            }
+        let is_dir = match FileType::from_raw_mode(st.st_mode) {
+            FileType::RegularFile if directory => return Err(ErrorCode::NotDirectory.into()),
+            FileType::RegularFile => false,
+            FileType::Directory => true,
+            FileType::Symlink => return Err(ErrorCode::Loop.into()),
+            FileType::Unknown => return general(rel),
             FileType::Fifo
             | FileType::Socket
             | FileType::CharacterDevice
             | FileType::BlockDevice => {
                 return Err(self.guard.refuse(Some(h.mount), &rel, op, "special_file"));
             }
-        }
+        };
         // The file as this call read it, for a publish over it to compare
         // (none where this call cannot write: a search reads thousands).
-        if self.guard.mounts[h.mount].perms.contains(Permission::Write) {
+        if !is_dir && self.guard.mounts[h.mount].perms.contains(Permission::Write) {
             self.guard
                 .read
                 .insert((h.mount, real.clone()), Identity::of(&st));
@@ -265,9 +297,25 @@ impl PolicedFs<'_> {
             return Err(ErrorCode::NotDirectory.into());
         };
         let perms = dir.perms;
-        let file = reopen_for_reading(probe.as_fd()).map_err(|e| self.os_error(e))?;
-        let file = wasmtime_wasi::filesystem::File::new(file.into(), perms, OpenMode::READ, true);
-        let new = self.fs.table.push(Descriptor::File(file))?;
+        let descriptor = if is_dir {
+            let file = reopen(probe.as_fd(), OFlags::RDONLY | OFlags::DIRECTORY)
+                .map_err(|e| self.os_error(e))?;
+            Descriptor::Dir(wasmtime_wasi::filesystem::Dir::new(
+                file.into(),
+                perms,
+                OpenMode::READ,
+                true,
+            ))
+        } else {
+            let file = reopen_for_reading(probe.as_fd()).map_err(|e| self.os_error(e))?;
+            Descriptor::File(wasmtime_wasi::filesystem::File::new(
+                file.into(),
+                perms,
+                OpenMode::READ,
+                true,
+            ))
+        };
+        let new = self.fs.table.push(descriptor)?;
         self.guard.handles.insert(
             new.rep(),
             Handle {

@@ -75,9 +75,9 @@ impl fs::HostDescriptor for PolicedFs<'_> {
                 .guard
                 .refuse(Some(h.mount), &h.rel.join(&path), op, "trash"));
         }
-        let creates = oflags.contains(fs::OpenFlags::CREATE)
+        let mut creates = oflags.contains(fs::OpenFlags::CREATE)
             && !matches!(self.probe_at(&fd, &path, follow)?, Probe::Found(_));
-        let checked = if oflags.contains(fs::OpenFlags::CREATE) {
+        let (mut checked, mut probe) = if oflags.contains(fs::OpenFlags::CREATE) {
             let named = self.check_new(&fd, &path, op)?;
             if creates
                 && self.guard.mounts[named.mount].trash
@@ -89,7 +89,7 @@ impl fs::HostDescriptor for PolicedFs<'_> {
                 return Ok(copy);
             }
             // An existing target is checked like any other (it may be an alias).
-            let checked = self.check_existing(&fd, &path, op, follow, true)?;
+            let (checked, probe) = self.check_for_writing(&fd, &path, op, follow)?;
             // Creating through a symlink whose target is missing would create
             // a file the checks never saw (`notes.txt -> .env`): refused, as
             // if the target's place were missing, the answer a denied
@@ -99,24 +99,37 @@ impl fs::HostDescriptor for PolicedFs<'_> {
                     .refuse(Some(checked.mount), &checked.rel, op, "confinement");
                 return Err(ErrorCode::NoEntry.into());
             }
-            checked
+            (checked, probe)
         } else if op == Permission::Read {
-            let reopen = oflags == fs::OpenFlags::empty() && flags == fs::DescriptorFlags::READ;
-            match self.read_open(&fd, &path, follow, reopen)? {
+            ops::refuse_sync(flags)?;
+            let directory = oflags.contains(fs::OpenFlags::DIRECTORY);
+            match self.read_open(&fd, &path, follow, directory)? {
                 ReadOpen::Opened(new) => return Ok(new),
-                ReadOpen::General(checked) => checked,
+                ReadOpen::General(checked) => (checked, None),
             }
         } else {
-            self.check_existing(&fd, &path, op, follow, true)?
+            self.check_for_writing(&fd, &path, op, follow)?
         };
-        let new = if creates && ops::last_plain(&path) {
+        let made = if creates && ops::last_plain(&path) {
             // Made here: its OS error is at hand (see `ops`).
-            self.host_create(&fd, &path, oflags, flags, &checked)?
+            let made = self.host_create(&fd, &path, oflags, flags, &checked)?;
+            if made.is_none() {
+                // It appeared since it was probed: an existing file, checked
+                // and opened as one, not this call's own.
+                creates = false;
+                (checked, probe) = self.check_for_writing(&fd, &path, op, follow)?;
+            }
+            made
+        } else {
+            None
+        };
+        let new = if let Some(made) = made {
+            made
         } else if !creates
             && (flags.contains(fs::DescriptorFlags::WRITE)
                 || oflags.intersects(fs::OpenFlags::CREATE | fs::OpenFlags::TRUNCATE))
         {
-            self.host_open_for_writing(&fd, &path, follow, oflags, flags, &checked)?
+            self.host_open_for_writing(&fd, oflags, flags, (&checked, probe))?
         } else {
             let dir = again(&fd);
             let opened =

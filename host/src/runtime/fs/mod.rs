@@ -13,8 +13,11 @@
 //!    against the deny list, so a symlink alias of `.env` is refused *before*
 //!    the operation (an `O_TRUNC` through an alias never happens); special
 //!    files (FIFO, socket, device) are refused by type without being opened;
-//! 3. after an `open-at`, the new descriptor's real name is checked again
-//!    (closing a race with step 2) and recorded for the paths relative to it.
+//! 3. an existing file or directory is opened from that probe (the inode
+//!    opened is the inode checked: nothing renamed over the name since is
+//!    truncated or waited on); after an `open-at`, the new descriptor's real
+//!    name is checked again (closing a race with step 2 where the general
+//!    open ran) and recorded for the paths relative to it.
 //!
 //! Directory reads skip denied names, so a walk never sees a `.venv` and a
 //! listing never shows `.env`. Descriptors the host did not hand out are

@@ -10,7 +10,9 @@
 //!
 //! Each acts on the parent directory of its path, opened `O_PATH` beneath
 //! the mount and checked by its real name ([`PolicedFs::parent`]), and on
-//! the last name of the path, as cap-std does for wasmtime-wasi. Paths
+//! the last name of the path, as cap-std does for wasmtime-wasi; an open
+//! of an existing file for writing acts on the very inode that was checked,
+//! reopened from its probe, and a create is exclusive. Paths
 //! whose last component is not a plain name (`.`, `..`, a trailing `/`
 //! where it changes the meaning) are left to wasmtime-wasi, whose answer
 //! for them is an error that is not a disk's.
@@ -26,7 +28,7 @@ pub(super) fn last_plain(path: &str) -> bool {
 }
 
 /// The sync flags wasmtime-wasi does not support on an open either.
-fn refuse_sync(flags: fs::DescriptorFlags) -> FsResult<()> {
+pub(super) fn refuse_sync(flags: fs::DescriptorFlags) -> FsResult<()> {
     if flags.intersects(
         fs::DescriptorFlags::FILE_INTEGRITY_SYNC
             | fs::DescriptorFlags::DATA_INTEGRITY_SYNC
@@ -115,17 +117,18 @@ impl PolicedFs<'_> {
             .map_err(|e| self.host_error(target.mount, e))
     }
 
-    /// Opens what exists at `path` under `fd` (checked as `checked`) for
-    /// writing, as wasmtime-wasi's open would (`openat2` beneath the
-    /// directory, as cap-std does), and hands out its descriptor.
+    /// Opens what exists at a path under `fd` for writing: the inode its
+    /// probe found and the checks passed (`probe`, `checked`), reopened by
+    /// no name, so that nothing renamed over the path since (a symlink
+    /// to a denied file, a directory swapped for one leading to it, a FIFO)
+    /// is what an `O_TRUNC` empties or what the open waits on. A path gone
+    /// since its probe answers `no-entry`, as an open a moment later would.
     pub(super) fn host_open_for_writing(
         &mut self,
         fd: &Resource<Descriptor>,
-        path: &str,
-        follow: bool,
         oflags: fs::OpenFlags,
         flags: fs::DescriptorFlags,
-        checked: &Handle,
+        (checked, probe): (&Handle, Option<OwnedFd>),
     ) -> FsResult<Resource<Descriptor>> {
         refuse_sync(flags)?;
         if oflags.contains(fs::OpenFlags::DIRECTORY)
@@ -136,47 +139,25 @@ impl PolicedFs<'_> {
             return Err(ErrorCode::Invalid.into());
         }
         let perms = self.writable_dir(fd)?;
-        let (mut o, mode) = writing(flags, oflags);
-        // It stood there when probed; gone since, it is made again, as
-        // wasmtime-wasi's open would.
-        if oflags.contains(fs::OpenFlags::CREATE) {
-            o |= OFlags::CREATE;
-        }
-        if oflags.contains(fs::OpenFlags::DIRECTORY) {
-            o |= OFlags::DIRECTORY;
-        }
-        if !follow {
-            o |= OFlags::NOFOLLOW;
-        }
-        let dir = self.dir_fd(fd)?;
-        let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
-        let path = if path.is_empty() { "." } else { path };
-        let mut tries = 0;
-        let opened = loop {
-            match rustix::fs::openat2(dir, path, o, Mode::from_raw_mode(0o666), resolve) {
-                Err(rustix::io::Errno::AGAIN) if tries < 4 => tries += 1,
-                done => break done,
-            }
+        let Some(probe) = probe else {
+            return Err(ErrorCode::NoEntry.into());
         };
-        let file = opened.map_err(|e| self.host_error(checked.mount, e))?;
-        let is_dir = rustix::fs::fstat(&file)
-            .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory);
-        let descriptor = if is_dir {
-            Descriptor::Dir(wasmtime_wasi::filesystem::Dir::new(
-                file.into(),
-                perms,
-                mode,
-                true,
-            ))
-        } else {
-            Descriptor::File(wasmtime_wasi::filesystem::File::new(
-                file.into(),
-                perms,
-                mode,
-                true,
-            ))
-        };
-        Ok(self.fs.table.push(descriptor)?)
+        if oflags.contains(fs::OpenFlags::CREATE | fs::OpenFlags::EXCLUSIVE) {
+            return Err(ErrorCode::Exist.into());
+        }
+        // What the open itself would answer for anything but a file (a
+        // special file was refused by the checks).
+        let st = rustix::fs::fstat(&probe).map_err(io_error)?;
+        match FileType::from_raw_mode(st.st_mode) {
+            FileType::RegularFile => {}
+            FileType::Directory => return Err(ErrorCode::IsDirectory.into()),
+            FileType::Symlink => return Err(ErrorCode::Loop.into()),
+            _ => return Err(ErrorCode::Io.into()),
+        }
+        let (access, mode) = writing(flags, oflags);
+        let file = reopen(probe.as_fd(), access).map_err(|e| self.host_error(checked.mount, e))?;
+        let file = wasmtime_wasi::filesystem::File::new(file.into(), perms, mode, true);
+        Ok(self.fs.table.push(Descriptor::File(file))?)
     }
 
     /// Makes the symlink `path` under `fd` (checked as `link`) to `target`.
@@ -224,9 +205,11 @@ impl PolicedFs<'_> {
 
     /// Creates the file `path` under `fd` (checked as `checked`; nothing
     /// stood there when it was probed) with an open as wasmtime-wasi's
-    /// would make it, and hands out its descriptor. The last name is opened
-    /// `O_NOFOLLOW`: a symlink put there since the probe is refused
-    /// (`loop`), never followed.
+    /// would make it, and hands out its descriptor. The open is exclusive,
+    /// whatever the guest asked: only a file this open made is handed out
+    /// as made (a call may remove what it created). Something put there
+    /// since the probe gives `None` where the guest did not ask for
+    /// exclusive: the caller opens it as the existing file it is.
     pub(super) fn host_create(
         &mut self,
         fd: &Resource<Descriptor>,
@@ -234,18 +217,22 @@ impl PolicedFs<'_> {
         oflags: fs::OpenFlags,
         flags: fs::DescriptorFlags,
         checked: &Handle,
-    ) -> FsResult<Resource<Descriptor>> {
+    ) -> FsResult<Option<Resource<Descriptor>>> {
         refuse_sync(flags)?;
         if oflags.contains(fs::OpenFlags::DIRECTORY) {
             return Err(ErrorCode::Invalid.into());
         }
         let perms = self.writable_dir(fd)?;
         let (o, mode) = writing(flags, oflags);
-        let o = o | OFlags::CREATE | OFlags::NOFOLLOW;
+        let o = o | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW;
         let (parent, name) = self.parent(fd, path, checked)?;
-        let file = rustix::fs::openat(&parent, name.as_str(), o, Mode::from_raw_mode(0o666))
-            .map_err(|e| self.host_error(checked.mount, e))?;
+        let file = match rustix::fs::openat(&parent, name.as_str(), o, Mode::from_raw_mode(0o666)) {
+            Err(rustix::io::Errno::EXIST) if !oflags.contains(fs::OpenFlags::EXCLUSIVE) => {
+                return Ok(None);
+            }
+            opened => opened.map_err(|e| self.host_error(checked.mount, e))?,
+        };
         let file = wasmtime_wasi::filesystem::File::new(file.into(), perms, mode, true);
-        Ok(self.fs.table.push(Descriptor::File(file))?)
+        Ok(Some(self.fs.table.push(Descriptor::File(file))?))
     }
 }

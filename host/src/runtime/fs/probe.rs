@@ -48,11 +48,18 @@ pub(super) fn real_path(fd: BorrowedFd<'_>) -> Option<PathBuf> {
 /// Opens the file `fd` (an `O_PATH` descriptor) is, for reading: the same
 /// file, found again by no name.
 pub(super) fn reopen_for_reading(fd: BorrowedFd<'_>) -> rustix::io::Result<OwnedFd> {
+    reopen(fd, OFlags::RDONLY)
+}
+
+/// Opens the file `fd` (an `O_PATH` descriptor) is, with `access` (and
+/// close-on-exec, no controlling terminal): the inode checked is the inode
+/// opened, whatever has been renamed over its name since.
+pub(super) fn reopen(fd: BorrowedFd<'_>, access: OFlags) -> rustix::io::Result<OwnedFd> {
     let proc_fd = proc_self_fd().ok_or(rustix::io::Errno::NOENT)?;
     rustix::fs::openat(
         proc_fd,
         DecInt::from_fd(fd),
-        OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY,
+        access | OFlags::CLOEXEC | OFlags::NOCTTY,
         Mode::empty(),
     )
 }
