@@ -529,6 +529,60 @@ async fn every_tool_and_every_refusal_shows_names_by_the_rule() {
     assert!(env.path(&format!("ws/d/{FORGED}")).is_dir());
 }
 
+/// The batch and media reads: each file's heading and each refusal of one
+/// file in the batch show the name by the rule, and a media file's name
+/// and the refusal of one that is not media do too.
+#[tokio::test]
+async fn batch_and_media_reads_show_names_by_the_rule() {
+    const PNG: &[u8] =
+        b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\x1f\x15\xc4\x89";
+    let (env, config) = fixture();
+    for name in NAMES {
+        env.write(&format!("ws/img/{name}.png"), PNG);
+    }
+    let client = start(&config).await;
+    let missing: Vec<String> = NAMES.iter().map(|n| format!("gone/{n}")).collect();
+    let denied: Vec<String> = NAMES.iter().map(|n| format!("{n}/.env")).collect();
+    let paths: Vec<&str> = NAMES
+        .iter()
+        .copied()
+        .chain(missing.iter().map(String::as_str))
+        .chain(denied.iter().map(String::as_str))
+        .collect();
+    let r = call(
+        &client,
+        "read_multiple_files",
+        json!({"root": "ws", "paths": paths}),
+    )
+    .await;
+    assert!(!is_error(&r), "{r:?}");
+    for name in paths {
+        assert_shows(&r, name, "batch");
+    }
+    for (i, name) in NAMES.iter().enumerate() {
+        let want = format!("needle {i}\n");
+        assert!(text(&r).contains(&want), "{name:?}: {want:?}");
+        let img = format!("img/{name}.png");
+        let r = call(
+            &client,
+            "read_media_file",
+            json!({"root": "ws", "path": img}),
+        )
+        .await;
+        assert!(!is_error(&r), "{img:?}: {r:?}");
+        assert_shows(&r, &img, "media");
+        let r = call(
+            &client,
+            "read_media_file",
+            json!({"root": "ws", "path": name}),
+        )
+        .await;
+        assert!(is_error(&r), "{name:?}: {r:?}");
+        assert_shows(&r, name, "media refused");
+    }
+    client.cancel().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_name_that_is_not_utf8_is_counted_never_shown() {
     use std::os::unix::ffi::OsStrExt;
