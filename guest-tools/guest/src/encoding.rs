@@ -321,7 +321,7 @@ impl fmt::Display for Unencodable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "'{}' (U+{:04X}, line {}, column {}) cannot be written in {}, the file's encoding",
+            "'{}' (U+{:04X}, line {}, column {}) cannot be written in {}",
             self.ch.escape_debug(),
             u32::from(self.ch),
             self.line,
