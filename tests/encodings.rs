@@ -506,6 +506,20 @@ async fn contains_finds_words_in_utf16_and_legacy_files_and_binaries_stay_refuse
         .clone();
     assert_eq!(sjis["preview"], "どこで生れたかとんと見当がつかぬ。MARK");
 
+    // An ASCII word on an ASCII line is shown as it is, with no encoding:
+    // the file's is asked only for a line that is not UTF-8.
+    let ascii = call_ok(&client, "search_files", search("fin.")).await;
+    let ascii_matches = structured(&ascii)["matches"].as_array().unwrap().clone();
+    assert_eq!(ascii_matches.len(), 2, "{ascii_matches:?}");
+    for (m, (path, line)) in ascii_matches
+        .iter()
+        .zip([("cp1252.txt", 3), ("latin1.txt", 2)])
+    {
+        assert_eq!((&m["path"], &m["line"]), (&json!(path), &json!(line)));
+        assert_eq!(m["preview"], "fin.");
+        assert!(m.get("encoding").is_none(), "{m}");
+    }
+
     // A non-ASCII word in a windows-1252 file and in a GBK one.
     let fr = call_ok(&client, "search_files", search("crapaüter")).await;
     assert_eq!(structured(&fr)["matches"][0]["path"], "cp1252.txt");
@@ -521,6 +535,6 @@ async fn contains_finds_words_in_utf16_and_legacy_files_and_binaries_stay_refuse
     assert_refused(&blob, "'blob.bin' is a binary file");
     let edit_blob = call(&client, "edit_file", edit("blob.bin", MARK, "x")).await;
     assert_refused(&edit_blob, "binary file");
-    assert_no_host_path(&env, &[&r, &all, &fr, &zh, &re, &blob, &edit_blob]);
+    assert_no_host_path(&env, &[&r, &all, &ascii, &fr, &zh, &re, &blob, &edit_blob]);
     client.cancel().await.unwrap();
 }

@@ -280,6 +280,48 @@ pub fn decode(bytes: &[u8]) -> Decoded {
     }
 }
 
+/// A whole file's bytes (or its first ones, `complete` false), decoded as
+/// [`decode`] does, UTF-8 without a copy: what a read does with them.
+pub fn decode_owned(bytes: Vec<u8>, complete: bool) -> Decoded {
+    if Encoding::for_bom(&bytes).is_some() || utf16_by_pattern(&bytes, complete).is_some() {
+        let format = detect(&bytes, complete);
+        let (text, malformed) = decode_as(&bytes, format);
+        return Decoded {
+            text,
+            format,
+            malformed,
+        };
+    }
+    match String::from_utf8(bytes) {
+        Ok(text) => Decoded {
+            text,
+            format: Format::UTF8,
+            malformed: false,
+        },
+        Err(e) => {
+            let bytes = e.into_bytes();
+            let format = detect(&bytes, complete);
+            let (text, malformed) = decode_as(&bytes, format);
+            Decoded {
+                text,
+                format,
+                malformed,
+            }
+        }
+    }
+}
+
+/// [`decode_as`] taking the bytes: UTF-8 without a BOM is not copied.
+pub fn decode_vec(bytes: Vec<u8>, format: Format) -> (String, bool) {
+    if format != Format::UTF8 {
+        return decode_as(&bytes, format);
+    }
+    match String::from_utf8(bytes) {
+        Ok(text) => (text, false),
+        Err(e) => (String::from_utf8_lossy(e.as_bytes()).into_owned(), true),
+    }
+}
+
 /// `bytes` decoded in `format`'s encoding, a leading BOM left out; and
 /// whether some bytes were invalid (shown as U+FFFD).
 pub fn decode_as(bytes: &[u8], format: Format) -> (String, bool) {
@@ -509,6 +551,31 @@ mod tests {
             assert!(!d.malformed);
             assert_eq!(d.round_trips(&bytes), Ok(()), "{label}");
             assert_eq!(encode(&d.text, d.format).unwrap(), bytes, "{label}");
+        }
+    }
+
+    #[test]
+    fn owned_decoding_agrees_with_borrowed() {
+        let mut stray = "déjà vu, café\n".as_bytes().to_vec();
+        stray.push(0xE9);
+        for bytes in [
+            "plain ✓\n".as_bytes().to_vec(),
+            stray,
+            legacy(FRENCH, "windows-1252"),
+            legacy(JAPANESE, "shift_jis"),
+            utf16(JAPANESE, true, true),
+            utf16("no bom\n", false, false),
+            b"\xEF\xBB\xBFbom\n".to_vec(),
+        ] {
+            let (a, b) = (decode(&bytes), decode_owned(bytes.clone(), true));
+            assert_eq!(
+                (&a.text, a.format, a.malformed),
+                (&b.text, b.format, b.malformed)
+            );
+            assert_eq!(
+                decode_vec(bytes.clone(), a.format),
+                decode_as(&bytes, a.format)
+            );
         }
     }
 

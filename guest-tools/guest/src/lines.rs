@@ -14,7 +14,7 @@
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
 
-use crate::encoding::{Format, decode_as};
+use crate::encoding::{Format, decode_as, decode_vec};
 
 /// How many leading bytes decide a file's encoding when it is read by
 /// range (a whole read looks at all of it).
@@ -144,12 +144,13 @@ pub struct TextLines {
 impl Taken {
     /// The lines decoded in `format` (a BOM at their start left out).
     pub fn decode(self, format: Format) -> TextLines {
-        let (text, malformed) = decode_as(&self.bytes, format);
+        let file_bytes = self.bytes.len() as u64;
+        let (text, malformed) = decode_vec(self.bytes, format);
         TextLines {
             text,
             format,
             malformed,
-            file_bytes: self.bytes.len() as u64,
+            file_bytes,
             start_line: self.start_line,
             end_line: self.end_line,
             total_lines: self.total_lines,

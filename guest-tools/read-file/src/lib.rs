@@ -18,7 +18,7 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 
 use loomfs_guest::content::{image_mime, is_binary};
-use loomfs_guest::encoding::{Eol, Format, decode_as, detect};
+use loomfs_guest::encoding::{Decoded, Eol, Format, decode_owned, decode_vec, detect};
 use loomfs_guest::lines::{
     Taken, TextLines, count_lines, read_head, read_lines, tail_start, utf16_lines, utf16_tail,
 };
@@ -272,12 +272,27 @@ fn image(
 fn whole(mut bytes: Vec<u8>, max: u64) -> TextLines {
     let grew = bytes.len() as u64 > max;
     bytes.truncate(max as usize);
-    let format = detect(&bytes, !grew);
-    if grew && !format.is_utf16() {
-        let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        bytes.truncate(keep);
-    }
-    let (mut text, malformed) = decode_as(&bytes, format);
+    let file_bytes = bytes.len() as u64;
+    let Decoded {
+        mut text,
+        format,
+        malformed,
+    } = if grew {
+        // Only whole lines: cut on the bytes where a line break is one
+        // byte, on the text for UTF-16.
+        let format = detect(&bytes, false);
+        if !format.is_utf16() {
+            bytes.truncate(bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1));
+        }
+        let (text, malformed) = decode_vec(bytes, format);
+        Decoded {
+            text,
+            format,
+            malformed,
+        }
+    } else {
+        decode_owned(bytes, true)
+    };
     if grew && format.is_utf16() {
         text.truncate(text.rfind('\n').map_or(0, |i| i + 1));
     }
@@ -286,7 +301,7 @@ fn whole(mut bytes: Vec<u8>, max: u64) -> TextLines {
         text,
         format,
         malformed,
-        file_bytes: bytes.len() as u64,
+        file_bytes,
         start_line: if lines == 0 { 0 } else { 1 },
         end_line: lines,
         total_lines: (!grew).then_some(lines),

@@ -21,9 +21,9 @@
 //!
 //! `contains` looks at a file's bytes as they are when it is UTF-8, or any
 //! ASCII-compatible encoding and the needle is ASCII: a word found in a
-//! windows-1252 or Shift_JIS file costs what it does in a UTF-8 one. Only
-//! then is the file's encoding asked, for a file holding a match: a match
-//! in a file that is not UTF-8 names its encoding, its preview decoded. A
+//! windows-1252 or Shift_JIS file costs what it does in a UTF-8 one. The
+//! file's encoding is asked only for a match on a line that is not UTF-8:
+//! such a match names it, its preview decoded. A
 //! UTF-16 file (told from a binary one by its NULs' pattern), and, for a
 //! non-ASCII needle or a regular expression, a file that is not valid
 //! UTF-8, is decoded first (`loomfs_guest::encoding`) and searched as text,
@@ -31,6 +31,7 @@
 
 mod needle;
 
+use std::borrow::Cow;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -101,7 +102,7 @@ struct Match {
     /// The matching line, trimmed.
     #[serde(skip_serializing_if = "Option::is_none")]
     preview: Option<String>,
-    /// The file's encoding, when the match is in a file that is not UTF-8.
+    /// The file's encoding, when it is not UTF-8 and the match was found or shown decoded.
     #[serde(skip_serializing_if = "Option::is_none")]
     encoding: Option<&'static str>,
 }
@@ -110,8 +111,9 @@ struct Match {
 #[derive(Serialize, JsonSchema, Default)]
 struct Found {
     /// Objects, nearest first: `path` (relative to the root; a directory's ends in `/`) and,
-    /// with `contains`, `line` (1-based), `preview` (the matching line, trimmed) and, in a file
-    /// that is not UTF-8, `encoding` (its WHATWG name: UTF-16LE, windows-1252, Shift_JIS...).
+    /// with `contains`, `line` (1-based), `preview` (the matching line, trimmed) and, when the file
+    /// is not UTF-8 and was searched decoded or the line is not UTF-8, `encoding` (its WHATWG
+    /// name: UTF-16LE, windows-1252, Shift_JIS...).
     #[schemars(schema_with = "loomfs_guest::tool::any_array")]
     matches: Vec<Match>,
     /// True when the search stopped before seeing everything.
@@ -468,7 +470,9 @@ impl Search<'_> {
             });
         let haystack = decoded.as_ref().map_or(&buffer[..], |(t, _)| t.as_bytes());
         // The bytes as they are, in a file that may not be UTF-8: its
-        // encoding, asked once, at its first match.
+        // encoding, asked once, at its first match on a line that is not
+        // UTF-8 (one that is is shown as UTF-8), so a UTF-8 file costs
+        // what it did.
         let mut legacy: Option<Option<Format>> = None;
         // Lines earlier pages gave are passed.
         let mut passed = self.taken;
@@ -478,12 +482,11 @@ impl Search<'_> {
                 passed -= 1;
                 return true;
             }
-            let (shown, name) = match &decoded {
-                Some((_, name)) => (String::from_utf8_lossy(text), *name),
-                None => match *legacy.get_or_insert_with(|| {
-                    (!encoding::is_utf8(&buffer, true))
-                        .then(|| encoding::detect(&buffer, true))
-                        .filter(|f| !f.is_utf8())
+            let (shown, name) = match (&decoded, std::str::from_utf8(text)) {
+                (Some((_, name)), _) => (String::from_utf8_lossy(text), *name),
+                (None, Ok(line)) => (Cow::Borrowed(line), None),
+                (None, Err(_)) => match *legacy.get_or_insert_with(|| {
+                    Some(encoding::detect(&buffer, true)).filter(|f| !f.is_utf8())
                 }) {
                     Some(f) => (
                         f.encoding.decode_without_bom_handling(text).0,
