@@ -289,8 +289,10 @@ async fn read_file_images_binary_and_invalid_utf8() {
     )
     .await;
     assert!(!is_error(&latin1));
-    assert_eq!(structured(&latin1)["content"], "caf\u{fffd} au lait\n");
-    assert!(text(&latin1).contains("not valid UTF-8"));
+    // Not UTF-8: decoded from the encoding detected, which is named.
+    assert_eq!(structured(&latin1)["content"], "café au lait\n");
+    assert_eq!(structured(&latin1)["encoding"], "windows-1252");
+    assert!(text(&latin1).contains("windows-1252 text, shown decoded"));
     assert_no_host_path(&env, &[&image, &blob, &latin1]);
     client.cancel().await.unwrap();
 }

@@ -8,7 +8,14 @@
 //! file's indentation, and said so. Several matches are an error naming the
 //! edit and the lines; none, an error showing the closest region of the
 //! file; then nothing is written. A file with CRLF line endings keeps
-//! them: the edits' line breaks are written the file's way. `dry_run` returns the diff and changes nothing;
+//! them: the edits' line breaks are written the file's way.
+//!
+//! The file is edited as text decoded from its encoding
+//! (`loomfs_guest::encoding`) and written back in it, BOM included: the
+//! bytes of what no edit touched stay as they were. A file whose decoding
+//! would not write back byte for byte (bytes invalid in its encoding) is
+//! refused, and so is an edit bringing a character the encoding cannot
+//! hold, naming it and where; nothing is written then. `dry_run` returns the diff and changes nothing;
 //! otherwise the file is replaced atomically and its previous content kept
 //! in the root's trash.
 //!
@@ -25,6 +32,7 @@
 use std::io::{Read, Write};
 
 use loomfs_guest::content::is_binary;
+use loomfs_guest::encoding::{self, Format};
 use loomfs_guest::write::{Publish, Published, replace_checked};
 use loomfs_guest::{
     About, Answer, Context, Kind, Permission, ToolError, human_bytes, io_error, locate, shown,
@@ -84,6 +92,9 @@ struct Edited {
     /// With some replace_all: how many places each edit replaced.
     #[serde(skip_serializing_if = "Option::is_none")]
     replaced: Option<Vec<usize>>,
+    /// The file's encoding, kept (absent for UTF-8 without BOM; see read_file).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    encoding: Option<&'static str>,
 }
 
 const DESCRIPTION: &str = "Replace exact text in a file: every old_text must match exactly once \
@@ -112,8 +123,16 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Edited>, ToolError> {
     let mut original = read_text(&at.full, rel, max)?;
     let mut attempt = 1;
     let (text, matched, previous) = loop {
-        let (text, matched) = apply(&args.edits, &original).map_err(|e| e.refusal(rel, attempt))?;
-        if args.dry_run || text == original {
+        let (text, matched) =
+            apply(&args.edits, &original.text).map_err(|e| e.refusal(rel, attempt))?;
+        if text == original.text {
+            break (text, matched, None);
+        }
+        // Encoded before anything is written, a dry run too: a character
+        // the file's encoding cannot hold refuses the call.
+        let bytes = encoding::encode(&text, original.format)
+            .map_err(|e| unencodable(&e, &args.edits, original.format, rel))?;
+        if args.dry_run {
             break (text, matched, None);
         }
         // Read again just before publishing: a change since the first
@@ -121,8 +140,8 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Edited>, ToolError> {
         let current = read_text(&at.full, rel, max)?;
         let published = if current == original {
             replace_checked(&at, Publish::Replace, attempt, |f| {
-                f.write_all(text.as_bytes())?;
-                Ok(text.len() as u64)
+                f.write_all(&bytes)?;
+                Ok(bytes.len() as u64)
             })?
         } else {
             Published::Changed
@@ -146,12 +165,13 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Edited>, ToolError> {
     // quotes such a path ("a/evil\nfile"): a line break in the name
     // would forge a line of the diff. The body is the file's content,
     // shown as read_file shows it.
-    let diff = TextDiff::from_lines(&original, &text)
+    let diff = TextDiff::from_lines(&original.text, &text)
         .unified_diff()
         .context_radius(3)
         .header(&shown(&format!("a/{rel}")), &shown(&format!("b/{rel}")))
         .to_string();
-    let unchanged = text == original;
+    let unchanged = text == original.text;
+    let format = original.format;
     let result = Edited {
         path: rel.to_string(),
         applied: !args.dry_run && !unchanged,
@@ -164,6 +184,7 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Edited>, ToolError> {
             .collect(),
         replaced: (args.edits.iter().any(|e| e.replace_all))
             .then(|| matched.iter().map(|m| m.places).collect()),
+        encoding: (format != Format::UTF8).then(|| format.name()),
     };
     let shown = at.shown();
     let mut summary = if unchanged {
@@ -188,6 +209,9 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Edited>, ToolError> {
         if args.edits[i].replace_all {
             summary.push_str(&format!("; edit {} replaced {} place(s)", i + 1, m.places));
         }
+    }
+    if !unchanged && format != Format::UTF8 {
+        summary.push_str(&format!("; in {}, as the file was", format.describe()));
     }
     if attempt > 1 && result.applied {
         summary.push_str(
@@ -382,8 +406,34 @@ fn apply(edits: &[Edit], original: &str) -> Result<(String, Vec<Matched>), Misma
     Ok((text, matched))
 }
 
-/// The file (`rel`) as UTF-8 text, refusing what cannot be edited as text.
-fn read_text(full: &std::path::Path, rel: &str, max: u64) -> Result<String, ToolError> {
+/// The refusal of an edit bringing a character the file's encoding cannot
+/// hold: the character, where it is in the edited text, and the first edit
+/// whose new_text has it.
+fn unencodable(e: &encoding::Unencodable, edits: &[Edit], format: Format, rel: &str) -> ToolError {
+    let culprit = edits
+        .iter()
+        .position(|edit| edit.new_text.contains(e.ch))
+        .map_or(String::new(), |i| {
+            format!(" (from edit {}'s new_text)", i + 1)
+        });
+    ToolError::Refused(format!(
+        "{e}, the file's encoding{culprit}; nothing was changed in '{}'. Use characters {} has, or convert the \
+         file first with write_file and an encoding that has it, such as \"UTF-8\"",
+        shown(rel),
+        format.name()
+    ))
+}
+
+/// A file's text, decoded, and how it is stored.
+#[derive(PartialEq)]
+struct Text {
+    text: String,
+    format: Format,
+}
+
+/// The file (`rel`) as text, refusing what cannot be edited as text or
+/// would not be written back byte for byte.
+fn read_text(full: &std::path::Path, rel: &str, max: u64) -> Result<Text, ToolError> {
     // The host refuses to open special files (FIFO, socket, device); a
     // refusal is named by a stat.
     let file = std::fs::File::open(full).map_err(|e| match Kind::at(full, true) {
@@ -423,11 +473,22 @@ fn read_text(full: &std::path::Path, rel: &str, max: u64) -> Result<String, Tool
             "'{shown}' is a binary file and cannot be edited as text"
         )));
     }
-    String::from_utf8(bytes).map_err(|_| {
-        ToolError::Refused(format!(
-            "'{shown}' is not valid UTF-8 and cannot be edited as text"
-        ))
-    })
+    let decoded = encoding::decode(&bytes);
+    let name = decoded.format.name();
+    match decoded.round_trips(&bytes) {
+        Ok(()) => Ok(Text {
+            text: decoded.text,
+            format: decoded.format,
+        }),
+        Err(at) if decoded.malformed => Err(ToolError::Refused(format!(
+            "'{shown}' is not valid {name} (at byte offset {at}) and cannot be edited as text \
+             without changing bytes no edit touches"
+        ))),
+        Err(at) => Err(ToolError::Refused(format!(
+            "'{shown}' is {name} text that would not be written back byte for byte (from byte \
+             offset {at}: a character with two byte forms) and cannot be edited as text"
+        ))),
+    }
 }
 
 /// `s` with its line breaks written the file's way.

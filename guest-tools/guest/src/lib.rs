@@ -23,6 +23,7 @@
 #[cfg(feature = "check")]
 pub mod check;
 pub mod content;
+pub mod encoding;
 pub mod glob;
 pub mod ignores;
 pub mod lines;

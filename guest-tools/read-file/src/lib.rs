@@ -4,15 +4,24 @@
 //! root's `max_read_bytes` is refused, while a range (`offset`/`limit`, `tail`)
 //! of a larger file is streamed and capped at that many bytes. Special files
 //! (FIFOs, sockets, devices) are refused by type and never opened. A file with
-//! a NUL byte in its first 4 KiB is binary: images are returned as image
-//! content, anything else is refused. Text that is not valid UTF-8 is decoded
-//! lossily, with a note saying so.
+//! a NUL byte in its first 4 KiB is binary (unless it is UTF-16 text, whose
+//! NULs come in a pattern): images are returned as image content, anything
+//! else is refused. Text is decoded from its encoding
+//! (`loomfs_guest::encoding`: BOM, UTF-8, or a detected legacy encoding), on
+//! the whole file for a whole read, on the first 64 KiB for a range; the
+//! result names the encoding and line endings when they are not UTF-8 and
+//! LF, with a note when it is not UTF-8. Bytes invalid in the encoding are
+//! shown as U+FFFD, with a note saying so. A range is cut on the file's line
+//! breaks and the byte cap counts the file's bytes (`loomfs_guest::lines`).
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 
 use loomfs_guest::content::{image_mime, is_binary};
-use loomfs_guest::lines::{Taken, count_lines, read_head, read_lines};
+use loomfs_guest::encoding::{Decoded, Eol, Format, decode_owned, decode_vec, detect};
+use loomfs_guest::lines::{
+    Taken, TextLines, count_lines, read_head, read_lines, tail_start, utf16_lines, utf16_tail,
+};
 use loomfs_guest::{
     About, Answer, Context, Image, Kind, Permission, ToolError, human_bytes, io_error, locate,
     shown, special_file,
@@ -61,6 +70,16 @@ struct FileRead {
     /// True when the byte cap cut the range short.
     #[serde(skip_serializing_if = "loomfs_guest::is_false")]
     truncated: bool,
+    /// The text's encoding (WHATWG name: windows-1252, Shift_JIS, GBK, UTF-16LE...), absent
+    /// for UTF-8 without BOM; edits and writes keep it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    encoding: Option<&'static str>,
+    /// True when the file starts with a byte order mark (kept by edits and writes).
+    #[serde(skip_serializing_if = "loomfs_guest::is_false")]
+    bom: bool,
+    /// Line endings of the lines returned: crlf, cr or mixed; absent for LF (or none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    eol: Option<Eol>,
     #[serde(skip_serializing_if = "Option::is_none")]
     note: Option<String>,
 }
@@ -108,19 +127,19 @@ fn call(ctx: Context, args: Args) -> Result<Answer<FileRead>, ToolError> {
             human_bytes(max)
         )));
     }
-    let taken = match range {
+    let lines = match range {
         Range::Whole => return read_whole(file, rel, size, max),
-        Range::Lines { offset, limit } => {
-            check_head(&mut file, rel, size)?;
-            read_lines(file, offset, limit, max)
-        }
-        Range::Tail(n) => {
-            check_head(&mut file, rel, size)?;
-            read_tail(file, size, n, max)
-        }
+        Range::Lines { offset, limit } => match check_head(&mut file, rel, size)? {
+            f if f.is_utf16() => utf16_lines(file, f, offset, limit, max),
+            f => read_lines(file, offset, limit, max).map(|t| t.decode(f)),
+        },
+        Range::Tail(n) => match check_head(&mut file, rel, size)? {
+            f if f.is_utf16() => utf16_tail(file, size, f, n, max),
+            f => read_tail(file, size, n, max).map(|t| t.decode(f)),
+        },
     }
     .map_err(|e| io_error(rel, &e))?;
-    Ok(text_output(rel, size, taken))
+    Ok(text_output(rel, size, lines))
 }
 
 /// One read of a whole file: its head decides image or binary, the rest is
@@ -145,8 +164,9 @@ fn read_whole(
     Ok(text_output(rel, size, whole(bytes, max)))
 }
 
-/// Refuses a range read of an image or a binary file, then rewinds.
-fn check_head(file: &mut File, rel: &str, size: u64) -> Result<(), ToolError> {
+/// Refuses a range read of an image or a binary file, then rewinds; the
+/// encoding, detected on the head.
+fn check_head(file: &mut File, rel: &str, size: u64) -> Result<Format, ToolError> {
     let head = read_head(file).map_err(|e| io_error(rel, &e))?;
     if image_mime(&head).is_some() {
         return Err(ToolError::Refused(format!(
@@ -159,7 +179,7 @@ fn check_head(file: &mut File, rel: &str, size: u64) -> Result<(), ToolError> {
     }
     file.seek(SeekFrom::Start(0))
         .map_err(|e| io_error(rel, &e))?;
-    Ok(())
+    Ok(detect(&head, head.len() as u64 >= size))
 }
 
 /// Which part of the file the call asks for.
@@ -227,6 +247,9 @@ fn image(
         end_line: 0,
         total_lines: None,
         truncated: false,
+        encoding: None,
+        bom: false,
+        eol: None,
         note: None,
     };
     Ok(Answer {
@@ -243,18 +266,42 @@ fn image(
     })
 }
 
-/// A whole file read with `take(max + 1)`: more than `max` bytes means it
-/// grew after the size check; then only whole lines up to `max` are kept.
-fn whole(mut bytes: Vec<u8>, max: u64) -> Taken {
+/// A whole file read with `take(max + 1)`, decoded: more than `max` bytes
+/// means it grew after the size check; then only whole lines up to `max`
+/// are kept.
+fn whole(mut bytes: Vec<u8>, max: u64) -> TextLines {
     let grew = bytes.len() as u64 > max;
-    if grew {
-        bytes.truncate(max as usize);
-        let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        bytes.truncate(keep);
+    bytes.truncate(max as usize);
+    let file_bytes = bytes.len() as u64;
+    let Decoded {
+        mut text,
+        format,
+        malformed,
+    } = if grew {
+        // Only whole lines: cut on the bytes where a line break is one
+        // byte, on the text for UTF-16.
+        let format = detect(&bytes, false);
+        if !format.is_utf16() {
+            bytes.truncate(bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1));
+        }
+        let (text, malformed) = decode_vec(bytes, format);
+        Decoded {
+            text,
+            format,
+            malformed,
+        }
+    } else {
+        decode_owned(bytes, true)
+    };
+    if grew && format.is_utf16() {
+        text.truncate(text.rfind('\n').map_or(0, |i| i + 1));
     }
-    let lines = count_lines(&bytes);
-    Taken {
-        bytes,
+    let lines = count_lines(text.as_bytes());
+    TextLines {
+        text,
+        format,
+        malformed,
+        file_bytes,
         start_line: if lines == 0 { 0 } else { 1 },
         end_line: lines,
         total_lines: (!grew).then_some(lines),
@@ -325,29 +372,22 @@ fn count_lines_from_end(buf: &[u8]) -> u64 {
     buf.iter().filter(|&&b| b == b'\n').count() as u64
 }
 
-/// Byte offset where the last `n` lines of `bytes` begin.
-fn tail_start(bytes: &[u8], n: u64) -> usize {
-    let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
-    let mut seen = 0;
-    for (i, &b) in body.iter().enumerate().rev() {
-        if b == b'\n' {
-            seen += 1;
-            if seen == n {
-                return i + 1;
-            }
-        }
-    }
-    0
-}
-
-fn text_output(rel: &str, size: u64, taken: Taken) -> Answer<FileRead> {
-    let (content, lossy) = match String::from_utf8(taken.bytes) {
-        Ok(s) => (s, false),
-        Err(e) => (String::from_utf8_lossy(e.as_bytes()).into_owned(), true),
-    };
+fn text_output(rel: &str, size: u64, taken: TextLines) -> Answer<FileRead> {
+    let content = taken.text;
+    let format = taken.format;
+    let eol = Eol::of(&content).filter(|e| *e != Eol::Lf);
     let mut notes = Vec::new();
-    if lossy {
-        notes.push("the file is not valid UTF-8: invalid bytes are shown as U+FFFD".to_string());
+    if !format.is_utf8() {
+        notes.push(format!(
+            "{} text, shown decoded; edits and writes keep its encoding",
+            format.describe()
+        ));
+    }
+    if taken.malformed {
+        notes.push(format!(
+            "the file is not valid {}: invalid bytes are shown as U+FFFD",
+            format.name()
+        ));
     }
     if taken.capped {
         notes.push(
@@ -383,6 +423,9 @@ fn text_output(rel: &str, size: u64, taken: Taken) -> Answer<FileRead> {
         end_line: taken.end_line,
         total_lines: taken.total_lines,
         truncated: taken.capped || taken.grew,
+        encoding: (format != Format::UTF8).then(|| format.name()),
+        bom: format.bom,
+        eol,
         note: note.clone(),
     };
     let mut text = vec![result.content.clone().unwrap_or_default()];

@@ -8,12 +8,15 @@
 //! opened. The whole call reads at most the root's `max_read_bytes`: files are
 //! taken in the order given, and one that no longer fits in what is left is
 //! named as cut, not read in part. The call fails only when every file did.
+//! Each file is decoded from its own encoding, as `read_file` does, and the
+//! read limit counts the files' bytes.
 
 use std::fs::File;
 use std::io::{Seek, SeekFrom};
 
 use loomfs_guest::content::is_binary;
-use loomfs_guest::lines::{Taken, read_head, read_lines};
+use loomfs_guest::encoding::{Eol, Format, detect};
+use loomfs_guest::lines::{TextLines, read_head, read_lines, utf16_lines};
 use loomfs_guest::{
     About, Answer, Context, Kind, PathArgument, Permission, ToolError, human_bytes, io_error,
     locate, shown, special_file,
@@ -57,7 +60,7 @@ struct Refused {
 
 #[derive(Serialize, JsonSchema)]
 struct Batch {
-    /// One object per path asked, in order: path, then either content (with size, start_line, end_line, total_lines when the read reached the end, note), error, or cut (true: it did not fit in what was left of the call's read limit).
+    /// One object per path asked, in order: path, then either content (with size, start_line, end_line, total_lines when the read reached the end, encoding and bom when not UTF-8 without BOM, eol when not LF, note), error, or cut (true: it did not fit in what was left of the call's read limit).
     #[schemars(schema_with = "loomfs_guest::tool::any_array")]
     files: Vec<FileRead>,
     /// Files read.
@@ -83,6 +86,12 @@ struct FileRead {
     end_line: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     total_lines: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    encoding: Option<&'static str>,
+    #[serde(skip_serializing_if = "loomfs_guest::is_false")]
+    bom: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    eol: Option<Eol>,
     #[serde(skip_serializing_if = "loomfs_guest::is_false")]
     cut: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -235,17 +244,22 @@ fn read_one(
     if range.whole && size > left {
         return cut(rel, size, left);
     }
-    let taken = match file
-        .seek(SeekFrom::Start(0))
-        .and_then(|_| read_lines(file, range.offset, range.limit, left))
-    {
+    let format = detect(&head, head.len() as u64 >= size);
+    let taken = file.seek(SeekFrom::Start(0)).and_then(|_| {
+        if format.is_utf16() {
+            utf16_lines(file, format, range.offset, range.limit, left)
+        } else {
+            read_lines(file, range.offset, range.limit, left).map(|t| t.decode(format))
+        }
+    });
+    let taken = match taken {
         Ok(taken) => taken,
         Err(e) => return failed(rel, message(io_error(rel, &e))),
     };
     if taken.capped {
         return cut(rel, size, left);
     }
-    *budget = Some((max, left - taken.bytes.len() as u64));
+    *budget = Some((max, left - taken.file_bytes.min(left)));
     shown_file(rel, size, taken)
 }
 
@@ -302,14 +316,18 @@ fn cut(rel: &str, size: u64, left: u64) -> (FileRead, String) {
     (file, line)
 }
 
-fn shown_file(rel: &str, size: u64, taken: Taken) -> (FileRead, String) {
-    let (content, lossy) = match String::from_utf8(taken.bytes) {
-        Ok(s) => (s, false),
-        Err(e) => (String::from_utf8_lossy(e.as_bytes()).into_owned(), true),
-    };
+fn shown_file(rel: &str, size: u64, taken: TextLines) -> (FileRead, String) {
+    let content = taken.text;
+    let format = taken.format;
     let mut notes = Vec::new();
-    if lossy {
-        notes.push("not valid UTF-8: invalid bytes shown as U+FFFD".to_string());
+    if !format.is_utf8() {
+        notes.push(format!("{}, shown decoded", format.describe()));
+    }
+    if taken.malformed {
+        notes.push(format!(
+            "not valid {}: invalid bytes shown as U+FFFD",
+            format.name()
+        ));
     }
     match (taken.start_line, taken.total_lines) {
         (0, Some(total)) if total > 0 => {
@@ -331,6 +349,7 @@ fn shown_file(rel: &str, size: u64, taken: Taken) -> (FileRead, String) {
         None => format!("{}:", shown(rel)),
     };
     let text = format!("{header}\n{content}");
+    let eol = Eol::of(&content).filter(|e| *e != Eol::Lf);
     let file = FileRead {
         path: rel.to_string(),
         size: Some(size),
@@ -338,6 +357,9 @@ fn shown_file(rel: &str, size: u64, taken: Taken) -> (FileRead, String) {
         start_line: taken.start_line,
         end_line: taken.end_line,
         total_lines: taken.total_lines,
+        encoding: (format != Format::UTF8).then(|| format.name()),
+        bom: format.bom,
+        eol,
         note,
         ..FileRead::default()
     };

@@ -18,13 +18,25 @@
 //! result counts what it left out (`ignored`, and the `note` saying how to
 //! include it). `ignored: "include"` searches everything; then no ignore file
 //! is read.
+//!
+//! `contains` looks at a file's bytes as they are when it is UTF-8, or any
+//! ASCII-compatible encoding and the needle is ASCII: a word found in a
+//! windows-1252 or Shift_JIS file costs what it does in a UTF-8 one. The
+//! file's encoding is asked only for a match on a line that is not UTF-8:
+//! such a match names it, its preview decoded. A
+//! UTF-16 file (told from a binary one by its NULs' pattern), and, for a
+//! non-ASCII needle or a regular expression, a file that is not valid
+//! UTF-8, is decoded first (`loomfs_guest::encoding`) and searched as text,
+//! line numbers counted in it.
 
 mod needle;
 
+use std::borrow::Cow;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use loomfs_guest::content::is_binary;
+use loomfs_guest::content::SNIFF_BYTES;
+use loomfs_guest::encoding::{self, Format};
 use loomfs_guest::ignores::Ignored;
 use loomfs_guest::page::Cursor;
 use loomfs_guest::walk::{self, Flow, IgnoreFiles};
@@ -56,7 +68,8 @@ struct Args {
     /// Directory to search, relative to the root; default: the root itself.
     #[serde(default)]
     path: Option<String>,
-    /// Only files holding these bytes (exact, case-sensitive); each matching line is returned.
+    /// Only files holding this text (exact, case-sensitive; files in UTF-16 or a legacy encoding
+    /// are decoded); each matching line is returned.
     #[serde(default)]
     contains: Option<String>,
     /// Treat `contains` as a regular expression (Rust regex syntax, linear time; `^`/`$` match
@@ -89,13 +102,18 @@ struct Match {
     /// The matching line, trimmed.
     #[serde(skip_serializing_if = "Option::is_none")]
     preview: Option<String>,
+    /// The file's encoding, when it is not UTF-8 and the match was found or shown decoded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    encoding: Option<&'static str>,
 }
 
 /// The result; a count that is 0 and a flag that is false are left out.
 #[derive(Serialize, JsonSchema, Default)]
 struct Found {
     /// Objects, nearest first: `path` (relative to the root; a directory's ends in `/`) and,
-    /// with `contains`, `line` (1-based) and `preview` (the matching line, trimmed).
+    /// with `contains`, `line` (1-based), `preview` (the matching line, trimmed) and, when the file
+    /// is not UTF-8 and was searched decoded or the line is not UTF-8, `encoding` (its WHATWG
+    /// name: UTF-16LE, windows-1252, Shift_JIS...).
     #[schemars(schema_with = "loomfs_guest::tool::any_array")]
     matches: Vec<Match>,
     /// True when the search stopped before seeing everything.
@@ -351,18 +369,24 @@ impl Search<'_> {
             return Flow::Continue;
         }
         if is_dir {
-            return self.push(entry, format!("{}/", entry.rel), None);
+            return self.push(entry, format!("{}/", entry.rel), None, None);
         }
         self.found.examined_files += 1;
         let Some(needle) = self.needle else {
-            return self.push(entry, entry.rel.clone(), None);
+            return self.push(entry, entry.rel.clone(), None, None);
         };
         self.scan(entry, needle)
     }
 
     /// Adds a match of `entry`, or stops the walk if the result is full (so
     /// `truncated` is only set when there really is more).
-    fn push(&mut self, entry: &walk::Entry, path: String, line: Option<(u64, &[u8])>) -> Flow {
+    fn push(
+        &mut self,
+        entry: &walk::Entry,
+        path: String,
+        line: Option<(u64, &str)>,
+        encoding: Option<&'static str>,
+    ) -> Flow {
         if self.found.matches.len() == self.max_results {
             return self.stop(Cut::Results, entry);
         }
@@ -371,6 +395,7 @@ impl Search<'_> {
             path,
             line: line.map(|(n, _)| n),
             preview: line.map(|(_, text)| preview(text)),
+            encoding,
         });
         Flow::Continue
     }
@@ -416,8 +441,10 @@ impl Search<'_> {
         if self.found.scanned_bytes + len > self.max_search_bytes {
             return self.stop(Cut::Bytes, entry);
         }
-        // A large binary file is skipped after its head.
-        if is_binary(&buffer) {
+        // A large binary file is skipped after its head. A NUL in text
+        // means UTF-16 (content::is_binary's rule, its NUL looked for once).
+        let nul = memchr::memchr(0, &buffer[..buffer.len().min(SNIFF_BYTES)]).is_some();
+        if nul && !encoding::is_utf16(&buffer) {
             self.found.scanned_bytes += buffer.len() as u64;
             self.found.skipped_binary += 1;
             return Flow::Continue;
@@ -432,15 +459,43 @@ impl Search<'_> {
         }
         buffer.truncate(len as usize);
         self.found.scanned_bytes += buffer.len() as u64;
+        // Searched decoded: UTF-16, and a file that is not UTF-8 when the
+        // needle could match a non-ASCII character (see the module).
+        let utf16 = nul || buffer.starts_with(b"\xFF\xFE") || buffer.starts_with(b"\xFE\xFF");
+        let decoded = (utf16 || (!needle.is_ascii_literal() && !encoding::is_utf8(&buffer, true)))
+            .then(|| {
+                let format = encoding::detect(&buffer, true);
+                let (text, _) = encoding::decode_as(&buffer, format);
+                (text, (!format.is_utf8()).then(|| format.name()))
+            });
+        let haystack = decoded.as_ref().map_or(&buffer[..], |(t, _)| t.as_bytes());
+        // The bytes as they are, in a file that may not be UTF-8: its
+        // encoding, asked once, at its first match on a line that is not
+        // UTF-8 (one that is is shown as UTF-8), so a UTF-8 file costs
+        // what it did.
+        let mut legacy: Option<Option<Format>> = None;
         // Lines earlier pages gave are passed.
         let mut passed = self.taken;
         let mut flow = Flow::Continue;
-        needle.for_each_line(&buffer, |line, text| {
+        needle.for_each_line(haystack, |line, text| {
             if passed > 0 {
                 passed -= 1;
                 return true;
             }
-            flow = self.push(entry, entry.rel.clone(), Some((line, text)));
+            let (shown, name) = match (&decoded, std::str::from_utf8(text)) {
+                (Some((_, name)), _) => (String::from_utf8_lossy(text), *name),
+                (None, Ok(line)) => (Cow::Borrowed(line), None),
+                (None, Err(_)) => match *legacy.get_or_insert_with(|| {
+                    Some(encoding::detect(&buffer, true)).filter(|f| !f.is_utf8())
+                }) {
+                    Some(f) => (
+                        f.encoding.decode_without_bom_handling(text).0,
+                        Some(f.name()),
+                    ),
+                    None => (String::from_utf8_lossy(text), None),
+                },
+            };
+            flow = self.push(entry, entry.rel.clone(), Some((line, &shown)), name);
             flow == Flow::Continue
         });
         flow
@@ -472,11 +527,10 @@ fn read_up_to(file: &File, buffer: &mut Vec<u8>, limit: u64) -> Result<(), Error
     Ok(())
 }
 
-/// A matching line as shown: trimmed, lossily decoded, at most
-/// [`PREVIEW_CHARS`] characters.
-fn preview(line: &[u8]) -> String {
-    let text = String::from_utf8_lossy(line);
-    let text = text.trim();
+/// A matching line as shown: trimmed, at most [`PREVIEW_CHARS`]
+/// characters.
+fn preview(line: &str) -> String {
+    let text = line.trim();
     match text.char_indices().nth(PREVIEW_CHARS) {
         Some((cut, _)) => format!("{}…", &text[..cut]),
         None => text.to_string(),
@@ -507,7 +561,8 @@ fn render(found: &Found, rel: &str, args: &Args) -> String {
         let path = shown(&m.path);
         match (m.line, &m.preview) {
             (Some(line), Some(preview)) => {
-                out.push_str(&format!("{path}:{line}: {}\n", shown(preview)));
+                let encoding = m.encoding.map_or(String::new(), |e| format!(" ({e})"));
+                out.push_str(&format!("{path}:{line}{encoding}: {}\n", shown(preview)));
             }
             _ => {
                 out.push_str(&path);

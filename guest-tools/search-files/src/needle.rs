@@ -1,7 +1,7 @@
 //! What `contains` looks for in a file: bytes, or a regular expression.
 //!
-//! Both search the raw bytes (no decoding, so any ASCII-compatible encoding
-//! works) and report each matching line once.
+//! Both search bytes (a file's own, or its text decoded to UTF-8: see the
+//! tool's module) and report each matching line once.
 
 use memchr::memmem::Finder;
 use regex::bytes::{Regex, RegexBuilder};
@@ -11,6 +11,9 @@ const REGEX_SIZE_LIMIT: usize = 1 << 20;
 /// Most memory the lazy DFA of an expression may take while matching.
 const DFA_SIZE_LIMIT: usize = 4 << 20;
 
+// One needle per call: its size does not matter, and the memchr finder
+// stays inline on the hot path rather than behind a box.
+#[allow(clippy::large_enum_variant)]
 pub enum Needle {
     Bytes(Finder<'static>),
     Regex(Regex),
@@ -40,6 +43,16 @@ impl Needle {
                 ),
                 e => format!("invalid regular expression: {e}"),
             })
+    }
+
+    /// Whether the needle is ASCII bytes, which mean the same in every
+    /// ASCII-compatible encoding: a file's own bytes can be searched for
+    /// it, whatever its encoding.
+    pub fn is_ascii_literal(&self) -> bool {
+        match self {
+            Needle::Bytes(f) => f.needle().is_ascii(),
+            Needle::Regex(_) => false,
+        }
     }
 
     /// The start and end of the first match at or after `from`.

@@ -9,9 +9,21 @@
 //! version like an overwrite. It refuses a file with other hard links,
 //! which would keep the old content. Missing parent directories are
 //! created. The root itself and directories are never written.
+//!
+//! Text is written in the existing file's encoding and BOM
+//! (`loomfs_guest::encoding`, detected on its first 64 KiB), or in the
+//! `encoding` the call names (for a new file, UTF-8 by default); an append
+//! must keep the file's. Into a file whose line breaks are all CRLF, the
+//! content's LFs are written as CRLF, "as it was"; `line_endings` asks for
+//! LF or CRLF whatever the file has. A character the encoding cannot hold
+//! is refused, naming it and where, and nothing is written.
 
-use std::io::Write;
+use std::borrow::Cow;
+use std::io::{Read, Write};
 
+use loomfs_guest::content::is_binary;
+use loomfs_guest::encoding::{self, Eol, Format};
+use loomfs_guest::lines::DETECT_BYTES;
 use loomfs_guest::write::{Publish, Published, replace, replace_checked};
 use loomfs_guest::{
     About, Answer, Context, Kind, Located, Permission, ToolError, human_bytes, io_error, locate,
@@ -41,6 +53,21 @@ struct Args {
     /// if the file exists; append: add to the end.
     #[serde(default)]
     mode: Option<Mode>,
+    /// Encoding to write (a WHATWG label: UTF-8, UTF-16LE, UTF-16BE, windows-1252, Shift_JIS,
+    /// GBK...); default: the existing file's (BOM kept), UTF-8 for a new file. UTF-16 gets a BOM.
+    #[serde(default)]
+    encoding: Option<String>,
+    /// Write the content's line breaks as lf or crlf; default: as sent, but as CRLF into a file
+    /// whose line breaks are all CRLF.
+    #[serde(default)]
+    line_endings: Option<LineEndings>,
+}
+
+#[derive(Deserialize, JsonSchema, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+enum LineEndings {
+    Lf,
+    Crlf,
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -53,12 +80,19 @@ struct Written {
     created: bool,
     /// Where the previous content was kept (root-relative, in the trash).
     previous: Option<String>,
+    /// The encoding written (absent for UTF-8 without BOM).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    encoding: Option<&'static str>,
+    /// Set when the content's line breaks were rewritten: lf or crlf.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    eol: Option<Eol>,
 }
 
 const DESCRIPTION: &str = "Write a text file: replace it (mode overwrite, the default; the old \
     content is kept in the root's trash), create it only if new (mode \
     create), or append to it. Writes are atomic; missing parent \
-    directories are created.";
+    directories are created. An existing file keeps its encoding, BOM and \
+    CRLF line breaks unless encoding or line_endings say otherwise.";
 
 loomfs_guest::tool!(WriteFile(Args) -> Written, {
     About::new("write_file", DESCRIPTION, Permission::Write)
@@ -95,9 +129,56 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Written>, ToolError> {
             )));
         }
     }
-    let content = args.content.as_bytes();
     let appends = mode == Mode::Append && entry.as_ref().is_some_and(|m| m.file_type().is_file());
-    let written = if appends {
+    let existing = match &entry {
+        Some(_) if mode != Mode::Create => existing_text(&at),
+        _ => None,
+    };
+    let named = (args.encoding.as_deref())
+        .map(Format::for_label)
+        .transpose()
+        .map_err(ToolError::InvalidArguments)?;
+    let format = match (named, existing) {
+        (Some(n), Some((e, _))) if n.encoding == e.encoding => e,
+        (Some(n), Some((e, _))) if appends => {
+            return Err(ToolError::InvalidArguments(format!(
+                "'{}' is {}: an append writes in the file's encoding, not {}; convert it \
+                 with mode overwrite",
+                at.shown(),
+                e.describe(),
+                n.name()
+            )));
+        }
+        (Some(n), _) => n,
+        (None, Some((e, _))) => e,
+        (None, None) => Format::UTF8,
+    };
+    let eol = match args.line_endings {
+        Some(LineEndings::Lf) => Some(Eol::Lf),
+        Some(LineEndings::Crlf) => Some(Eol::Crlf),
+        None => existing
+            .and_then(|(_, eol)| eol)
+            .filter(|e| *e == Eol::Crlf),
+    };
+    let text = eol.map_or(Cow::Borrowed(args.content.as_str()), |e| {
+        e.apply(&args.content)
+    });
+    let rewrote = (text != args.content).then_some(eol).flatten();
+    // An append adds no second BOM.
+    let body = Format {
+        bom: format.bom && !appends,
+        ..format
+    };
+    let bytes = encoding::encode(&text, body).map_err(|e| {
+        ToolError::Refused(format!(
+            "{e}; nothing was written to '{}'. Use characters {} has, or name an encoding that \
+             has it, such as \"encoding\": \"UTF-8\"",
+            at.shown(),
+            format.name()
+        ))
+    })?;
+    let content = bytes.as_slice();
+    let mut written = if appends {
         append(&at, content)?
     } else {
         // Appending to nothing (or to a symlink, which is kept) writes a
@@ -116,14 +197,36 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Written>, ToolError> {
             bytes: r.bytes,
             created: r.created,
             previous: r.previous,
+            encoding: None,
+            eol: None,
         }
     };
+    written.encoding = (format != Format::UTF8).then(|| format.name());
+    written.eol = rewrote;
     let mut text = format!(
         "wrote {} to '{}'{}",
         human_bytes(written.bytes),
         at.shown(),
         if written.created { " (new file)" } else { "" }
     );
+    if format != Format::UTF8 {
+        let whose = match (named, existing) {
+            (None, Some(_)) => ", the file's",
+            _ => "",
+        };
+        text.push_str(&format!(" in {}{whose}", format.describe()));
+    }
+    if let Some(eol) = rewrote {
+        text.push_str(&format!(
+            "; line breaks written as {}{}",
+            eol.name().to_uppercase(),
+            if args.line_endings.is_none() {
+                ", the file's"
+            } else {
+                ""
+            }
+        ));
+    }
     if let Some(p) = &written.previous {
         text.push_str(&format!("; the previous content is kept at {}", shown(p)));
     }
@@ -158,6 +261,8 @@ fn append(at: &Located, content: &[u8]) -> Result<Written, ToolError> {
                 bytes: done.bytes,
                 created: false,
                 previous: done.previous,
+                encoding: None,
+                eol: None,
             });
         }
     }
@@ -166,4 +271,26 @@ fn append(at: &Located, content: &[u8]) -> Result<Written, ToolError> {
          written; try again",
         at.shown()
     )))
+}
+
+/// The encoding of the text file at `at` and its line endings, from its
+/// first [`DETECT_BYTES`]; none for what is not a readable text file
+/// (a binary file, a dangling symlink), which is written over as UTF-8.
+fn existing_text(at: &Located) -> Option<(Format, Option<Eol>)> {
+    let file = std::fs::File::open(&at.full).ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut head = Vec::with_capacity(DETECT_BYTES);
+    file.take(DETECT_BYTES as u64 + 1)
+        .read_to_end(&mut head)
+        .ok()?;
+    let complete = head.len() <= DETECT_BYTES;
+    head.truncate(DETECT_BYTES);
+    if is_binary(&head) {
+        return None;
+    }
+    let format = encoding::detect(&head, complete);
+    let (text, _) = encoding::decode_as(&head, format);
+    Some((format, Eol::of(&text)))
 }
