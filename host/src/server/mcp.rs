@@ -19,15 +19,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode,
-    Implementation, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ProgressToken, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CustomRequest,
+    CustomResult, ErrorCode, Implementation, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
+    ReadResourceRequestParams, ReadResourceResponse, Reference, ServerCapabilities, ServerConfig,
+    Tool,
 };
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
 use crate::runtime::Activity;
-use crate::tools::{Control, Toolbox};
+use crate::tools::{Asker, Control, Toolbox};
 
 /// The client's address, which the HTTP face puts in each request's
 /// extensions for the audit log.
@@ -95,9 +97,31 @@ impl Server {
     }
 }
 
+/// Who asks, for the audit line of the calls a request makes: the HTTP
+/// client's address, when there is one.
+fn client_of(context: &RequestContext<RoleServer>) -> Option<String> {
+    context
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<ClientAddr>())
+        .map(|ClientAddr(addr)| addr.to_string())
+}
+
+fn asker(context: &RequestContext<RoleServer>) -> Asker {
+    Asker {
+        cancel: context.ct.clone(),
+        client: client_of(context),
+    }
+}
+
 impl ServerHandler for Server {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = ServerCapabilities::builder()
+            .enable_completions()
+            .enable_resources()
+            .enable_tools()
+            .build();
+        ServerConfig::new(capabilities)
             .with_server_info(
                 Implementation::new("loom-fs-mcp", env!("CARGO_PKG_VERSION")).with_title("loom-fs"),
             )
@@ -133,11 +157,7 @@ impl ServerHandler for Server {
                 Arc::clone(&activity),
             ))
         });
-        let client = context
-            .extensions
-            .get::<axum::http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<ClientAddr>())
-            .map(|ClientAddr(addr)| addr.to_string());
+        let client = client_of(&context);
         let control = Control {
             cancel: context.ct.clone(),
             activity,
@@ -154,6 +174,65 @@ impl ServerHandler for Server {
         result.map(Into::into)
     }
 
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(self.toolbox().await?.resource_templates())
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let _counted = InFlight::new(&self.in_flight);
+        let cursor = request.and_then(|r| r.cursor);
+        self.toolbox()
+            .await?
+            .list_resources(cursor.as_deref(), &asker(&context))
+            .await
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let _counted = InFlight::new(&self.in_flight);
+        self.toolbox()
+            .await?
+            .read_resource(&request.uri, &asker(&context))
+            .await
+            .map(Into::into)
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let Reference::Resource(template) = &request.r#ref else {
+            return Err(ErrorData::invalid_params(
+                "this server has no prompts to complete",
+                None,
+            ));
+        };
+        let _counted = InFlight::new(&self.in_flight);
+        let completion = self
+            .toolbox()
+            .await?
+            .complete_path(
+                &template.uri,
+                &request.argument.name,
+                &request.argument.value,
+                &asker(&context),
+            )
+            .await?;
+        Ok(CompleteResult::new(completion))
+    }
+
     /// A request rmcp could not type: an unknown method, or a known one whose
     /// params do not fit (rmcp would call both "method not found").
     async fn on_custom_request(
@@ -167,6 +246,13 @@ impl ServerHandler for Server {
 
 /// The methods this server answers, with the params each expects.
 const METHODS: &[(&str, &str)] = &[
+    (
+        "completion/complete",
+        r#"{"ref": {"type": "ref/resource", "uri": string}, "argument": {"name": string, "value": string}}"#,
+    ),
+    ("resources/list", r#"{"cursor"?: string}"#),
+    ("resources/read", r#"{"uri": string}"#),
+    ("resources/templates/list", r#"{"cursor"?: string}"#),
     ("tools/call", r#"{"name": string, "arguments"?: object}"#),
     ("tools/list", r#"{"cursor"?: string}"#),
     (

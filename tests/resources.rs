@@ -1,0 +1,318 @@
+//! Resources, completion and logging, end to end over stdio: the roots'
+//! files as `loomfs://ROOT/PATH` resources, listed, paged and read through
+//! the same tool calls the model makes (so the deny list, `resolve()` and
+//! the audit apply), a denied or escaping URI answered exactly as a missing
+//! one, and path completion that never names a denied entry.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use base64::Engine as _;
+use common::*;
+use rmcp::model::{
+    ArgumentInfo, CompleteRequestParams, PaginatedRequestParams, ReadResourceRequestParams,
+    Reference, ResourceContents,
+};
+use rmcp::service::ServiceError;
+
+const PNG: &[u8] =
+    b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\x1f\x15\xc4\x89";
+
+/// `ws` and `docs` with text, an image, denied names, a symlink out and
+/// one to a denied file.
+fn tree(limits: &str) -> (Env, std::path::PathBuf) {
+    let env = Env::new();
+    env.write("ws/notes.md", "# Notes\nhello\n")
+        .write("ws/src/lib.rs", "pub fn f() {}\n")
+        .write("ws/src/sub/deep.txt", "deep\n")
+        .write("ws/.env", "SECRET=canary\n")
+        .write("ws/src/id_rsa", "canary key\n")
+        .write("ws/.git/config", "canary\n")
+        .write("docs/guide.txt", "guide\n")
+        .write("docs/img/dot.png", PNG)
+        .write("outside/secret.txt", "canary outside\n")
+        .symlink("../outside/secret.txt", "ws/out.txt")
+        .symlink(".env", "ws/alias.txt");
+    let config = env.config(&format!("{limits}\n{WS_AND_DOCS}"));
+    (env, config)
+}
+
+fn read(uri: &str) -> ReadResourceRequestParams {
+    ReadResourceRequestParams::new(uri)
+}
+
+/// The JSON-RPC error of a request that must fail.
+fn rpc_error(e: ServiceError) -> rmcp::ErrorData {
+    match e {
+        ServiceError::McpError(e) => e,
+        other => panic!("expected a JSON-RPC error, got {other}"),
+    }
+}
+
+#[tokio::test]
+async fn templates_name_one_per_root() {
+    let (_env, config) = tree("");
+    let client = start(&config).await;
+    let info = client.peer_info().expect("server info");
+    assert!(info.capabilities.resources.is_some(), "{info:?}");
+    assert!(info.capabilities.completions.is_some(), "{info:?}");
+    let templates = client.list_all_resource_templates().await.unwrap();
+    let uris: Vec<&str> = templates.iter().map(|t| t.uri_template.as_str()).collect();
+    assert_eq!(uris, ["loomfs://ws/{+path}", "loomfs://docs/{+path}"]);
+}
+
+#[tokio::test]
+async fn list_shows_every_readable_file_and_no_denied_one() {
+    let (env, config) = tree("");
+    let client = start(&config).await;
+    let resources = client.list_all_resources().await.unwrap();
+    scan(&serde_json::to_string(&resources).unwrap());
+    let uris: BTreeSet<&str> = resources.iter().map(|r| r.uri.as_str()).collect();
+    let expected: BTreeSet<&str> = [
+        "loomfs://ws/notes.md",
+        "loomfs://ws/src/lib.rs",
+        "loomfs://ws/src/sub/deep.txt",
+        "loomfs://docs/guide.txt",
+        "loomfs://docs/img/dot.png",
+    ]
+    .into();
+    // Symlinks are not files of the root (the read would follow them).
+    assert_eq!(uris, expected);
+    let dot = resources
+        .iter()
+        .find(|r| r.uri.ends_with("dot.png"))
+        .unwrap();
+    assert_eq!(dot.size, Some(PNG.len() as u64));
+    assert_eq!(dot.mime_type.as_deref(), Some("image/png"));
+    assert_eq!(dot.name, "docs/img/dot.png");
+    let text = serde_json::to_string(&resources).unwrap();
+    assert!(!text.contains(env.dir.to_str().unwrap()));
+}
+
+#[tokio::test]
+async fn list_pages_with_the_cursor_and_refuses_a_forged_one() {
+    let (_env, config) = tree("max_list_entries = 2");
+    let client = start(&config).await;
+    let mut all = BTreeSet::new();
+    let mut cursor = None;
+    let mut pages = 0;
+    loop {
+        let page = client
+            .list_resources(Some(PaginatedRequestParams::default().with_cursor(cursor)))
+            .await
+            .unwrap();
+        pages += 1;
+        assert!(pages < 50, "paging never ends");
+        for r in page.resources {
+            assert!(all.insert(r.uri.clone()), "{} listed twice", r.uri);
+        }
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    assert!(pages >= 3, "{pages} pages");
+    assert_eq!(all.len(), 5, "{all:?}");
+    for forged in ["x", "9", "0:zz", "-1"] {
+        let e = client
+            .list_resources(Some(
+                PaginatedRequestParams::default().with_cursor(Some(forged.into())),
+            ))
+            .await
+            .expect_err(forged);
+        assert_eq!(rpc_error(e).code.0, -32602, "{forged}");
+    }
+}
+
+#[tokio::test]
+async fn read_gives_text_and_an_image_blob_through_the_read_component() {
+    let (env, config) = tree("");
+    let client = start(&config).await;
+    let r = client
+        .read_resource(read("loomfs://ws/notes.md"))
+        .await
+        .unwrap();
+    match &r.contents[..] {
+        [
+            ResourceContents::TextResourceContents {
+                uri,
+                mime_type,
+                text,
+                ..
+            },
+        ] => {
+            assert_eq!(uri, "loomfs://ws/notes.md");
+            assert_eq!(mime_type.as_deref(), Some("text/markdown"));
+            assert_eq!(text, "# Notes\nhello\n");
+        }
+        other => panic!("{other:?}"),
+    }
+    let r = client
+        .read_resource(read("loomfs://docs/img/dot.png"))
+        .await
+        .unwrap();
+    match &r.contents[..] {
+        [
+            ResourceContents::BlobResourceContents {
+                mime_type, blob, ..
+            },
+        ] => {
+            assert_eq!(mime_type.as_deref(), Some("image/png"));
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(blob)
+                .unwrap();
+            assert_eq!(bytes, PNG);
+        }
+        other => panic!("{other:?}"),
+    }
+    // The reads are the read_file component's: its audit lines, allowed,
+    // with the bytes its output held.
+    let lines = audit(&env);
+    let reads: Vec<_> = lines
+        .iter()
+        .filter(|l| l["tool"] == "read_file" && l["decision"] == "allow")
+        .collect();
+    assert_eq!(reads.len(), 2, "{lines:?}");
+    assert_eq!(reads[0]["path"], "notes.md");
+    assert!(reads[0]["bytes"].as_u64().unwrap() > 0, "{:?}", reads[0]);
+}
+
+#[tokio::test]
+async fn denied_escaping_and_missing_uris_fail_alike() {
+    let (env, config) = tree("");
+    let client = start(&config).await;
+    let mut answers = Vec::new();
+    for uri in [
+        "loomfs://ws/.env",
+        "loomfs://ws/src/id_rsa",
+        "loomfs://ws/.git/config",
+        "loomfs://ws/alias.txt",
+        "loomfs://ws/out.txt",
+        "loomfs://ws/../outside/secret.txt",
+        "loomfs://ws/%2E%2E/outside/secret.txt",
+        "loomfs://nope/x",
+        "loomfs://ws/missing.txt",
+        "file:///etc/passwd",
+    ] {
+        let e = rpc_error(client.read_resource(read(uri)).await.expect_err(uri));
+        scan(&e.to_string());
+        assert!(!e.message.contains(env.dir.to_str().unwrap()), "{e:?}");
+        assert!(!e.message.contains("canary"), "{e:?}");
+        // The same code, and the same message but for the URI itself.
+        answers.push((e.code.0, e.message.replace(uri, "URI"), e.data));
+    }
+    for (code, message, data) in &answers {
+        assert_eq!(*code, -32002, "{answers:?}");
+        assert_eq!(message, "resource not found: URI", "{answers:?}");
+        assert!(data.is_some());
+    }
+    // Each refusal was the deny list's or resolve()'s, audited as such.
+    let denied: Vec<_> = audit(&env)
+        .into_iter()
+        .filter(|l| l["decision"] == "deny")
+        .map(|l| l["rule"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert!(denied.iter().any(|r| r == "deny"), "{denied:?}");
+    assert!(denied.iter().any(|r| r == "confinement"), "{denied:?}");
+}
+
+#[tokio::test]
+async fn a_file_the_tool_refuses_says_why_without_a_host_path() {
+    let (env, config) = tree("");
+    env.write("ws/blob.bin", b"\0\x01\x02binary");
+    let client = start(&config).await;
+    let e = rpc_error(
+        client
+            .read_resource(read("loomfs://ws/blob.bin"))
+            .await
+            .expect_err("binary"),
+    );
+    assert_eq!(e.code.0, -32602, "{e:?}");
+    assert!(e.message.contains("blob.bin"), "{e:?}");
+    assert!(!e.message.contains(env.dir.to_str().unwrap()), "{e:?}");
+}
+
+async fn complete(client: &Client, template: &str, value: &str) -> Vec<String> {
+    let params = CompleteRequestParams::new(
+        Reference::for_resource(template),
+        ArgumentInfo::new("path", value),
+    );
+    let r = client.complete(params).await.expect("completion/complete");
+    scan(&serde_json::to_string(&r).unwrap());
+    assert!(r.completion.values.len() <= 100);
+    r.completion.values
+}
+
+#[tokio::test]
+async fn completion_lists_entries_under_the_prefix_never_a_denied_one() {
+    let (_env, config) = tree("");
+    let client = start(&config).await;
+    let ws = "loomfs://ws/{+path}";
+    let root = complete(&client, ws, "").await;
+    let root: BTreeSet<&str> = root.iter().map(String::as_str).collect();
+    assert_eq!(
+        root,
+        ["alias.txt", "notes.md", "out.txt", "src/"].into(),
+        "no .env, no .git"
+    );
+    assert_eq!(complete(&client, ws, "n").await, ["notes.md"]);
+    assert_eq!(
+        complete(&client, ws, "src/").await,
+        ["src/lib.rs", "src/sub/"]
+    );
+    assert_eq!(complete(&client, ws, "src/s").await, ["src/sub/"]);
+    assert_eq!(complete(&client, ws, "src/id").await, Vec::<String>::new());
+    assert_eq!(complete(&client, ws, ".gi").await, Vec::<String>::new());
+    assert_eq!(complete(&client, ws, ".git/").await, Vec::<String>::new());
+    assert_eq!(complete(&client, ws, "../").await, Vec::<String>::new());
+    let e = client
+        .complete(CompleteRequestParams::new(
+            Reference::for_resource("loomfs://other/{+path}"),
+            ArgumentInfo::new("path", ""),
+        ))
+        .await
+        .expect_err("unknown template");
+    assert_eq!(rpc_error(e).code.0, -32602);
+}
+
+#[tokio::test]
+async fn completion_is_capped_at_100() {
+    let env = Env::new();
+    for i in 0..150 {
+        env.write(&format!("ws/f{i:03}.txt"), "x");
+    }
+    let config = env.config(WS);
+    let client = start(&config).await;
+    let params = CompleteRequestParams::new(
+        Reference::for_resource("loomfs://ws/{+path}"),
+        ArgumentInfo::new("path", "f"),
+    );
+    let r = client.complete(params).await.unwrap();
+    assert_eq!(r.completion.values.len(), 100);
+    assert_eq!(r.completion.total, Some(150));
+    assert_eq!(r.completion.has_more, Some(true));
+}
+
+#[tokio::test]
+async fn resources_answer_in_the_2026_era_too() {
+    let (_env, config) = tree("");
+    let client = start_with(&config, &[], discover()).await;
+    let resources = client.list_all_resources().await.unwrap();
+    assert_eq!(resources.len(), 5);
+    let r = client
+        .read_resource(read("loomfs://docs/guide.txt"))
+        .await
+        .unwrap();
+    assert!(matches!(&r.contents[..],
+        [ResourceContents::TextResourceContents { text, .. }] if text == "guide\n"));
+    let e = rpc_error(
+        client
+            .read_resource(read("loomfs://ws/.env"))
+            .await
+            .expect_err("denied"),
+    );
+    // rmcp gives 2026-07-28 peers the standard code for a missing resource.
+    assert_eq!(e.code.0, -32602, "{e:?}");
+    assert!(e.message.starts_with("resource not found"), "{e:?}");
+}
