@@ -4,6 +4,10 @@
 //! the audit apply), a denied or escaping URI answered exactly as a missing
 //! one, and path completion that never names a denied entry.
 
+// SEP-2577 deprecates logging (rmcp marks its types so); clients still use
+// it, and these tests check that it works.
+#![allow(deprecated)]
+
 mod common;
 
 use std::collections::BTreeSet;
@@ -14,6 +18,7 @@ use rmcp::model::{
     ArgumentInfo, CompleteRequestParams, PaginatedRequestParams, ReadResourceRequestParams,
     Reference, ResourceContents,
 };
+use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, SetLevelRequestParams};
 use rmcp::service::ServiceError;
 
 const PNG: &[u8] =
@@ -315,4 +320,170 @@ async fn resources_answer_in_the_2026_era_too() {
     // rmcp gives 2026-07-28 peers the standard code for a missing resource.
     assert_eq!(e.code.0, -32602, "{e:?}");
     assert!(e.message.starts_with("resource not found"), "{e:?}");
+}
+
+/// A client that collects the log messages the server sends it.
+struct Logs(tokio::sync::mpsc::UnboundedSender<LoggingMessageNotificationParam>);
+
+impl rmcp::ClientHandler for Logs {
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        let _ = self.0.send(params);
+    }
+}
+
+type LogClient = rmcp::service::RunningService<rmcp::RoleClient, Logs>;
+type LogReceiver = tokio::sync::mpsc::UnboundedReceiver<LoggingMessageNotificationParam>;
+
+async fn log_client<T, E, A>(transport: T) -> (LogClient, LogReceiver)
+where
+    T: rmcp::transport::IntoTransport<rmcp::RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    use rmcp::ClientServiceExt;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let client = Logs(tx)
+        .serve_with_lifecycle(transport, rmcp::service::ClientLifecycleMode::Initialize)
+        .await
+        .expect("MCP handshake");
+    (client, rx)
+}
+
+async fn read_env(client: &LogClient) {
+    let args = serde_json::json!({"root": "ws", "path": ".env"});
+    let r = client
+        .call_tool(
+            rmcp::model::CallToolRequestParams::new("read_file")
+                .with_arguments(args.as_object().unwrap().clone()),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&r), "{r:?}");
+}
+
+/// The messages received so far, after the server has answered a ping-like
+/// call (a message for a call is sent before the call's answer).
+async fn drained(client: &LogClient, rx: &mut LogReceiver) -> Vec<LoggingMessageNotificationParam> {
+    client.list_all_tools().await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let mut got = Vec::new();
+    while let Ok(m) = rx.try_recv() {
+        got.push(m);
+    }
+    got
+}
+
+#[tokio::test]
+async fn a_refused_call_is_logged_to_its_client_at_the_level_it_set() {
+    let (env, config) = tree("");
+    let mut cmd = server_command(&config);
+    cmd.stderr(std::process::Stdio::null());
+    let transport = rmcp::transport::TokioChildProcess::new(cmd).unwrap();
+    let (client, mut rx) = log_client(transport).await;
+    assert!(client.peer_info().unwrap().capabilities.logging.is_some());
+    // No level set: nothing sent.
+    read_env(&client).await;
+    assert!(drained(&client, &mut rx).await.is_empty());
+    client
+        .set_level(SetLevelRequestParams::new(LoggingLevel::Warning))
+        .await
+        .unwrap();
+    read_env(&client).await;
+    let got = drained(&client, &mut rx).await;
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].level, LoggingLevel::Warning);
+    assert_eq!(got[0].data["tool"], "read_file");
+    assert_eq!(got[0].data["rule"], "deny");
+    let text = serde_json::to_string(&got[0]).unwrap();
+    assert!(!text.contains(env.dir.to_str().unwrap()), "{text}");
+    // A call that succeeds is not logged.
+    call_ok_logs(&client).await;
+    assert!(drained(&client, &mut rx).await.is_empty());
+    // Above warning: refusals are not sent.
+    client
+        .set_level(SetLevelRequestParams::new(LoggingLevel::Error))
+        .await
+        .unwrap();
+    read_env(&client).await;
+    assert!(drained(&client, &mut rx).await.is_empty());
+}
+
+async fn call_ok_logs(client: &LogClient) {
+    let args = serde_json::json!({"root": "ws", "path": "notes.md"});
+    let r = client
+        .call_tool(
+            rmcp::model::CallToolRequestParams::new("read_file")
+                .with_arguments(args.as_object().unwrap().clone()),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&r), "{r:?}");
+}
+
+/// The server over Streamable HTTP on a free loopback port; killed on drop.
+struct HttpServer {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn http_server(config: &std::path::Path) -> HttpServer {
+    let mut child = command()
+        .arg("--config")
+        .arg(config)
+        .args(["--transport", "http", "--listen", "127.0.0.1:0"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let banner = stderr_until(&mut child, "serving MCP over HTTP on http://");
+    let addr = banner
+        .lines()
+        .find_map(|l| l.strip_prefix("serving MCP over HTTP on http://"))
+        .and_then(|rest| rest.split('/').next())
+        .unwrap();
+    let url = format!("http://{addr}/mcp");
+    HttpServer { child, url }
+}
+
+#[tokio::test]
+async fn over_http_each_session_hears_only_of_its_own_calls() {
+    use rmcp::transport::StreamableHttpClientTransport;
+    let (_env, config) = tree("");
+    let server = http_server(&config);
+    let (a, mut a_rx) =
+        log_client(StreamableHttpClientTransport::from_uri(server.url.as_str())).await;
+    let (b, mut b_rx) =
+        log_client(StreamableHttpClientTransport::from_uri(server.url.as_str())).await;
+    a.set_level(SetLevelRequestParams::new(LoggingLevel::Debug))
+        .await
+        .unwrap();
+    // b set no level: its refusal is sent to nobody.
+    read_env(&b).await;
+    assert!(drained(&a, &mut a_rx).await.is_empty());
+    assert!(drained(&b, &mut b_rx).await.is_empty());
+    read_env(&a).await;
+    let got = drained(&a, &mut a_rx).await;
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(drained(&b, &mut b_rx).await.is_empty());
+    // Resources answer over HTTP as over stdio.
+    let resources = a.list_all_resources().await.unwrap();
+    assert_eq!(resources.len(), 5);
+    let e = a
+        .read_resource(read("loomfs://ws/.env"))
+        .await
+        .expect_err("denied");
+    assert_eq!(rpc_error(e).code.0, -32002);
+    a.cancel().await.unwrap();
+    b.cancel().await.unwrap();
 }

@@ -10,11 +10,19 @@
 //! policing filesystem's counters: any tool, built-in or not, reports
 //! progress without doing anything for it.
 //!
+//! Logging: a client that sets a level (`logging/setLevel`, or the
+//! 2026-07-28 request `_meta` `logLevel`) is told of the refusals and limits
+//! its own tool calls meet, as `notifications/message` at `warning`, on its
+//! own session (each HTTP session has its own level). Nothing is sent to a
+//! client that set no level, and nothing about a resource read (whose
+//! refusal must look like a missing file).
+//!
 //! The toolbox arrives after the server starts (components load while the
 //! client's handshake is answered): tool requests wait for it.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -25,11 +33,13 @@ use rmcp::model::{
     ReadResourceRequestParams, ReadResourceResponse, Reference, ServerCapabilities, ServerConfig,
     Tool,
 };
+#[allow(deprecated)] // SEP-2577 deprecates logging; clients still use it
+use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, SetLevelRequestParams};
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
 use crate::runtime::Activity;
-use crate::tools::{Asker, Control, Toolbox};
+use crate::tools::{Asker, Called, Control, Toolbox};
 
 /// The client's address, which the HTTP face puts in each request's
 /// extensions for the audit log.
@@ -53,6 +63,10 @@ pub struct Server {
     /// Tool calls being answered, across every session (for a shutdown
     /// that lets them finish).
     in_flight: Arc<AtomicUsize>,
+    /// The least level of log message this session's client asked for;
+    /// `None` until it sets one. One per session ([`Server::for_session`]).
+    #[allow(deprecated)] // SEP-2577 deprecates logging; clients still use it
+    log_level: Arc<Mutex<Option<LoggingLevel>>>,
 }
 
 /// Counts a call in flight while it lives.
@@ -76,7 +90,52 @@ impl Server {
         Server {
             toolbox,
             in_flight: Arc::default(),
+            log_level: Arc::default(),
         }
+    }
+
+    /// The handler of a new session: the same toolbox and count of calls
+    /// in flight, its own log level (so no session hears of another's
+    /// calls, nor at another's level).
+    pub fn for_session(&self) -> Server {
+        Server {
+            log_level: Arc::default(),
+            ..self.clone()
+        }
+    }
+
+    /// Tells the client of the refusal or limit its call met, if it asked
+    /// for messages at `warning` or below.
+    #[allow(deprecated)] // SEP-2577 deprecates logging; clients still use it
+    async fn log_refusal(&self, tool: &str, called: &Called, context: &RequestContext<RoleServer>) {
+        let Some(rule) = called.rule else {
+            return;
+        };
+        let session = self.log_level.lock().map(|l| *l).unwrap_or(None);
+        // A 2026-07-28 request carries its own level.
+        let Some(level) = context.meta.log_level().or(session) else {
+            return;
+        };
+        if (LoggingLevel::Warning as u8) < (level as u8) {
+            return;
+        }
+        let message: Vec<&str> = called
+            .result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+            .collect();
+        let mut param = LoggingMessageNotificationParam::new(
+            LoggingLevel::Warning,
+            serde_json::json!({
+                "tool": tool,
+                "rule": rule,
+                "message": message.join("\n"),
+            }),
+        );
+        param.logger = Some("loom-fs".into());
+        // A client gone meanwhile is no error of the call's.
+        let _ = context.peer.notify_logging_message(param).await;
     }
 
     /// Tool calls not answered yet.
@@ -116,7 +175,9 @@ fn asker(context: &RequestContext<RoleServer>) -> Asker {
 
 impl ServerHandler for Server {
     fn get_info(&self) -> ServerConfig {
+        #[allow(deprecated)] // SEP-2577 deprecates logging; clients still use it
         let capabilities = ServerCapabilities::builder()
+            .enable_logging()
             .enable_completions()
             .enable_resources()
             .enable_tools()
@@ -163,15 +224,31 @@ impl ServerHandler for Server {
             activity,
             client,
         };
-        let result = toolbox
-            .call(&request.name, request.arguments, control)
+        let called = toolbox
+            .call_traced(&request.name, request.arguments, control)
             .await;
         if let Some(reporter) = reporter {
             // Stopped before the response goes out: no progress after it.
             reporter.abort();
             let _ = reporter.await;
         }
-        result.map(Into::into)
+        let called = called?;
+        self.log_refusal(&request.name, &called, &context).await;
+        Ok(called.result.into())
+    }
+
+    #[allow(deprecated)] // SEP-2577 deprecates logging; clients still use it
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let mut level = self
+            .log_level
+            .lock()
+            .map_err(|_| ErrorData::internal_error("the log level is unavailable", None))?;
+        *level = Some(request.level);
+        Ok(())
     }
 
     async fn list_resource_templates(
@@ -249,6 +326,10 @@ const METHODS: &[(&str, &str)] = &[
     (
         "completion/complete",
         r#"{"ref": {"type": "ref/resource", "uri": string}, "argument": {"name": string, "value": string}}"#,
+    ),
+    (
+        "logging/setLevel",
+        r#"{"level": "debug" | "info" | "notice" | "warning" | "error" | "critical" | "alert" | "emergency"}"#,
     ),
     ("resources/list", r#"{"cursor"?: string}"#),
     ("resources/read", r#"{"uri": string}"#),
