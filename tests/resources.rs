@@ -487,3 +487,140 @@ async fn over_http_each_session_hears_only_of_its_own_calls() {
     a.cancel().await.unwrap();
     b.cancel().await.unwrap();
 }
+
+/// The official Python SDK (see tests/python_sdk.rs for where it comes
+/// from; skipped with a line on stderr without it): templates, every page
+/// of the listing, text and PNG reads, denied, escaping and missing URIs,
+/// completion, and a refusal's log message after `setLevel`.
+#[test]
+fn the_python_sdk_lists_pages_reads_completes_and_hears_refusals() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let sdk = std::env::var_os("LOOMFS_PYTHON_SDK");
+    let python = |cmd: &mut Command| {
+        if let Some(sdk) = &sdk {
+            cmd.env("PYTHONPATH", sdk);
+        }
+    };
+    let mut probe = Command::new("python3");
+    probe.args(["-c", "import mcp"]);
+    python(&mut probe);
+    if !probe.output().is_ok_and(|o| o.status.success()) {
+        eprintln!("SKIPPED: the MCP Python SDK is not installed (scripts/test installs it)");
+        return;
+    }
+    let (env, config) = tree("max_list_entries = 2");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/python_sdk_resources.py");
+    let mut cmd = Command::new("python3");
+    python(&mut cmd);
+    for var in FLAG_VARS {
+        cmd.env_remove(var);
+    }
+    let mut child = cmd
+        .arg(script)
+        .arg(BIN)
+        .arg("--config")
+        .arg(&config)
+        .env("LOOMFS_CACHE_DIR", cache_dir())
+        .env("LOOMFS_LOG", "warn")
+        .env("LOOMFS_ALLOW_ROOT", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run python3");
+    let uris = [
+        "loomfs://ws/notes.md",
+        "loomfs://docs/img/dot.png",
+        "loomfs://ws/.env",
+        "loomfs://ws/missing.txt",
+        "loomfs://ws/alias.txt",
+        "loomfs://ws/out.txt",
+        "loomfs://ws/../outside/secret.txt",
+    ];
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(uris.join("\n").as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    scan(&stdout);
+    assert!(!stdout.contains(env.dir.to_str().unwrap()));
+    assert!(!stdout.contains("canary"));
+    let got: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    for cap in ["resources", "completions", "logging"] {
+        assert!(got["capabilities"].get(cap).is_some(), "{cap}: {got}");
+    }
+    assert_eq!(
+        got["templates"],
+        serde_json::json!(["loomfs://ws/{+path}", "loomfs://docs/{+path}"])
+    );
+    assert!(got["pages"].as_u64().unwrap() >= 3, "{got}");
+    let listed: BTreeSet<&str> = got["uris"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|u| u.as_str())
+        .collect();
+    assert_eq!(listed.len(), got["uris"].as_array().unwrap().len());
+    assert_eq!(
+        listed,
+        [
+            "loomfs://ws/notes.md",
+            "loomfs://ws/src/lib.rs",
+            "loomfs://ws/src/sub/deep.txt",
+            "loomfs://docs/guide.txt",
+            "loomfs://docs/img/dot.png",
+        ]
+        .into()
+    );
+    let reads = &got["reads"];
+    assert_eq!(
+        reads["loomfs://ws/notes.md"]["contents"][0]["text"],
+        "# Notes\nhello\n"
+    );
+    let png = &reads["loomfs://docs/img/dot.png"]["contents"][0];
+    assert_eq!(png["mimeType"], "image/png");
+    let blob = base64::engine::general_purpose::STANDARD
+        .decode(png["blob"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(blob, PNG);
+    let missing = &reads["loomfs://ws/missing.txt"]["error"];
+    assert_eq!(missing["code"], -32002, "{reads}");
+    for uri in &uris[2..] {
+        let e = &reads[*uri]["error"];
+        assert_eq!(e["code"], missing["code"], "{uri}: {reads}");
+        assert_eq!(
+            e["message"].as_str().unwrap().replace(uri, "URI"),
+            missing["message"]
+                .as_str()
+                .unwrap()
+                .replace("loomfs://ws/missing.txt", "URI"),
+            "{uri}"
+        );
+    }
+    let completions = &got["completions"];
+    assert_eq!(
+        completions["src/"],
+        serde_json::json!(["src/lib.rs", "src/sub/"])
+    );
+    assert_eq!(completions["src/i"], serde_json::json!([]));
+    assert_eq!(completions[".e"], serde_json::json!([]));
+    assert!(
+        !completions[""]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v == ".env" || v == ".git/"),
+        "{completions}"
+    );
+    assert_eq!(got["refused_is_error"], true);
+    let logs = got["logs"].as_array().unwrap();
+    assert_eq!(logs.len(), 1, "{logs:?}");
+    assert_eq!(logs[0]["level"], "warning");
+    assert_eq!(logs[0]["data"]["rule"], "deny");
+}
