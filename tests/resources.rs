@@ -378,7 +378,7 @@ async fn drained(client: &LogClient, rx: &mut LogReceiver) -> Vec<LoggingMessage
 
 #[tokio::test]
 async fn a_refused_call_is_logged_to_its_client_at_the_level_it_set() {
-    let (env, config) = tree("");
+    let (env, config) = tree("max_list_entries = 2");
     let mut cmd = server_command(&config);
     cmd.stderr(std::process::Stdio::null());
     let transport = rmcp::transport::TokioChildProcess::new(cmd).unwrap();
@@ -402,6 +402,23 @@ async fn a_refused_call_is_logged_to_its_client_at_the_level_it_set() {
     // A call that succeeds is not logged.
     call_ok_logs(&client).await;
     assert!(drained(&client, &mut rx).await.is_empty());
+    // One cut at a limit is, with its note.
+    let args = serde_json::json!({"root": "ws", "depth": 3});
+    let r = client
+        .call_tool(
+            rmcp::model::CallToolRequestParams::new("list_directory")
+                .with_arguments(args.as_object().unwrap().clone()),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&r), "{r:?}");
+    let got = drained(&client, &mut rx).await;
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].data["rule"], "truncated");
+    assert!(
+        got[0].data["message"].as_str().unwrap().contains("cursor"),
+        "{got:?}"
+    );
     // Above warning: refusals are not sent.
     client
         .set_level(SetLevelRequestParams::new(LoggingLevel::Error))
@@ -623,4 +640,78 @@ fn the_python_sdk_lists_pages_reads_completes_and_hears_refusals() {
     assert_eq!(logs.len(), 1, "{logs:?}");
     assert_eq!(logs[0]["level"], "warning");
     assert_eq!(logs[0]["data"]["rule"], "deny");
+}
+
+/// A resource read is the read component's, under the policing
+/// filesystem: a name flipped between a file and a symlink to a denied
+/// file while it is read, many times, never gives the denied content
+/// (resolve() may see the file, and the guest's open the symlink: the
+/// policing filesystem answers that open as a missing file).
+#[tokio::test]
+async fn a_read_raced_with_a_symlink_to_a_denied_file_never_gives_it() {
+    let (env, config) = tree("");
+    let client = start(&config).await;
+    env.write("ws/flip.txt", "plain\n");
+    let flip = env.path("ws/flip.txt");
+    let tmp = env.path("ws/flip.tmp");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flipper = {
+        let stop = std::sync::Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = std::fs::remove_file(&tmp);
+                if n.is_multiple_of(2) {
+                    let _ = std::os::unix::fs::symlink(".env", &tmp);
+                } else {
+                    let _ = std::fs::write(&tmp, "plain\n");
+                }
+                let _ = std::fs::rename(&tmp, &flip);
+                n += 1;
+                // Each state lasts about as long as a read's two looks.
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
+        })
+    };
+    let (mut plain, mut missing) = (0, 0);
+    for _ in 0..300 {
+        match client.read_resource(read("loomfs://ws/flip.txt")).await {
+            Ok(r) => {
+                let text = serde_json::to_string(&r).unwrap();
+                assert!(!text.contains("canary"), "{text}");
+                plain += 1;
+            }
+            Err(e) => {
+                let e = rpc_error(e);
+                assert_eq!(e.code.0, -32002, "{e:?}");
+                missing += 1;
+            }
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    flipper.join().unwrap();
+    let lines = audit(&env);
+    let count = |decision: &str| {
+        lines
+            .iter()
+            .filter(|l| {
+                l["tool"] == "read_file" && l["path"] == "flip.txt" && l["decision"] == decision
+            })
+            .count()
+    };
+    // A read that ran the component has an `allow` line; one of those that
+    // did not give the file was refused by the policing filesystem, which
+    // audits its own `deny` line. Every read answered as missing was
+    // refused by one or the other.
+    let (ran, denied) = (count("allow"), count("deny"));
+    eprintln!(
+        "{plain} reads of the file, {missing} answered as missing, {} of them by the policing \
+         filesystem after resolve() let the read run",
+        ran - plain
+    );
+    assert!(ran >= plain, "{ran} {plain}");
+    assert!(
+        denied >= missing,
+        "{denied} deny lines for {missing} refused reads"
+    );
 }

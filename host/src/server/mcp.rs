@@ -12,7 +12,7 @@
 //!
 //! Logging: a client that sets a level (`logging/setLevel`, or the
 //! 2026-07-28 request `_meta` `logLevel`) is told of the refusals and limits
-//! its own tool calls meet, as `notifications/message` at `warning`, on its
+//! its own tool calls meet (a result cut at a limit among them), as `notifications/message` at `warning`, on its
 //! own session (each HTTP session has its own level). Nothing is sent to a
 //! client that set no level, and nothing about a resource read (whose
 //! refusal must look like a missing file).
@@ -108,8 +108,29 @@ impl Server {
     /// for messages at `warning` or below.
     #[allow(deprecated)] // SEP-2577 deprecates logging; clients still use it
     async fn log_refusal(&self, tool: &str, called: &Called, context: &RequestContext<RoleServer>) {
-        let Some(rule) = called.rule else {
-            return;
+        let structured = called.result.structured_content.as_ref();
+        // A result cut at a limit (entries, results, the byte budget, the
+        // time) is a limit hit too: its note says which.
+        let cut =
+            structured.and_then(|s| s.get("truncated")) == Some(&serde_json::Value::Bool(true));
+        let (rule, message) = match called.rule {
+            Some(rule) => {
+                let text: Vec<&str> = called
+                    .result
+                    .content
+                    .iter()
+                    .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+                    .collect();
+                (rule, text.join("\n"))
+            }
+            None if cut => {
+                let note = structured
+                    .and_then(|s| s.get("note"))
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or("the result was cut at a limit");
+                ("truncated", note.to_string())
+            }
+            None => return,
         };
         let session = self.log_level.lock().map(|l| *l).unwrap_or(None);
         // A 2026-07-28 request carries its own level.
@@ -119,19 +140,9 @@ impl Server {
         if (LoggingLevel::Warning as u8) < (level as u8) {
             return;
         }
-        let message: Vec<&str> = called
-            .result
-            .content
-            .iter()
-            .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
-            .collect();
         let mut param = LoggingMessageNotificationParam::new(
             LoggingLevel::Warning,
-            serde_json::json!({
-                "tool": tool,
-                "rule": rule,
-                "message": message.join("\n"),
-            }),
+            serde_json::json!({ "tool": tool, "rule": rule, "message": message }),
         );
         param.logger = Some("loom-fs".into());
         // A client gone meanwhile is no error of the call's.
