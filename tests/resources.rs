@@ -305,6 +305,13 @@ async fn resources_answer_in_the_2026_era_too() {
     let client = start_with(&config, &[], discover()).await;
     let resources = client.list_all_resources().await.unwrap();
     assert_eq!(resources.len(), 5);
+    // The caching hints of 2026-07-28: never fresh, never shared (files
+    // change at any time, and what a client sees depends on its roles).
+    let page = client.list_resources(None).await.unwrap();
+    assert_eq!(page.ttl_ms, Some(0));
+    assert_eq!(page.cache_scope, Some(rmcp::model::CacheScope::Private));
+    let templates = client.list_resource_templates(None).await.unwrap();
+    assert_eq!(templates.ttl_ms, Some(0));
     let r = client
         .read_resource(read("loomfs://docs/guide.txt"))
         .await
