@@ -12,10 +12,11 @@
 //!
 //! Logging: a client that sets a level (`logging/setLevel`, or the
 //! 2026-07-28 request `_meta` `logLevel`) is told of the refusals and limits
-//! its own tool calls meet (a result cut at a limit among them), as `notifications/message` at `warning`, on its
-//! own session (each HTTP session has its own level). Nothing is sent to a
-//! client that set no level, and nothing about a resource read (whose
-//! refusal must look like a missing file).
+//! its own tool calls meet (a result cut at a limit among them), as
+//! `notifications/message` at `warning`, on its own session (each HTTP
+//! session has its own level). Nothing is sent to a client that set no
+//! level, and nothing about a resource read (whose refusal must look like a
+//! missing file).
 //!
 //! The toolbox arrives after the server starts (components load while the
 //! client's handshake is answered): tool requests wait for it.
