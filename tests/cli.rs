@@ -490,6 +490,7 @@ fn check_warns_about_risky_configs() {
         "  read_file            read    home, docs                built-in",
         "  write_file           write   home                      built-in",
         "components: 13 built-in, 0 third-party",
+        "resources: loomfs://ROOT/{+path} for home, docs (read through read_file and list_directory, with path completion); logging: refusals and limits of a client's calls, at warning",
         "transport: http on 0.0.0.0:3000 (no token)",
         "warnings:",
         "  root 'home' is or holds your home directory: dotfiles and keys the deny list does not name are exposed",

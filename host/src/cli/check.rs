@@ -93,6 +93,24 @@ pub(super) fn check_config(cli: &Cli, config: Config) -> anyhow::Result<()> {
             roots.join(", ")
         );
     }
+    // Resources and completion are calls of these tools (list_directory,
+    // read_file): a root is served as resources where they may read.
+    let readable: Vec<&str> = config
+        .roots
+        .iter()
+        .filter(|r| r.perms.contains(Permission::Read))
+        .map(|r| r.name.as_str())
+        .collect();
+    println!(
+        "resources: {}ROOT/{{+path}} for {} (read through read_file and list_directory, \
+         with path completion); logging: refusals and limits of a client's calls, at warning",
+        crate::tools::SCHEME,
+        if readable.is_empty() {
+            "no root".to_string()
+        } else {
+            readable.join(", ")
+        }
+    );
     let third_party = config.components.len();
     println!(
         "components: {} built-in, {third_party} third-party",

@@ -10,24 +10,37 @@
 //! policing filesystem's counters: any tool, built-in or not, reports
 //! progress without doing anything for it.
 //!
+//! Logging: a client that sets a level (`logging/setLevel`, or the
+//! 2026-07-28 request `_meta` `logLevel`) is told of the refusals and limits
+//! its own tool calls meet (a result cut at a limit among them), as
+//! `notifications/message` at `warning`, on its own session (each HTTP
+//! session has its own level). Nothing is sent to a client that set no
+//! level, and nothing about a resource read (whose refusal must look like a
+//! missing file).
+//!
 //! The toolbox arrives after the server starts (components load while the
 //! client's handshake is answered): tool requests wait for it.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode,
-    Implementation, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ProgressToken, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CustomRequest,
+    CustomResult, ErrorCode, Implementation, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
+    ReadResourceRequestParams, ReadResourceResponse, Reference, ServerCapabilities, ServerConfig,
+    Tool,
 };
+#[allow(deprecated)] // SEP-2577 deprecates logging; clients still use it
+use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, SetLevelRequestParams};
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
 use crate::runtime::Activity;
-use crate::tools::{Control, Toolbox};
+use crate::tools::{Asker, Called, Control, Toolbox};
 
 /// The client's address, which the HTTP face puts in each request's
 /// extensions for the audit log.
@@ -51,6 +64,10 @@ pub struct Server {
     /// Tool calls being answered, across every session (for a shutdown
     /// that lets them finish).
     in_flight: Arc<AtomicUsize>,
+    /// The least level of log message this session's client asked for;
+    /// `None` until it sets one. One per session ([`Server::for_session`]).
+    #[allow(deprecated)] // SEP-2577 deprecates logging; clients still use it
+    log_level: Arc<Mutex<Option<LoggingLevel>>>,
 }
 
 /// Counts a call in flight while it lives.
@@ -74,7 +91,63 @@ impl Server {
         Server {
             toolbox,
             in_flight: Arc::default(),
+            log_level: Arc::default(),
         }
+    }
+
+    /// The handler of a new session: the same toolbox and count of calls
+    /// in flight, its own log level (so no session hears of another's
+    /// calls, nor at another's level).
+    pub fn for_session(&self) -> Server {
+        Server {
+            log_level: Arc::default(),
+            ..self.clone()
+        }
+    }
+
+    /// Tells the client of the refusal or limit its call met, if it asked
+    /// for messages at `warning` or below.
+    #[allow(deprecated)] // SEP-2577 deprecates logging; clients still use it
+    async fn log_refusal(&self, tool: &str, called: &Called, context: &RequestContext<RoleServer>) {
+        let structured = called.result.structured_content.as_ref();
+        // A result cut at a limit (entries, results, the byte budget, the
+        // time) is a limit hit too: its note says which.
+        let cut =
+            structured.and_then(|s| s.get("truncated")) == Some(&serde_json::Value::Bool(true));
+        let (rule, message) = match called.rule {
+            Some(rule) => {
+                let text: Vec<&str> = called
+                    .result
+                    .content
+                    .iter()
+                    .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+                    .collect();
+                (rule, text.join("\n"))
+            }
+            None if cut => {
+                let note = structured
+                    .and_then(|s| s.get("note"))
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or("the result was cut at a limit");
+                ("truncated", note.to_string())
+            }
+            None => return,
+        };
+        let session = self.log_level.lock().map(|l| *l).unwrap_or(None);
+        // A 2026-07-28 request carries its own level.
+        let Some(level) = context.meta.log_level().or(session) else {
+            return;
+        };
+        if (LoggingLevel::Warning as u8) < (level as u8) {
+            return;
+        }
+        let mut param = LoggingMessageNotificationParam::new(
+            LoggingLevel::Warning,
+            serde_json::json!({ "tool": tool, "rule": rule, "message": message }),
+        );
+        param.logger = Some("loom-fs".into());
+        // A client gone meanwhile is no error of the call's.
+        let _ = context.peer.notify_logging_message(param).await;
     }
 
     /// Tool calls not answered yet.
@@ -95,9 +168,33 @@ impl Server {
     }
 }
 
+/// Who asks, for the audit line of the calls a request makes: the HTTP
+/// client's address, when there is one.
+fn client_of(context: &RequestContext<RoleServer>) -> Option<String> {
+    context
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<ClientAddr>())
+        .map(|ClientAddr(addr)| addr.to_string())
+}
+
+fn asker(context: &RequestContext<RoleServer>) -> Asker {
+    Asker {
+        cancel: context.ct.clone(),
+        client: client_of(context),
+    }
+}
+
 impl ServerHandler for Server {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        #[allow(deprecated)] // SEP-2577 deprecates logging; clients still use it
+        let capabilities = ServerCapabilities::builder()
+            .enable_logging()
+            .enable_completions()
+            .enable_resources()
+            .enable_tools()
+            .build();
+        ServerConfig::new(capabilities)
             .with_server_info(
                 Implementation::new("loom-fs-mcp", env!("CARGO_PKG_VERSION")).with_title("loom-fs"),
             )
@@ -133,25 +230,96 @@ impl ServerHandler for Server {
                 Arc::clone(&activity),
             ))
         });
-        let client = context
-            .extensions
-            .get::<axum::http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<ClientAddr>())
-            .map(|ClientAddr(addr)| addr.to_string());
+        let client = client_of(&context);
         let control = Control {
             cancel: context.ct.clone(),
             activity,
             client,
         };
-        let result = toolbox
-            .call(&request.name, request.arguments, control)
+        let called = toolbox
+            .call_traced(&request.name, request.arguments, control)
             .await;
         if let Some(reporter) = reporter {
             // Stopped before the response goes out: no progress after it.
             reporter.abort();
             let _ = reporter.await;
         }
-        result.map(Into::into)
+        let called = called?;
+        self.log_refusal(&request.name, &called, &context).await;
+        Ok(called.result.into())
+    }
+
+    #[allow(deprecated)] // SEP-2577 deprecates logging; clients still use it
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let mut level = self
+            .log_level
+            .lock()
+            .map_err(|_| ErrorData::internal_error("the log level is unavailable", None))?;
+        *level = Some(request.level);
+        Ok(())
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(self.toolbox().await?.resource_templates())
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let _counted = InFlight::new(&self.in_flight);
+        let cursor = request.and_then(|r| r.cursor);
+        self.toolbox()
+            .await?
+            .list_resources(cursor.as_deref(), &asker(&context))
+            .await
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let _counted = InFlight::new(&self.in_flight);
+        self.toolbox()
+            .await?
+            .read_resource(&request.uri, &asker(&context))
+            .await
+            .map(Into::into)
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let Reference::Resource(template) = &request.r#ref else {
+            return Err(ErrorData::invalid_params(
+                "this server has no prompts to complete",
+                None,
+            ));
+        };
+        let _counted = InFlight::new(&self.in_flight);
+        let completion = self
+            .toolbox()
+            .await?
+            .complete_path(
+                &template.uri,
+                &request.argument.name,
+                &request.argument.value,
+                &asker(&context),
+            )
+            .await?;
+        Ok(CompleteResult::new(completion))
     }
 
     /// A request rmcp could not type: an unknown method, or a known one whose
@@ -167,6 +335,17 @@ impl ServerHandler for Server {
 
 /// The methods this server answers, with the params each expects.
 const METHODS: &[(&str, &str)] = &[
+    (
+        "completion/complete",
+        r#"{"ref": {"type": "ref/resource", "uri": string}, "argument": {"name": string, "value": string}}"#,
+    ),
+    (
+        "logging/setLevel",
+        r#"{"level": "debug" | "info" | "notice" | "warning" | "error" | "critical" | "alert" | "emergency"}"#,
+    ),
+    ("resources/list", r#"{"cursor"?: string}"#),
+    ("resources/read", r#"{"uri": string}"#),
+    ("resources/templates/list", r#"{"cursor"?: string}"#),
     ("tools/call", r#"{"name": string, "arguments"?: object}"#),
     ("tools/list", r#"{"cursor"?: string}"#),
     (

@@ -44,11 +44,13 @@ use crate::sys::space;
 use slots::{SlotError, Slots};
 
 mod prepare;
+mod resources;
 mod results;
 mod run;
 pub mod slots;
 
 use prepare::*;
+pub use resources::{Asker, SCHEME, mime_of_name, parse_uri, resource_uri};
 use results::*;
 use run::*;
 
@@ -81,6 +83,59 @@ pub struct Control {
     pub cancel: CancellationToken,
     pub activity: Arc<Activity>,
     pub client: Option<String>,
+}
+
+/// What a call came to: its result, and what the faces that do more than
+/// pass it on need to know (a resource read answers a refused path as a
+/// missing one; a client that asked for log messages is told of refusals
+/// and limits).
+pub struct Called {
+    pub result: CallToolResult,
+    /// The rule that refused or stopped the call (`deny`, `quota`,
+    /// `timeout`, …), if one did.
+    pub rule: Option<&'static str>,
+    /// Whether the call failed because a path it names is not there for it:
+    /// refused by `resolve()`, or not found by the tool (which is also what
+    /// the policing filesystem makes of a denied name).
+    pub unseen: bool,
+}
+
+impl Called {
+    fn failed(text: String, rule: Option<&'static str>) -> Called {
+        Called {
+            result: error_result(text),
+            rule,
+            unseen: false,
+        }
+    }
+}
+
+/// A call that ended before its component ran: its text and what
+/// [`Called`] says of it.
+pub(super) struct Stop {
+    text: String,
+    rule: Option<&'static str>,
+    unseen: bool,
+}
+
+impl Stop {
+    fn new(text: String, rule: Option<&'static str>) -> Stop {
+        Stop {
+            text,
+            rule,
+            unseen: false,
+        }
+    }
+}
+
+impl From<Stop> for Called {
+    fn from(stop: Stop) -> Called {
+        Called {
+            result: error_result(stop.text),
+            rule: stop.rule,
+            unseen: stop.unseen,
+        }
+    }
 }
 
 struct Entry {
@@ -278,6 +333,20 @@ impl Toolbox {
         arguments: Option<JsonObject>,
         control: Control,
     ) -> Result<CallToolResult, ErrorData> {
+        self.call_traced(name, arguments, control)
+            .await
+            .map(|called| called.result)
+    }
+
+    /// [`Toolbox::call`], telling also which rule refused or stopped the
+    /// call and whether a path was not there for it. The one call path:
+    /// resources and completion go through it too.
+    pub async fn call_traced(
+        self: &Arc<Self>,
+        name: &str,
+        arguments: Option<JsonObject>,
+        control: Control,
+    ) -> Result<Called, ErrorData> {
         let Some(entry) = self.entries.iter().find(|e| e.tool.name == name) else {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool '{}'", shown_clipped(name)),
@@ -286,7 +355,11 @@ impl Toolbox {
         };
         let arguments = arguments.unwrap_or_default();
         match &entry.action {
-            Action::ListRoots => Ok(self.list_roots()),
+            Action::ListRoots => Ok(Called {
+                result: self.list_roots(),
+                rule: None,
+                unseen: false,
+            }),
             Action::Component {
                 index,
                 paths,
@@ -301,7 +374,7 @@ impl Toolbox {
                             .client(control.client.as_deref())
                             .denied("audit"),
                     );
-                    return Ok(error_result(unwritable.to_string()));
+                    return Ok(Called::failed(unwritable.to_string(), Some("audit")));
                 }
                 // Waiting for locks and then for a slot counts against the
                 // call's deadline: together at most the tool timeout.
@@ -311,7 +384,7 @@ impl Toolbox {
                     .await
                 {
                     Ok(done) => done,
-                    Err(refused) => return Ok(refused),
+                    Err(refused) => return Ok(refused.into()),
                 };
                 let mut arguments = arguments;
                 RefusedItem::mark(&refused, &mut arguments);

@@ -16,9 +16,10 @@ impl Toolbox {
         paths: &[PathArg],
         args: &JsonObject,
         client: Option<&str>,
-    ) -> Result<Resolution, String> {
+    ) -> Result<Resolution, Stop> {
         let mut resolution = Resolution::default();
-        for request in path_requests(paths, args)? {
+        let requests = path_requests(paths, args).map_err(|text| Stop::new(text, None))?;
+        for request in requests {
             let (root, path, op) = (request.root, request.path, request.op);
             match resolve(&self.config.roots, root, path, op) {
                 Ok(r) => resolution.resolved.push(r),
@@ -41,13 +42,17 @@ impl Toolbox {
                         continue;
                     }
                     let (root, path) = (shown_arg(root), shown_arg(path));
-                    return Err(noted(
+                    let text = noted(
                         format!(
                             "refused by rule '{}': {} (root '{root}', path '{path}')",
                             denial.rule, denial.message
                         ),
                         &[&root, &path],
-                    ));
+                    );
+                    return Err(Stop {
+                        unseen: true,
+                        ..Stop::new(text, Some(denial.rule.as_str()))
+                    });
                 }
             }
         }
@@ -67,16 +72,17 @@ impl Toolbox {
         arguments: &JsonObject,
         control: &Control,
         waits_until: tokio::time::Instant,
-    ) -> Result<(Resolution, Locked), CallToolResult> {
+    ) -> Result<(Resolution, Locked), Stop> {
         let client = control.client.as_deref();
-        let mut resolution = self
-            .resolve_all(tool, paths, arguments, client)
-            .map_err(error_result)?;
+        let mut resolution = self.resolve_all(tool, paths, arguments, client)?;
         for _ in 0..RESOLVE_ROUNDS {
             let resolved = &resolution.resolved;
             if control.cancel.is_cancelled() {
                 self.audit_refused(tool, resolved, "cancelled", client);
-                return Err(error_result(LockError::Cancelled.to_string()));
+                return Err(Stop::new(
+                    LockError::Cancelled.to_string(),
+                    Some("cancelled"),
+                ));
             }
             let keys = lock_keys(resolved);
             let locked = match self
@@ -92,25 +98,24 @@ impl Toolbox {
                         LockError::NoDescriptors => "descriptors",
                     };
                     self.audit_refused(tool, resolved, rule, client);
-                    return Err(error_result(e.to_string()));
+                    return Err(Stop::new(e.to_string(), Some(rule)));
                 }
             };
             if keys.is_empty() {
                 return Ok((resolution, locked));
             }
-            let again = self
-                .resolve_all(tool, paths, arguments, client)
-                .map_err(error_result)?;
+            let again = self.resolve_all(tool, paths, arguments, client)?;
             if same_places(&lock_keys(&again.resolved), &keys) {
                 return Ok((again, locked));
             }
             resolution = again;
         }
         self.audit_refused(tool, &resolution.resolved, "locked", client);
-        Err(error_result(
+        Err(Stop::new(
             "the places this call changes kept moving while it waited for them (other calls \
              moved or deleted what its paths lead to); try again"
                 .into(),
+            Some("locked"),
         ))
     }
 

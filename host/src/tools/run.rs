@@ -5,7 +5,7 @@
 use super::*;
 
 impl Toolbox {
-    pub(super) async fn run(self: &Arc<Self>, call: Run<'_>) -> CallToolResult {
+    pub(super) async fn run(self: &Arc<Self>, call: Run<'_>) -> Called {
         let Run {
             tool,
             index,
@@ -50,19 +50,25 @@ impl Toolbox {
             && let Err(empty) = q.ready(request.arguments.len() as u64)
         {
             self.audit_refused(tool, &resolved, "quota", client);
-            return error_result(format!(
-                "refused by rule 'quota': the byte quota is used up ({}); {}",
-                quota_figures(q),
-                quota::retry_text(empty.retry_after)
-            ));
+            return Called::failed(
+                format!(
+                    "refused by rule 'quota': the byte quota is used up ({}); {}",
+                    quota_figures(q),
+                    quota::retry_text(empty.retry_after)
+                ),
+                Some("quota"),
+            );
         }
         if let Err((root, short)) = reserve_kept(&resolved, request.arguments.len() as u64) {
             self.audit_refused(tool, &resolved, "reserve", client);
-            return error_result(format!(
-                "{}; nothing was written. To go on, {}",
-                short.text(&root),
-                space::Short::WAY_OUT
-            ));
+            return Called::failed(
+                format!(
+                    "{}; nothing was written. To go on, {}",
+                    short.text(&root),
+                    space::Short::WAY_OUT
+                ),
+                Some("reserve"),
+            );
         }
         // Room in each root's trash for what the call would keep, refused
         // before anything changes when it would pass the budget (not asked
@@ -83,16 +89,20 @@ impl Toolbox {
                     Ok(Ok(reservation)) => Some(reservation),
                     Ok(Err((root, over))) => {
                         self.audit_refused(tool, &resolved, "trash_budget", client);
-                        return error_result(format!(
-                            "{}; nothing was changed. To go on, {}",
-                            over.text(&root),
-                            trash::OverBudget::WAY_OUT
-                        ));
+                        return Called::failed(
+                            format!(
+                                "{}; nothing was changed. To go on, {}",
+                                over.text(&root),
+                                trash::OverBudget::WAY_OUT
+                            ),
+                            Some("trash_budget"),
+                        );
                     }
                     Err(e) => {
                         tracing::error!(tool, "the trash budget check panicked: {e}");
-                        return error_result(
+                        return Called::failed(
                             "the tool failed unexpectedly; the server log has details".into(),
+                            None,
                         );
                     }
                 }
@@ -107,7 +117,7 @@ impl Toolbox {
                     SlotError::Cancelled => "cancelled",
                 };
                 self.audit_refused(tool, &resolved, rule, client);
-                return error_result(e.to_string());
+                return Called::failed(e.to_string(), Some(rule));
             }
         };
         // The call's duration is its guest's, not its wait for a slot.
@@ -161,8 +171,9 @@ impl Toolbox {
             Ok(outcome) => outcome,
             Err(e) => {
                 tracing::error!(tool, "tool call panicked: {e}");
-                return error_result(
+                return Called::failed(
                     "the tool failed unexpectedly; the server log has details".into(),
+                    None,
                 );
             }
         };
@@ -187,6 +198,12 @@ impl Toolbox {
             _ => None,
         };
         let built_in = self.runtime.tools()[index].is_built_in();
+        // A path the tool found missing (a denied name answers as a missing
+        // one in the policing filesystem, so it is among these).
+        let unseen = matches!(
+            &outcome.result,
+            Err(CallError::Tool(ToolError::NotFound(_)))
+        );
         let (result, bytes) = match (outcome.result, &self.quota, &disk) {
             (_, Some(q), _) if out_of_quota => (error_result(ran_out_of_quota(q, &activity)), 0),
             // Whatever the tool made of it: a search would have skipped a
@@ -253,7 +270,14 @@ impl Toolbox {
                     .denied(refusal.rule),
             );
         }
-        result
+        // A limit that stopped the call, else the first rule the policing
+        // filesystem applied (the guest may have gone on without it).
+        let rule = stopped.or_else(|| outcome.refusals.first().map(|r| r.rule));
+        Called {
+            result,
+            rule,
+            unseen,
+        }
     }
 }
 

@@ -201,7 +201,11 @@ pub fn router(server: Server, options: &HttpOptions, sessions_end: &Cancellation
         .with_allowed_origins(origins)
         .with_max_request_body_bytes(options.max_body_bytes)
         .with_cancellation_token(sessions_end.clone());
-    let mcp = StreamableHttpService::new(move || Ok(server.clone()), Arc::clone(&sessions), config);
+    let mcp = StreamableHttpService::new(
+        move || Ok(server.for_session()),
+        Arc::clone(&sessions),
+        config,
+    );
     let gate = Arc::new(Gate {
         token: options.token.clone(),
         sessions,
