@@ -7,11 +7,18 @@ COPY . .
 # build compiles the tool components and embeds them in the binary.
 RUN cargo build --release --locked -p loom-fs-mcp
 
+# The runtime stage: scripts/container-test builds it from this text, with a
+# binary built on the host in place of the build stage's.
 FROM debian:bookworm-slim
 RUN useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin loomfs
 COPY --from=build /src/target/release/loom-fs-mcp /usr/local/bin/loom-fs-mcp
-# The compiled-component cache lives on the tmpfs: the image stays read-only.
-ENV LOOMFS_CACHE_DIR=/tmp/loom-fs-cache
+# The components are compiled once, here, into the image: a start maps them
+# (no second of compiling), the cache is read-only like the rest of the image
+# (a server under landlock never writes it anyway), and any --user can read it.
+ENV LOOMFS_CACHE_DIR=/var/cache/loom-fs
+RUN mkdir -p "$LOOMFS_CACHE_DIR" \
+ && loom-fs-mcp check --allow-root --reference /tmp >/dev/null \
+ && chmod -R a+rX "$LOOMFS_CACHE_DIR"
 USER 10001:10001
 EXPOSE 3000
 ENTRYPOINT ["/usr/local/bin/loom-fs-mcp"]
