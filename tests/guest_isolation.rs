@@ -98,6 +98,8 @@ fn fixture() -> Env {
         .write("ref/sub/x.txt", "x\n")
         .write("ref/id_rsa", "CANARY-KEY\n")
         .write("ref/.git/config", "CANARY-GIT\n")
+        .write("ref/.DS_Store", "CANARY-DSSTORE\n")
+        .write("ref/._README.md", "CANARY-APPLEDOUBLE\n")
         .write("outside/secret.txt", "CANARY-OUTSIDE\n")
         .write("ws/keep.txt", "keep\n")
         .symlink(".env", "ref/alias")
@@ -128,6 +130,9 @@ fn denied_names_cannot_be_opened_by_any_route() {
         ("std_read", ".ENV"),
         ("std_read", ".git/config"),
         ("std_read", "id_rsa"),
+        ("std_read", ".DS_Store"),
+        ("std_read", ".ds_store"),
+        ("raw_read", "._README.md"),
         ("std_stat", ".env"),
         ("std_stat", "alias"),
         ("raw_read", ".env"),

@@ -994,3 +994,89 @@ async fn concurrent_calls_are_all_served() {
         t.await.unwrap();
     }
 }
+
+/// A denied name meets its rule however it is spelled: in another case, in
+/// NFD (as macOS writes names) where the pattern was typed in NFC, and the
+/// other way round, requested or reached through a symlink, in a read, a
+/// listing, a tree, a search and a batch; macOS's `.DS_Store` and `._*`
+/// files are denied built in.
+#[tokio::test]
+async fn a_denied_name_spelled_in_nfd_or_another_case_meets_the_same_rule() {
+    let env = Env::new();
+    env.write("docs/ok.txt", "TOKEN ok\n")
+        .write(
+            "docs/cafe\u{301}-secrets/plan.txt",
+            "TOKEN CANARY-NFD-DIR\n",
+        )
+        .write("docs/CAFÉ-SECRETS.txt", "TOKEN CANARY-UPPER\n")
+        .write("docs/Geheimnis-\u{c4}.txt", "TOKEN CANARY-NFC\n")
+        .write("docs/.DS_Store", "TOKEN CANARY-DSSTORE\n")
+        .write("docs/sub/._ok.txt", "TOKEN CANARY-APPLEDOUBLE\n")
+        .symlink("cafe\u{301}-secrets/plan.txt", "docs/alias.txt");
+    let config = env.config(
+        "[[roots]]\nname = \"docs\"\npath = \"docs\"\nrole = \"reference\"\n\
+         deny = [\"café-secrets*\", \"geheimnis-a\u{308}*\"]\n",
+    );
+    let before = env.snapshot();
+    let client = start(&config).await;
+    for (path, pattern) in [
+        ("cafe\u{301}-secrets/plan.txt", "café-secrets*"),
+        ("café-secrets/plan.txt", "café-secrets*"),
+        ("CAFÉ-SECRETS.txt", "café-secrets*"),
+        ("alias.txt", "café-secrets*"),
+        ("Geheimnis-\u{c4}.txt", "geheimnis-a\u{308}*"),
+        ("geheimnis-a\u{308}.txt", "geheimnis-a\u{308}*"),
+        (".DS_Store", ".DS_Store"),
+        ("sub/._ok.txt", "._*"),
+    ] {
+        let r = call(&client, "read_file", json!({"root": "docs", "path": path})).await;
+        assert_refused(
+            &r,
+            &format!("refused by rule 'deny': matches deny pattern '{pattern}'"),
+        );
+        assert!(!text(&r).contains("CANARY"), "{path}: {}", text(&r));
+    }
+    let shown = [
+        call_ok(
+            &client,
+            "list_directory",
+            json!({"root": "docs", "depth": 3}),
+        )
+        .await,
+        call_ok(&client, "directory_tree", json!({"root": "docs"})).await,
+        call_ok(
+            &client,
+            "search_files",
+            json!({"root": "docs", "pattern": "**", "contains": "TOKEN"}),
+        )
+        .await,
+    ];
+    for r in &shown {
+        let all = format!("{} {}", text(r), structured(r));
+        assert!(all.contains("ok.txt"), "{all}");
+        for hidden in [
+            "secrets",
+            "SECRETS",
+            "Geheimnis",
+            "DS_Store",
+            "._ok",
+            "CANARY",
+        ] {
+            assert!(!all.contains(hidden), "{hidden} in {all}");
+        }
+    }
+    let batch = call_ok(
+        &client,
+        "read_multiple_files",
+        json!({"root": "docs", "paths": ["ok.txt", "café-secrets/plan.txt", ".ds_store"]}),
+    )
+    .await;
+    assert!(!text(&batch).contains("CANARY"), "{}", text(&batch));
+    assert_eq!(
+        text(&batch).matches("refused by rule 'deny'").count(),
+        2,
+        "{}",
+        text(&batch)
+    );
+    assert_eq!(env.snapshot(), before);
+}

@@ -9,12 +9,18 @@
 //! refused: a rule on names holds wherever a directory is moved, a rule on
 //! paths would not (moving `config` away would uncover `config/prod`).
 //! Matching is case-insensitive (`.ENV`, `ID_RSA`): case-insensitive
-//! filesystems exist, and a differently cased secret is still a secret.
+//! filesystems exist, and a differently cased secret is still a secret. It
+//! is also blind to Unicode normalisation: patterns and names are compared
+//! in NFC, so `café` spelled with a combining accent (NFD, as macOS writes
+//! names) meets the pattern `café` however it was typed, as on a
+//! normalisation-insensitive volume, where both spellings are one file.
 
+use std::borrow::Cow;
 use std::ffi::OsStr;
 use std::path::{Component, Path};
 
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
+use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfc_quick};
 
 /// Patterns denied on every root, whatever the config says.
 pub const BUILTIN_DENY: &[&str] = &[
@@ -45,6 +51,11 @@ pub const BUILTIN_DENY: &[&str] = &[
     "__pycache__",
     ".mcp-trash",
     "shadow",
+    // macOS's Finder metadata and AppleDouble files (resource forks, on
+    // volumes without extended attributes): noise to a model, and a
+    // `._name` holds another file's metadata.
+    ".DS_Store",
+    "._*",
 ];
 
 /// A deny pattern that does not compile.
@@ -90,7 +101,11 @@ impl DenyList {
         if !self.hides(name) {
             return None;
         }
-        let i = self.names.matches(Path::new(name)).into_iter().next()?;
+        let i = self
+            .names
+            .matches(Path::new(&*folded(name)))
+            .into_iter()
+            .next()?;
         Some(&self.patterns[i])
     }
 
@@ -105,7 +120,26 @@ impl DenyList {
     /// Whether a directory entry called `name` must be hidden from listings
     /// and walks.
     pub fn hides(&self, name: &OsStr) -> bool {
-        self.names.is_match(Path::new(name))
+        self.names.is_match(Path::new(&*folded(name)))
+    }
+}
+
+/// `name` as patterns are compared: a name that is not ASCII in Unicode's
+/// NFC and lower case (globset folds only ASCII case), borrowed when it is
+/// ASCII (left to globset's folding) or not UTF-8 (no normalisation applies
+/// to bytes that are not text).
+fn folded(name: &OsStr) -> Cow<'_, OsStr> {
+    match name.to_str() {
+        Some(s) if !s.is_ascii() => Cow::Owned(fold(s).into()),
+        _ => Cow::Borrowed(name),
+    }
+}
+
+fn fold(s: &str) -> String {
+    if is_nfc_quick(s.chars()) == IsNormalized::Yes {
+        s.to_lowercase()
+    } else {
+        s.nfc().collect::<String>().to_lowercase()
     }
 }
 
@@ -121,7 +155,12 @@ fn compile(pattern: &str) -> Result<Glob, DenyError> {
             .unwrap_or("");
         return Err(DenyError::Path(pattern.to_string(), last.to_string()));
     }
-    GlobBuilder::new(pattern)
+    let glob = if pattern.is_ascii() {
+        Cow::Borrowed(pattern)
+    } else {
+        Cow::Owned(fold(pattern))
+    };
+    GlobBuilder::new(&glob)
         .case_insensitive(true)
         .literal_separator(true)
         .build()
@@ -175,6 +214,55 @@ mod tests {
         assert_eq!(denied(&d, "keys/ID_RSA").as_deref(), Some("id_rsa*"));
         assert_eq!(denied(&d, "Server.PEM").as_deref(), Some("*.pem"));
         assert_eq!(denied(&d, ".Git/HEAD").as_deref(), Some(".git"));
+    }
+
+    #[test]
+    fn normalisation_insensitive() {
+        // The pattern typed in NFC, names in NFC and NFD (as macOS writes
+        // them), in any case; and the other way round.
+        let d = list(&["café-secrets", "Geheimnis-Ä*"]);
+        for path in [
+            "café-secrets",
+            "cafe\u{301}-secrets",
+            "a/CAFE\u{301}-SECRETS/x",
+            "geheimnis-ä.txt",
+            "Geheimnis-A\u{308}.txt",
+            "GEHEIMNIS-A\u{308}",
+        ] {
+            assert!(denied(&d, path).is_some(), "{path:?}");
+            let name = Path::new(path).components().next_back().unwrap();
+            if !path.contains('/') {
+                assert!(d.hides(name.as_os_str()), "{path:?}");
+            }
+        }
+        let nfd = list(&["cafe\u{301}-secrets"]);
+        assert_eq!(
+            denied(&nfd, "café-secrets").as_deref(),
+            Some("cafe\u{301}-secrets")
+        );
+        assert_eq!(denied(&d, "cafe-secrets"), None);
+        assert_eq!(denied(&d, "geheimnis-a.txt"), None);
+    }
+
+    #[test]
+    fn macos_metadata_files() {
+        let d = list(&[]);
+        assert_eq!(denied(&d, ".DS_Store").as_deref(), Some(".DS_Store"));
+        assert_eq!(denied(&d, "a/b/.ds_store").as_deref(), Some(".DS_Store"));
+        assert_eq!(denied(&d, "._report.pdf").as_deref(), Some("._*"));
+        assert_eq!(denied(&d, "docs/._.DS_Store").as_deref(), Some("._*"));
+        assert_eq!(denied(&d, "_report.pdf"), None);
+        assert_eq!(denied(&d, "a._b"), None);
+        assert_eq!(denied(&d, "DS_Store"), None);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn names_that_are_not_utf8_are_matched_as_bytes() {
+        use std::os::unix::ffi::OsStrExt;
+        let d = list(&[]);
+        assert!(d.hides(OsStr::from_bytes(b".env")));
+        assert!(!d.hides(OsStr::from_bytes(b"caf\xe9")));
     }
 
     #[test]
