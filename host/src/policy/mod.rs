@@ -13,6 +13,9 @@ mod deny;
 mod names;
 mod requests;
 mod resolve;
+// Applied on Windows builds; tested everywhere.
+#[cfg_attr(not(windows), allow(dead_code))]
+mod windows;
 
 use std::fmt;
 use std::path::PathBuf;

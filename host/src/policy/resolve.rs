@@ -46,6 +46,10 @@ pub enum Rule {
     Confinement,
     Deny,
     RootItself,
+    /// A name Windows reads as a device, a stream, a drive or another
+    /// machine (`policy::windows`); Windows builds only.
+    #[cfg_attr(not(windows), allow(dead_code))]
+    WindowsName,
 }
 
 impl Rule {
@@ -60,6 +64,7 @@ impl Rule {
             Rule::Confinement => "confinement",
             Rule::Deny => "deny",
             Rule::RootItself => "root_itself",
+            Rule::WindowsName => "windows_name",
         }
     }
 }
@@ -181,6 +186,10 @@ pub fn resolve(
             Rule::AbsolutePath,
             "absolute paths are refused; give a path relative to the root",
         ));
+    }
+    #[cfg(windows)]
+    if let Some(why) = super::windows::refusal(path) {
+        return Err(Denial::new(Rule::WindowsName, why));
     }
     if path.is_empty() && op != Permission::Read {
         return Err(Denial::new(
