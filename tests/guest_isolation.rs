@@ -956,9 +956,11 @@ fn a_directorys_metadata_hides_its_hidden_entries() {
 }
 
 /// Runs `attacks` calls of `args` on `root` while `a` and `b` (paths in the
-/// env) trade places as fast as the kernel allows. Each call must answer
-/// within a minute (an open held on a FIFO would hold the host thread past
-/// any timeout). Returns the reports and the number of swaps.
+/// env) trade places as fast as the kernel allows: exchanged when both
+/// exist, else the one that exists renamed to the other's name (an entry
+/// that comes and goes). Each call must answer within a minute (an open
+/// held on a FIFO would hold the host thread past any timeout). Returns the
+/// reports and the number of swaps.
 fn attack_while_swapping(
     env: &Env,
     root: &Arc<Root>,
@@ -975,7 +977,13 @@ fn attack_while_swapping(
         let (a, b) = (env.path(a), env.path(b));
         std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
-                renameat_with(CWD, &a, CWD, &b, RenameFlags::EXCHANGE).unwrap();
+                if a.symlink_metadata().is_ok() && b.symlink_metadata().is_ok() {
+                    renameat_with(CWD, &a, CWD, &b, RenameFlags::EXCHANGE).unwrap();
+                } else if a.symlink_metadata().is_ok() {
+                    std::fs::rename(&a, &b).unwrap();
+                } else {
+                    std::fs::rename(&b, &a).unwrap();
+                }
                 swaps.fetch_add(1, Ordering::Relaxed);
             }
         })
@@ -1083,6 +1091,39 @@ fn an_open_of_a_directory_never_waits_on_a_fifo_swapped_in() {
         400,
     );
     race_was_real(&reports, swaps, |r| r == "ok: x.txt");
+}
+
+/// A FIFO that comes and goes under a name a guest opens for reading: an
+/// open that found the name missing answers it missing, and never opens it
+/// again by the path (where it could meet the FIFO and wait for a writer
+/// for ever, out of the timeout's reach); one that found the FIFO refuses
+/// it. Every call answers.
+#[test]
+fn an_open_of_a_missing_name_never_waits_on_a_fifo_that_appears() {
+    let env = Env::new();
+    env.write("ws/keep.txt", "keep\n");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        env.path("ws/p"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .unwrap();
+    let ws = root(&env, "ws", Role::Reference, Role::Reference.ceiling());
+    let (reports, swaps) = attack_while_swapping(
+        &env,
+        &ws,
+        ("ws/p", "ws/f"),
+        json!({"attack": "raw_read", "path": "f"}),
+        2000,
+    );
+    assert!(
+        reports.iter().all(|r| r.starts_with("refused")),
+        "{:?}",
+        reports.iter().find(|r| !r.starts_with("refused"))
+    );
+    race_was_real(&reports, swaps, |r| r.contains("no-entry"));
 }
 
 /// The race was real: many swaps, and calls on both sides of it (some

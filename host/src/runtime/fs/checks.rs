@@ -135,18 +135,32 @@ impl PolicedFs<'_> {
         rel: &Path,
         op: Permission,
     ) -> FsResult<Option<OwnedFd>> {
+        Ok(self.probe_or_absent(fd, path, follow, h, rel, op)?.ok())
+    }
+
+    /// [`Self::probe_checked`], an absent path answered with the error that
+    /// said so.
+    fn probe_or_absent(
+        &mut self,
+        fd: &Resource<Descriptor>,
+        path: &str,
+        follow: bool,
+        h: &Handle,
+        rel: &Path,
+        op: Permission,
+    ) -> FsResult<Result<OwnedFd, rustix::io::Errno>> {
         // A symlink on the way may lead through a denied name (`to_git/..`,
         // `to_pem/x`, `to_pem/`): then every step is checked by its real
         // name, and a denied one answers as a missing one, whatever comes
         // after it. Without a symlink, the lexical check saw every step.
         match without_symlinks(self.dir_fd(fd)?, path, follow) {
-            Direct::Found(probe) => return Ok(Some(probe)),
+            Direct::Found(probe) => return Ok(Ok(probe)),
             Direct::Symlink => self.steps_checked(fd, path, h, rel, op)?,
             Direct::Other => {}
         }
         match self.probe_at(fd, path, follow)? {
-            Probe::Found(fd) => Ok(Some(fd)),
-            Probe::Absent => Ok(None),
+            Probe::Found(fd) => Ok(Ok(fd)),
+            Probe::Absent(e) => Ok(Err(e)),
             Probe::Escapes => Err(self.guard.refuse(Some(h.mount), rel, op, "confinement")),
             Probe::Failed | Probe::NoDescriptors => {
                 Err(self.guard.refuse(Some(h.mount), rel, op, "probe_failed"))
@@ -266,8 +280,12 @@ impl PolicedFs<'_> {
         let h = self.guard.handle(fd.rep(), op)?;
         let rel = self.guard.lexical(&h, path, op, Lookup::Existing)?;
         let general = |rel| Ok(ReadOpen::General(h.at(rel)));
-        let Some(probe) = self.probe_checked(fd, path, follow, &h, &rel, op)? else {
-            return general(rel);
+        let probe = match self.probe_or_absent(fd, path, follow, &h, &rel, op)? {
+            Ok(probe) => probe,
+            // Missing when probed: answered so, never opened again by the
+            // path, where a FIFO put there since would hold the open (and
+            // this thread, out of the timeout's reach) until a writer came.
+            Err(e) => return Err(self.os_error(e)),
         };
         // The real name first: a denied one looks missing, whatever kind of
         // entry it is and whatever the open asks of it.
@@ -484,7 +502,7 @@ impl PolicedFs<'_> {
         path: &str,
         new: &Handle,
     ) -> FsResult<()> {
-        if matches!(self.probe_at(fd, path, false)?, Probe::Absent) {
+        if matches!(self.probe_at(fd, path, false)?, Probe::Absent(_)) {
             return Ok(());
         }
         Err(self
@@ -593,7 +611,7 @@ impl PolicedFs<'_> {
                 }
                 Ok((parent, name.to_string()))
             }
-            Probe::Absent => Err(ErrorCode::NoEntry.into()),
+            Probe::Absent(_) => Err(ErrorCode::NoEntry.into()),
             Probe::Escapes => {
                 Err(self
                     .guard

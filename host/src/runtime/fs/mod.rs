@@ -15,7 +15,9 @@
 //!    files (FIFO, socket, device) are refused by type without being opened;
 //! 3. an existing file or directory is opened from that probe (the inode
 //!    opened is the inode checked: nothing renamed over the name since is
-//!    truncated or waited on); after an `open-at`, the new descriptor's real
+//!    truncated or waited on), and a read of a name the probe found missing
+//!    answers it missing without opening it by the path again (where a FIFO
+//!    made since would hold the open); after an `open-at`, the new descriptor's real
 //!    name is checked again (closing a race with step 2 where the general
 //!    open ran) and recorded for the paths relative to it.
 //!

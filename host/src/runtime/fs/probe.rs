@@ -78,8 +78,9 @@ pub(super) enum Probe {
     /// Resolving it would leave the root (`EXDEV` from `RESOLVE_BENEATH`).
     Escapes,
     /// Missing, or unreachable in a way the operation itself will hit the
-    /// same way (not a directory, a symlink loop, no access).
-    Absent,
+    /// same way (not a directory, a symlink loop, no access): the error
+    /// that said so.
+    Absent(rustix::io::Errno),
     /// The probe failed for a reason that says nothing about the path
     /// (e.g. `openat2` filtered by seccomp): refuse, never fall back to the
     /// lexical check alone.
@@ -109,8 +110,12 @@ pub(super) fn probe(dir: BorrowedFd<'_>, path: &str, follow: bool) -> Probe {
             Ok(fd) => return Probe::Found(fd),
             Err(Errno::XDEV) => return Probe::Escapes,
             Err(
-                Errno::NOENT | Errno::NOTDIR | Errno::LOOP | Errno::NAMETOOLONG | Errno::ACCESS,
-            ) => return Probe::Absent,
+                e @ (Errno::NOENT
+                | Errno::NOTDIR
+                | Errno::LOOP
+                | Errno::NAMETOOLONG
+                | Errno::ACCESS),
+            ) => return Probe::Absent(e),
             Err(Errno::AGAIN) => continue,
             Err(Errno::MFILE | Errno::NFILE) => return Probe::NoDescriptors,
             Err(_) => return Probe::Failed,
