@@ -3,8 +3,9 @@
 //!
 //! An entry is `<name>-<key>.cwasm`, the artifact exactly as wasmtime
 //! serialised it (so it can be mapped, not copied), plus `<name>-<key>.crc`
-//! holding its length and CRC-32. The key covers the component's bytes and
-//! the engine's compatibility hash (wasmtime version and settings). A
+//! holding its length and CRC-32. The key is the SHA-256 of the component's
+//! bytes (the digest a `[[components]]` entry pins) and the engine's
+//! compatibility hash (wasmtime version and settings). A
 //! truncated, corrupted or foreign file fails the check before wasmtime sees
 //! it, and is rebuilt. Entries are written under temporary names and renamed,
 //! so concurrent starts never read half a file; older entries of the same
@@ -87,10 +88,25 @@ impl Cache {
         name: &str,
         wasm: &[u8],
     ) -> wasmtime::Result<Component> {
+        if self.dir.is_none() {
+            return Component::new(engine, wasm);
+        }
+        self.component_of(engine, name, wasm, &super::admit::sha256_hex(wasm))
+    }
+
+    /// [`Cache::component`] of bytes whose SHA-256 (`digest`, hex) the
+    /// caller has already computed: the cache entry is found by it.
+    pub fn component_of(
+        &self,
+        engine: &Engine,
+        name: &str,
+        wasm: &[u8],
+        digest: &str,
+    ) -> wasmtime::Result<Component> {
         let Some(dir) = &self.dir else {
             return Component::new(engine, wasm);
         };
-        let stem = format!("{name}-{}", key(engine, wasm));
+        let stem = format!("{name}-{}", key(engine, digest));
         let artifact = dir.join(format!("{stem}.cwasm"));
         let check = dir.join(format!("{stem}.crc"));
         if let Some(component) = load(engine, &artifact, &check) {
@@ -113,15 +129,10 @@ impl Cache {
     }
 }
 
-fn key(engine: &Engine, wasm: &[u8]) -> String {
+fn key(engine: &Engine, digest: &str) -> String {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     engine.precompile_compatibility_hash().hash(&mut h);
-    format!(
-        "{:08x}{:08x}-{:016x}",
-        crc32fast::hash(wasm),
-        wasm.len() as u32,
-        h.finish()
-    )
+    format!("{digest}-{:016x}", h.finish())
 }
 
 /// The check record of an artifact: its length and CRC-32.
