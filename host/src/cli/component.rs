@@ -163,9 +163,9 @@ pub(super) fn add(file: &Path) -> anyhow::Result<()> {
         );
         println!("# signed = true");
     }
-    if let Some(d) = d {
+    if let Some(d) = d.filter(|d| Permission::from(d.permission) != Permission::Read) {
         println!(
-            "# It declares {}; to give it less: permissions = [\"read\"]",
+            "# It declares {}; to let it only read: permissions = [\"read\"]",
             Permission::from(d.permission)
         );
     }
