@@ -84,17 +84,26 @@ async fn a_sandboxed_server_serves_every_kind_of_tool() {
         return;
     }
     let env = Env::new();
-    env.write(
-        "tools/text_stats.wasm",
-        build_wasm("examples/text-stats", "text_stats.wasm"),
-    );
+    let wasm = build_wasm("examples/text-stats", "text_stats.wasm");
+    // Signed: its signature is read at load, after the sandbox is on.
+    let author = minisign::KeyPair::generate_unencrypted_keypair().unwrap();
+    let signature = minisign::sign(Some(&author.pk), &author.sk, &wasm[..], None, None)
+        .unwrap()
+        .into_string();
+    env.write("tools/text_stats.wasm", &wasm)
+        .write("tools/text_stats.wasm.minisig", signature);
     // A root that may delete but not write: deletes work; no index is written.
     env.write("del/tree/x.txt", "x\n");
     let config = sandboxed(
         &env,
-        "[[roots]]\nname = \"del\"\npath = \"del\"\nrole = \"workspace\"\n\
-         permissions = [\"read\", \"delete\"]\n\
-         [[components]]\npath = \"tools/text_stats.wasm\"\n",
+        &("[[roots]]\nname = \"del\"\npath = \"del\"\nrole = \"workspace\"\n\
+           permissions = [\"read\", \"delete\"]\n"
+            .to_string()
+            + &pinned("tools/text_stats.wasm", &wasm)
+            + &format!(
+                "signed = true\n[trust]\nkeys = [\"{}\"]\n",
+                author.pk.to_base64()
+            )),
     );
     env.fifo("ws/pipe");
     let outside = env.snapshot_of("outside");

@@ -765,6 +765,25 @@ pub fn build_wasm(crate_dir: &str, artifact: &str) -> Vec<u8> {
     fs::read(target.join("wasm32-wasip2/release").join(artifact)).unwrap()
 }
 
+/// The SHA-256 of `bytes`, lowercase hex: what a `[[components]]` entry
+/// pins (computed here from the built file, never written down).
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A `[[components]]` entry for the file `rel` (relative to the config),
+/// pinned to the digest of `bytes` (what is written there).
+pub fn pinned(rel: &str, bytes: &[u8]) -> String {
+    format!(
+        "[[components]]\npath = \"{rel}\"\nsha256 = \"{}\"\n",
+        sha256_hex(bytes)
+    )
+}
+
 /// The peak resident memory of process `pid` so far (`VmHWM`), in bytes.
 pub fn peak_rss(pid: u32) -> u64 {
     let status =

@@ -67,7 +67,7 @@ pub(super) fn check_config(cli: &Cli, config: Config) -> anyhow::Result<()> {
     for p in Permission::ALL {
         let names: Vec<&str> = surface
             .iter()
-            .filter(|(_, (need, _))| *need == p)
+            .filter(|(_, s)| s.need == p)
             .map(|(n, _)| *n)
             .collect();
         let listed = if names.is_empty() {
@@ -81,16 +81,16 @@ pub(super) fn check_config(cli: &Cli, config: Config) -> anyhow::Result<()> {
         "tool surface (each tool, what it needs, the roots it may act on, where it comes from):"
     );
     let width = surface.keys().map(|n| n.len()).max().unwrap_or(0);
-    for (name, (need, source)) in &surface {
-        let roots: Vec<&str> = config
-            .roots
-            .iter()
-            .filter(|r| r.perms.contains(*need))
-            .map(|r| r.name.as_str())
-            .collect();
+    for (name, s) in &surface {
+        let capped = match s.declared {
+            Some(declared) => format!("  (declares {declared}, capped)"),
+            None => String::new(),
+        };
         println!(
-            "  {name:width$}  {need:<6}  {:<24}  {source}",
-            roots.join(", ")
+            "  {name:width$}  {:<6}  {:<24}  {}{capped}",
+            s.need,
+            s.roots.join(", "),
+            s.source
         );
     }
     // Resources and completion are calls of these tools (list_directory,
@@ -116,8 +116,22 @@ pub(super) fn check_config(cli: &Cli, config: Config) -> anyhow::Result<()> {
         "components: {} built-in, {third_party} third-party",
         runtime::BUILTINS.len()
     );
-    for path in &config.components {
-        println!("  {}", path.display());
+    for c in &config.components {
+        println!("  {}", c.path.display());
+        println!("    {}", trust_line(c));
+        if let Some(names) = &c.roots {
+            println!("    roots: {}", names.join(", "));
+        }
+        if let Some(cap) = c.cap {
+            let cap: Vec<&str> = cap.iter().map(Permission::as_str).collect();
+            println!("    permissions: {} (at most)", cap.join(", "));
+        }
+        println!(
+            "    limits: memory {}, timeout {} ms, output {}",
+            bytes_text(c.memory_bytes),
+            c.timeout.as_millis(),
+            bytes_text(c.max_output_bytes)
+        );
     }
     match config.quota {
         None => println!("quota: off (no quota_bytes_per_minute)"),
@@ -153,6 +167,19 @@ pub(super) fn check_config(cli: &Cli, config: Config) -> anyhow::Result<()> {
         }
     }
     let mut warnings: Vec<String> = unused.into_iter().collect();
+    warnings.extend(
+        config
+            .components
+            .iter()
+            .filter(|c| c.sha256.is_none())
+            .map(|c| {
+                format!(
+                    "component {} is unpinned (unpinned = true): whatever file is at that path is \
+             served; pin it with the sha256 `loom-fs-mcp component add` prints",
+                    c.path.display()
+                )
+            }),
+    );
     warnings.extend(warnings_of(config, &cli.http, cli.allow_root));
     warnings.extend(trash_warnings);
     if let Some(options) = &http {
@@ -165,6 +192,24 @@ pub(super) fn check_config(cli: &Cli, config: Config) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// A component's pin and signature, as `check` shows them (the start
+/// already refused a file that does not match).
+fn trust_line(c: &crate::config::ComponentEntry) -> String {
+    let pin = match &c.sha256 {
+        Some(digest) => format!("pinned: sha256 {digest} (matches)"),
+        None => "UNPINNED: any file at this path is served".into(),
+    };
+    let signed = if c.signed {
+        format!(
+            "signed: {} verifies with a [trust] key",
+            c.signature_path().display()
+        )
+    } else {
+        "not signed".into()
+    };
+    format!("{pin}; {signed}")
 }
 
 /// Whether tools may change `root` (so its reserve matters).

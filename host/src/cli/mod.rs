@@ -30,6 +30,7 @@ use crate::tools::Toolbox;
 
 mod check;
 mod client_config;
+mod component;
 mod http_flags;
 mod init;
 mod serve;
@@ -285,6 +286,30 @@ enum Command {
         #[command(subcommand)]
         action: TrashAction,
     },
+    /// Third-party tool components: what a file is, and the config entry
+    /// that pins it. Needs no config.
+    Component {
+        #[command(subcommand)]
+        action: ComponentAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum ComponentAction {
+    /// Print what a file is: its name, description, permission, path
+    /// arguments, schemas, every import and export (WIT names), its
+    /// sha256, and whether the server would accept it and why not (exits
+    /// non-zero then).
+    Inspect {
+        /// The component file (`.wasm`).
+        file: PathBuf,
+    },
+    /// Print the `[[components]]` entry that pins FILE by its sha256, to
+    /// paste into the config (never edits it).
+    Add {
+        /// The component file (`.wasm`).
+        file: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -344,6 +369,10 @@ pub fn main() -> ExitCode {
         Some(Command::Init { output, .. }) => init(&cli, output),
         Some(Command::ClientConfig { client, .. }) => client_config(&cli, *client),
         Some(Command::Trash { action }) => trash(&cli, action),
+        Some(Command::Component { action }) => match action {
+            ComponentAction::Inspect { file } => component::inspect(file),
+            ComponentAction::Add { file } => component::add(file),
+        },
         None => serve(&cli),
     };
     match result {
@@ -390,6 +419,7 @@ fn dir_args(cli: &Cli) -> Vec<DirArg> {
             | TrashAction::Restore { dirs, .. }
             | TrashAction::Purge { dirs, .. } => dirs,
         },
+        Some(Command::Component { .. }) => &cli.dirs,
     };
     let with = |dirs: &[PathBuf], role| {
         dirs.iter()
@@ -523,22 +553,68 @@ fn toolbox(
             .load(&component, runtime::BUILT_IN.into())
             .map_err(|e| anyhow::anyhow!("built-in component {name}: {e}"))?;
     }
-    for path in &config.components {
-        let file = path.display().to_string();
-        let fail = |why: String| anyhow::anyhow!("component {file}: {why}");
-        let wasm = std::fs::read(path).map_err(|e| fail(format!("cannot be read: {e}")))?;
-        runtime::check_component_bytes(&wasm).map_err(fail)?;
-        let stem = path
-            .file_stem()
-            .map_or("component".into(), |s| s.to_string_lossy().into_owned());
-        let component = cache
-            .component(runtime.engine(), &format!("ext-{stem}"), &wasm)
-            .map_err(|e| fail(format!("{e}")))?;
+    for (index, entry) in config.components.iter().enumerate() {
+        let (component, admission) = admit(&config, entry, index, runtime.engine(), cache)?;
+        let file = entry.path.display().to_string();
         runtime
-            .load(&component, file.clone())
-            .map_err(|e| fail(format!("{e}")))?;
+            .load_with(&component, file.clone(), Some(admission))
+            .map_err(|e| anyhow::anyhow!("component {file}: {e}"))?;
     }
     Ok(Toolbox::new(config, runtime, audit)?)
+}
+
+/// A `[[components]]` file, admitted: read once, its digest checked
+/// against the pin and its signature against the trusted keys, then
+/// compiled from those same bytes (or mapped from the cache entry of that
+/// digest). Every refusal names the file and why.
+fn admit(
+    config: &Config,
+    entry: &crate::config::ComponentEntry,
+    index: usize,
+    engine: &wasmtime::Engine,
+    cache: &Cache,
+) -> anyhow::Result<(wasmtime::component::Component, runtime::Admission)> {
+    let file = entry.path.display().to_string();
+    let fail = |why: String| anyhow::anyhow!("component {file}: {why}");
+    let wasm = std::fs::read(&entry.path).map_err(|e| fail(format!("cannot be read: {e}")))?;
+    let digest = runtime::admit::sha256_hex(&wasm);
+    if let Some(pin) = &entry.sha256
+        && *pin != digest
+    {
+        return Err(fail(format!(
+            "its sha256 is {digest}, but the config pins {pin}: the file is not the one that was \
+             pinned (refused; if the change is wanted, pin the new digest)"
+        )));
+    }
+    if entry.signed {
+        let sig = entry.signature_path();
+        let shown = sig.display().to_string();
+        let text = std::fs::read_to_string(&sig).map_err(|e| {
+            fail(runtime::admit::SignatureError::Missing(shown.clone(), e.to_string()).to_string())
+        })?;
+        runtime::admit::verify_signature(&wasm, &text, &shown, &config.trust_keys)
+            .map_err(|e| fail(e.to_string()))?;
+    }
+    runtime::check_component_bytes(&wasm).map_err(fail)?;
+    let stem = entry
+        .path
+        .file_stem()
+        .map_or("component".into(), |s| s.to_string_lossy().into_owned());
+    let component = cache
+        .component_of(engine, &format!("ext-{stem}"), &wasm, &digest)
+        .map_err(|e| fail(format!("{e}")))?;
+    Ok((
+        component,
+        runtime::Admission {
+            digest,
+            entry: index,
+            budget: Budget {
+                memory_bytes: entry.memory_bytes,
+                timeout: entry.timeout,
+                output_bytes: entry.max_output_bytes,
+            },
+        },
+    ))
 }
 
 /// Each call holds a few file descriptors (its roots, the files it opens):

@@ -58,8 +58,10 @@ pub struct Config {
     pub audit_max_bytes: u64,
     pub audit_backups: u32,
     pub limits: Limits,
-    /// Third-party tool components (`[[components]] path`), in config order.
-    pub components: Vec<PathBuf>,
+    /// Third-party tool components (`[[components]]`), in config order.
+    pub components: Vec<ComponentEntry>,
+    /// The public keys a signed component may be signed by (`[trust] keys`).
+    pub trust_keys: Vec<String>,
     /// The byte quota, if one is set (`quota_bytes_per_minute`).
     pub quota: Option<QuotaConfig>,
 }
@@ -90,6 +92,43 @@ impl fmt::Display for Problems<'_> {
     }
 }
 
+/// A third-party component as its `[[components]]` entry admits it: the
+/// file, what its bytes must be (pinned digest, signature), and what it is
+/// given (roots, permissions, limits).
+#[derive(Clone, Debug)]
+pub struct ComponentEntry {
+    /// The file, relative paths joined to the config's directory.
+    pub path: PathBuf,
+    /// The path as the config writes it, for messages.
+    pub written: String,
+    /// The digest its bytes must have (`sha256`, lowercase hex); `None`
+    /// only with `unpinned = true`.
+    pub sha256: Option<String>,
+    /// Whether `<file>.minisig` must verify with a `[trust]` key.
+    pub signed: bool,
+    /// The roots it is offered (`roots`); `None`: every root.
+    pub roots: Option<Vec<String>>,
+    /// The most it may do on any root (`permissions`); `None`: what it
+    /// declares.
+    pub cap: Option<Perms>,
+    /// `memory_bytes`, at most `tool_memory_bytes` (the global value by default).
+    pub memory_bytes: u64,
+    /// `timeout_ms`, at most `tool_timeout_ms`.
+    pub timeout: Duration,
+    /// `max_output_bytes`, at most the global `max_output_bytes`.
+    pub max_output_bytes: u64,
+}
+
+impl ComponentEntry {
+    /// Where its signature is read from: the file's name with `.minisig`
+    /// appended, as `minisign -S` writes it.
+    pub fn signature_path(&self) -> PathBuf {
+        let mut name = self.path.as_os_str().to_owned();
+        name.push(".minisig");
+        PathBuf::from(name)
+    }
+}
+
 #[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawConfig {
@@ -117,12 +156,30 @@ struct RawConfig {
     roots: Vec<RawRoot>,
     #[serde(default)]
     components: Vec<RawComponent>,
+    trust: Option<RawTrust>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawComponent {
     path: String,
+    sha256: Option<String>,
+    #[serde(default)]
+    unpinned: bool,
+    #[serde(default)]
+    signed: bool,
+    roots: Option<Vec<String>>,
+    permissions: Option<Vec<String>>,
+    memory_bytes: Option<u64>,
+    timeout_ms: Option<u64>,
+    max_output_bytes: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTrust {
+    #[serde(default)]
+    keys: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -195,6 +252,16 @@ const MIN_FREE_BYTES: Bound = Bound::new("min_free_bytes", 256 * MIB, 0, 1024 * 
 /// are refused (never an old version silently dropped) until the operator
 /// purges. 0 turns the budget off.
 const TRASH_MAX_BYTES: Bound = Bound::new("trash_max_bytes", GIB, 0, 1024 * 1024 * GIB);
+
+/// A call's memory, time and output limits when no config sets them (what
+/// `component inspect` runs a component's `describe` with).
+pub fn default_call_limits() -> (u64, Duration, u64) {
+    (
+        MEMORY_BYTES.default,
+        Duration::from_millis(TIMEOUT_MS.default),
+        OUTPUT_BYTES.default,
+    )
+}
 
 /// Default per-root read cap.
 pub const DEFAULT_MAX_READ_BYTES: u64 = MIB;
@@ -450,18 +517,21 @@ fn validate(raw: RawConfig, base: &Path, read_only_flag: bool) -> Result<Config,
     let mut limits = limits;
     limits.max_output_bytes = output_bytes(raw.max_output_bytes, &roots, &mut problems);
 
-    let mut components: Vec<PathBuf> = Vec::new();
+    let trust_keys = trust_keys(raw.trust.as_ref(), &mut problems);
+    let mut components: Vec<ComponentEntry> = Vec::new();
     for c in &raw.components {
-        let path = absolute(base, &c.path);
-        match fs::metadata(&path) {
-            Ok(m) if m.is_file() => {}
-            Ok(_) => problems.push(format!("component '{}': not a regular file", c.path)),
-            Err(e) => problems.push(format!("component '{}': {e}", c.path)),
-        }
-        if components.contains(&path) {
+        let entry = component_entry(
+            c,
+            base,
+            &roots,
+            &limits,
+            !trust_keys.is_empty(),
+            &mut problems,
+        );
+        if components.iter().any(|seen| seen.path == entry.path) {
             problems.push(format!("component '{}' is declared twice", c.path));
         }
-        components.push(path);
+        components.push(entry);
     }
 
     if !problems.is_empty() {
@@ -477,8 +547,172 @@ fn validate(raw: RawConfig, base: &Path, read_only_flag: bool) -> Result<Config,
         audit_backups,
         limits,
         components,
+        trust_keys,
         quota,
     })
+}
+
+/// `[trust] keys`: minisign public keys (the base64 line of a `.pub`
+/// file), each checked here so that a typo is a config error, not a
+/// signature that never verifies.
+fn trust_keys(trust: Option<&RawTrust>, problems: &mut Vec<String>) -> Vec<String> {
+    let Some(trust) = trust else {
+        return Vec::new();
+    };
+    if trust.keys.is_empty() {
+        problems.push("[trust] keys is empty: list the public keys signed components use".into());
+    }
+    let mut keys = Vec::new();
+    for (i, key) in trust.keys.iter().enumerate() {
+        let key = key.trim();
+        match minisign_verify::PublicKey::from_base64(key) {
+            Ok(_) => keys.push(key.to_string()),
+            Err(e) => problems.push(format!(
+                "[trust] keys[{i}] is not a minisign public key (the base64 line of its .pub \
+                 file): {e}"
+            )),
+        }
+    }
+    keys
+}
+
+/// One `[[components]]` entry, validated: the file exists, a pin or an
+/// explicit `unpinned = true`, a signature only with trusted keys, roots
+/// that exist, permissions that are permissions, limits within the
+/// server's own.
+fn component_entry(
+    c: &RawComponent,
+    base: &Path,
+    roots: &[Root],
+    limits: &Limits,
+    have_keys: bool,
+    problems: &mut Vec<String>,
+) -> ComponentEntry {
+    let at = format!("component '{}'", c.path);
+    let path = absolute(base, &c.path);
+    match fs::metadata(&path) {
+        Ok(m) if m.is_file() => {}
+        Ok(_) => problems.push(format!("{at}: not a regular file")),
+        Err(e) => problems.push(format!("{at}: {e}")),
+    }
+    let sha256 = match (&c.sha256, c.unpinned) {
+        (Some(_), true) => {
+            problems.push(format!(
+                "{at}: sha256 and unpinned = true contradict each other: keep the pin"
+            ));
+            None
+        }
+        (Some(pin), false) => {
+            let pin = pin.trim().to_ascii_lowercase();
+            if pin.len() != 64 || !pin.chars().all(|ch| ch.is_ascii_hexdigit()) {
+                problems.push(format!(
+                    "{at}: sha256 = \"{}\" is not a SHA-256 digest (64 hexadecimal digits)",
+                    c.sha256.as_deref().unwrap_or_default().escape_debug()
+                ));
+            }
+            Some(pin)
+        }
+        (None, true) => None,
+        (None, false) => {
+            problems.push(format!(
+                "{at}: not pinned: add sha256 = \"…\" (`loom-fs-mcp component add FILE` \
+                 prints it), or unpinned = true to serve whatever file is at that path"
+            ));
+            None
+        }
+    };
+    if c.signed && !have_keys {
+        problems.push(format!(
+            "{at}: signed = true, but no [trust] keys are listed to check its signature with"
+        ));
+    }
+    let scope = c.roots.as_ref().map(|names| {
+        if names.is_empty() {
+            problems.push(format!(
+                "{at}: roots is empty: name the roots it may act on"
+            ));
+        }
+        for name in names {
+            if !roots.iter().any(|r| &r.name == name) {
+                problems.push(format!(
+                    "{at}: roots names '{}', which is not a root",
+                    name.escape_debug()
+                ));
+            }
+        }
+        names.clone()
+    });
+    let cap = c.permissions.as_ref().map(|list| {
+        let mut cap = Perms::NONE;
+        for p in list {
+            match Permission::parse(p) {
+                Some(p) => cap = cap.with(p),
+                None => problems.push(format!(
+                    "{at}: unknown permission '{}' (expected read, write or delete)",
+                    p.escape_debug()
+                )),
+            }
+        }
+        if !cap.contains(Permission::Read) {
+            problems.push(format!(
+                "{at}: permissions must include read (a cap narrows what a tool may do; every \
+                 tool reads)"
+            ));
+        }
+        cap
+    });
+    let mut within =
+        |key: &'static str, global: &'static str, value: Option<u64>, min: u64, max: u64| {
+            match value {
+                None => max,
+                Some(v) if v > max => {
+                    problems.push(format!(
+                        "{at}: {key} = {v} is more than the server's {global} ({max}): an entry \
+                     may only lower it"
+                    ));
+                    max
+                }
+                Some(v) if v < min.min(max) => {
+                    problems.push(format!(
+                        "{at}: {key} = {v} is below the least allowed ({min})"
+                    ));
+                    max
+                }
+                Some(v) => v,
+            }
+        };
+    let memory_bytes = within(
+        "memory_bytes",
+        MEMORY_BYTES.key,
+        c.memory_bytes,
+        MEMORY_BYTES.min,
+        limits.tool_memory_bytes,
+    );
+    let timeout_ms = within(
+        "timeout_ms",
+        TIMEOUT_MS.key,
+        c.timeout_ms,
+        TIMEOUT_MS.min,
+        u64::try_from(limits.tool_timeout.as_millis()).unwrap_or(u64::MAX),
+    );
+    let max_output_bytes = within(
+        "max_output_bytes",
+        OUTPUT_BYTES.key,
+        c.max_output_bytes,
+        OUTPUT_BYTES.min,
+        limits.max_output_bytes,
+    );
+    ComponentEntry {
+        path,
+        written: c.path.clone(),
+        sha256,
+        signed: c.signed,
+        roots: scope,
+        cap,
+        memory_bytes,
+        timeout: Duration::from_millis(timeout_ms),
+        max_output_bytes,
+    }
 }
 
 /// `max_output_bytes`: as set, or by default 16 MiB or enough for a whole read

@@ -353,7 +353,7 @@ fn unknown_keys_anywhere() {
         format!("base_deny = []\n{}", root("x", "a", "reference")),
         root("x", "a", "reference") + "colour = \"red\"\n",
         format!(
-            "{}[[components]]\npath = \"file.txt\"\nsha256 = \"00\"\n",
+            "{}[[components]]\npath = \"file.txt\"\ncolour = \"00\"\n",
             root("x", "a", "reference")
         ),
     ] {
@@ -369,12 +369,12 @@ fn components_are_files_relative_to_the_config() {
     let with = |paths: &[&str]| {
         let mut text = root("x", "a", "reference");
         for p in paths {
-            text += &format!("[[components]]\npath = \"{p}\"\n");
+            text += &format!("[[components]]\npath = \"{p}\"\nunpinned = true\n");
         }
         text
     };
     let c = d.parse(&with(&["file.txt"])).unwrap();
-    assert_eq!(c.components, [d.base().join("file.txt")]);
+    assert_eq!(c.components[0].path, d.base().join("file.txt"));
     assert!(d.parse(&with(&[])).unwrap().components.is_empty());
     assert_eq!(
         d.problems(&with(&["missing.wasm", "a", "file.txt", "./file.txt"])),
@@ -482,4 +482,95 @@ fn every_problem_is_reported_at_once() {
         shown.starts_with("invalid config:\n  - root 'x'"),
         "{shown}"
     );
+}
+
+/// Each key of a `[[components]]` entry and `[trust]` refused with the
+/// rule it breaks, naming the entry and the key.
+#[test]
+fn component_entries_are_pinned_scoped_and_within_the_server_limits() {
+    let d = Dirs::new();
+    let pin = "ab".repeat(32);
+    let entry = |keys: &str| {
+        format!(
+            "tool_timeout_ms = 5000\n{}{}[[components]]\npath = \"file.txt\"\n{keys}\n",
+            root("x", "a", "workspace"),
+            root("y", "b", "reference"),
+        )
+    };
+    let ok = d
+        .parse(&entry(&format!(
+            "sha256 = \"{}\"\nroots = [\"x\"]\npermissions = [\"read\"]\ntimeout_ms = 100\n\
+             memory_bytes = 16777216",
+            pin.to_uppercase()
+        )))
+        .unwrap();
+    let c = &ok.components[0];
+    assert_eq!(c.sha256.as_deref(), Some(pin.as_str()), "kept lowercase");
+    assert_eq!(c.roots.as_deref(), Some(&["x".to_string()][..]));
+    assert_eq!(c.cap, Some(Perms::of(&[Permission::Read])));
+    assert_eq!(c.timeout, Duration::from_millis(100));
+    assert_eq!(c.memory_bytes, 16 * MIB);
+    assert_eq!(
+        c.max_output_bytes, ok.limits.max_output_bytes,
+        "the server's"
+    );
+    let at = "component 'file.txt'";
+    for (keys, problem) in [
+        ("", format!("{at}: not pinned: add sha256 = \"…\"")),
+        (
+            "sha256 = \"00\"",
+            format!("{at}: sha256 = \"00\" is not a SHA-256 digest (64 hexadecimal digits)"),
+        ),
+        (
+            &format!("sha256 = \"{pin}\"\nunpinned = true"),
+            format!("{at}: sha256 and unpinned = true contradict each other"),
+        ),
+        (
+            "unpinned = true\nsigned = true",
+            format!("{at}: signed = true, but no [trust] keys are listed"),
+        ),
+        (
+            "unpinned = true\nroots = [\"z\"]",
+            format!("{at}: roots names 'z', which is not a root"),
+        ),
+        (
+            "unpinned = true\nroots = []",
+            format!("{at}: roots is empty"),
+        ),
+        (
+            "unpinned = true\npermissions = [\"write\"]",
+            format!("{at}: permissions must include read"),
+        ),
+        (
+            "unpinned = true\npermissions = [\"read\", \"rename\"]",
+            format!("{at}: unknown permission 'rename'"),
+        ),
+        (
+            "unpinned = true\ntimeout_ms = 5001",
+            format!("{at}: timeout_ms = 5001 is more than the server's tool_timeout_ms (5000)"),
+        ),
+        (
+            "unpinned = true\nmemory_bytes = 268435457",
+            format!(
+                "{at}: memory_bytes = 268435457 is more than the server's tool_memory_bytes \
+                 (268435456)"
+            ),
+        ),
+        (
+            "unpinned = true\nmax_output_bytes = 1099511627776",
+            format!(
+                "{at}: max_output_bytes = 1099511627776 is more than the server's max_output_bytes"
+            ),
+        ),
+        (
+            "unpinned = true\n[trust]\nkeys = [\"RWnot-a-key\"]",
+            "[trust] keys[0] is not a minisign public key".to_string(),
+        ),
+    ] {
+        let problems = d.problems(&entry(keys));
+        assert!(
+            problems.iter().any(|p| p.starts_with(&problem)),
+            "{keys}: {problems:?}"
+        );
+    }
 }

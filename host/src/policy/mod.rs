@@ -159,7 +159,8 @@ impl fmt::Display for Role {
 }
 
 /// A declared root, validated: its real path, role and effective permissions.
-#[derive(Debug)]
+/// (Cloned only to cap its permissions for one third-party tool.)
+#[derive(Clone, Debug)]
 pub struct Root {
     pub name: String,
     /// The root's real path (symlinks resolved once, at load).

@@ -3,8 +3,11 @@
 //!
 //! An entry is `<name>-<key>.cwasm`, the artifact exactly as wasmtime
 //! serialised it (so it can be mapped, not copied), plus `<name>-<key>.crc`
-//! holding its length and CRC-32. The key covers the component's bytes and
-//! the engine's compatibility hash (wasmtime version and settings). A
+//! holding its length and CRC-32. The key is the engine's compatibility hash
+//! (wasmtime version and settings) and, for a third-party component, the
+//! SHA-256 of its bytes (the digest its `[[components]]` entry pins, already
+//! computed); for a built-in one, embedded in the binary, their CRC-32 and
+//! length (hashing the built-ins' ~9 MiB at every start would cost more). A
 //! truncated, corrupted or foreign file fails the check before wasmtime sees
 //! it, and is rebuilt. Entries are written under temporary names and renamed,
 //! so concurrent starts never read half a file; older entries of the same
@@ -87,10 +90,24 @@ impl Cache {
         name: &str,
         wasm: &[u8],
     ) -> wasmtime::Result<Component> {
+        let id = format!("{:08x}{:08x}", crc32fast::hash(wasm), wasm.len() as u32);
+        self.component_of(engine, name, wasm, &id)
+    }
+
+    /// [`Cache::component`] of bytes whose SHA-256 (`digest`, hex) the
+    /// caller has already computed: the cache entry is found by it (and
+    /// the engine's hash).
+    pub fn component_of(
+        &self,
+        engine: &Engine,
+        name: &str,
+        wasm: &[u8],
+        digest: &str,
+    ) -> wasmtime::Result<Component> {
         let Some(dir) = &self.dir else {
             return Component::new(engine, wasm);
         };
-        let stem = format!("{name}-{}", key(engine, wasm));
+        let stem = format!("{name}-{}", key(engine, digest));
         let artifact = dir.join(format!("{stem}.cwasm"));
         let check = dir.join(format!("{stem}.crc"));
         if let Some(component) = load(engine, &artifact, &check) {
@@ -113,15 +130,10 @@ impl Cache {
     }
 }
 
-fn key(engine: &Engine, wasm: &[u8]) -> String {
+fn key(engine: &Engine, digest: &str) -> String {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     engine.precompile_compatibility_hash().hash(&mut h);
-    format!(
-        "{:08x}{:08x}-{:016x}",
-        crc32fast::hash(wasm),
-        wasm.len() as u32,
-        h.finish()
-    )
+    format!("{digest}-{:016x}", h.finish())
 }
 
 /// The check record of an artifact: its length and CRC-32.
@@ -268,6 +280,25 @@ mod tests {
         let reader = Cache::at(tmp.path()).read_only();
         reader.component(&engine, "t", EMPTY_COMPONENT).unwrap();
         assert!(!reader.missed(), "served from the cache");
+    }
+
+    /// A third-party component's entry is found by its SHA-256: the
+    /// digest its pin was checked against names the file.
+    #[test]
+    fn a_third_party_entry_is_named_by_its_digest() {
+        let tmp = tempfile::TempDir::new().unwrap();
+        let digest = crate::runtime::admit::sha256_hex(EMPTY_COMPONENT);
+        Cache::at(tmp.path())
+            .component_of(&Engine::default(), "ext-t", EMPTY_COMPONENT, &digest)
+            .unwrap();
+        let artifacts = files(tmp.path(), ".cwasm");
+        assert_eq!(artifacts.len(), 1);
+        let name = artifacts[0]
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        assert!(name.starts_with(&format!("ext-t-{digest}-")), "{name}");
     }
 
     #[test]

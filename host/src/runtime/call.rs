@@ -115,8 +115,10 @@ impl Runtime {
         // Streams, pollables and descriptors together; descriptors alone are
         // capped lower by the policing filesystem.
         table.set_max_capacity(4 * descriptors::MAX_DESCRIPTORS);
+        let tool = &self.tools[index];
+        let budget = &tool.budget;
         let state = CallState {
-            deadline: Instant::now() + self.budget.timeout,
+            deadline: Instant::now() + budget.timeout,
             cancel: req.cancel.clone(),
             wasi: wasi.build(),
             table,
@@ -132,18 +134,17 @@ impl Runtime {
                 req.quota.clone(),
             ),
         };
-        let mut store = self.store(state, &self.budget);
+        let mut store = self.store(state, budget);
         let ctx = bindings::Context {
             mounts: context_mounts,
             limits: bindings::Limits {
                 max_entries: req.limits.max_entries,
                 max_results: req.limits.max_results,
                 max_search_bytes: req.limits.max_search_bytes,
-                time_limit_ms: u64::try_from(self.budget.timeout.as_millis()).unwrap_or(u64::MAX),
+                time_limit_ms: u64::try_from(budget.timeout.as_millis()).unwrap_or(u64::MAX),
             },
         };
-        let tool = &self.tools[index];
-        let limit = self.budget.output_bytes;
+        let limit = budget.output_bytes;
         let ran = tool
             .pre
             .instance_pre()
@@ -165,9 +166,9 @@ impl Runtime {
             Ok(Some(Err(e))) => Err(CallError::Tool(e)),
             Err(_) if req.cancel.is_cancelled() => Err(CallError::Cancelled),
             Err(e) if e.downcast_ref::<Trap>() == Some(&Trap::Interrupt) => {
-                Err(CallError::Timeout(self.budget.timeout))
+                Err(CallError::Timeout(budget.timeout))
             }
-            Err(_) if store.data().limiter.hit => Err(CallError::Memory(self.budget.memory_bytes)),
+            Err(_) if store.data().limiter.hit => Err(CallError::Memory(budget.memory_bytes)),
             Err(e) => {
                 let guest_stderr = String::from_utf8_lossy(&stderr.contents()).into_owned();
                 Err(CallError::Crashed(format!(

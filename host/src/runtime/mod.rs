@@ -11,6 +11,7 @@
 //! stop a cancelled call) bound every call.
 
 mod activity;
+pub mod admit;
 mod bindings;
 mod cache;
 mod clock;
@@ -102,6 +103,13 @@ pub struct Tool {
     pub descriptor: Descriptor,
     /// Where it came from ([`BUILT_IN`] or a file path), for messages.
     pub source: String,
+    /// The SHA-256 of a third-party component's bytes (hex); `None` for a
+    /// built-in.
+    pub digest: Option<String>,
+    /// Its `[[components]]` entry (index in the config), for a third-party one.
+    pub entry: Option<usize>,
+    /// Its calls' limits: the server's, or lower ones its entry sets.
+    pub budget: Budget,
     pre: bindings::ToolComponentPre<CallState>,
     /// Its `call` export, called with a result type that is lifted under
     /// the output limit (see [`output`]).
@@ -115,6 +123,30 @@ impl Tool {
     pub fn is_built_in(&self) -> bool {
         self.source == BUILT_IN
     }
+
+    /// The first digits of its digest, as audit lines carry them.
+    pub fn short_digest(&self) -> Option<&str> {
+        self.digest
+            .as_deref()
+            .map(|d| &d[..admit::SHORT_DIGEST.min(d.len())])
+    }
+}
+
+/// What a third-party component was admitted with: its digest, its
+/// config entry, and its limits.
+pub struct Admission {
+    pub digest: String,
+    pub entry: usize,
+    pub budget: Budget,
+}
+
+/// The WIT names a component imports and exports, in its own order.
+pub fn interface(engine: &Engine, component: &Component) -> (Vec<String>, Vec<String>) {
+    let ty = component.component_type();
+    (
+        ty.imports(engine).map(|(n, _)| n.to_string()).collect(),
+        ty.exports(engine).map(|(n, _)| n.to_string()).collect(),
+    )
 }
 
 /// Why a call produced no output.
@@ -367,6 +399,17 @@ impl Runtime {
     /// refused: the linker has wasmtime-wasi's sockets, but no call is ever
     /// granted a network, and a tool that needs one does not belong here.
     pub fn load(&mut self, component: &Component, source: String) -> wasmtime::Result<usize> {
+        self.load_with(component, source, None)
+    }
+
+    /// [`Runtime::load`] of a third-party component, with what it was
+    /// admitted with.
+    pub fn load_with(
+        &mut self,
+        component: &Component,
+        source: String,
+        admission: Option<Admission>,
+    ) -> wasmtime::Result<usize> {
         let ty = component.component_type();
         let network: Vec<&str> = ty
             .imports(&self.engine)
@@ -389,14 +432,24 @@ impl Runtime {
             .get_export_index(None, TOOL_INTERFACE)
             .and_then(|tool| component.get_export_index(Some(&tool), "call"))
             .ok_or_else(|| wasmtime::Error::msg("does not export the tool interface's call"))?;
-        let mut store = self.store(CallState::empty(self.budget.timeout), &self.budget.clone());
+        let budget = admission
+            .as_ref()
+            .map_or_else(|| self.budget.clone(), |a| a.budget.clone());
+        let mut store = self.store(CallState::empty(budget.timeout), &budget);
         let descriptor = pre
             .instantiate(&mut store)?
             .loom_fs_tool_tool()
             .call_describe(&mut store)?;
+        let (digest, entry) = match admission {
+            Some(a) => (Some(a.digest), Some(a.entry)),
+            None => (None, None),
+        };
         self.tools.push(Tool {
             descriptor,
             source,
+            digest,
+            entry,
+            budget,
             pre,
             call,
         });

@@ -66,6 +66,10 @@ pub struct Record<'a> {
     /// The client's address, for a call over HTTP.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub client: Option<&'a str>,
+    /// The first 12 hex digits of a third-party component's SHA-256: which
+    /// build of the tool made the call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<&'a str>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
@@ -90,7 +94,14 @@ impl<'a> Record<'a> {
             trash: &[],
             stopped: None,
             client: None,
+            sha256: None,
         }
+    }
+
+    /// The call's tool is third-party component of this (short) digest.
+    pub fn component(mut self, digest: Option<&'a str>) -> Record<'a> {
+        self.sha256 = digest;
+        self
     }
 
     pub fn client(mut self, client: Option<&'a str>) -> Record<'a> {

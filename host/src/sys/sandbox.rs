@@ -185,11 +185,24 @@ impl Plan {
             access: CACHE,
             purpose: Purpose::Cache,
         });
-        grants.extend(config.components.iter().map(|path| Grant {
-            path: real(path),
+        grants.extend(config.components.iter().map(|c| Grant {
+            path: real(&c.path),
             access: COMPONENT,
             purpose: Purpose::Component,
         }));
+        // A signed component's signature is read at load too (after the
+        // sandbox is on); one that is missing is refused then.
+        grants.extend(
+            config
+                .components
+                .iter()
+                .filter(|c| c.signed && c.signature_path().is_file())
+                .map(|c| Grant {
+                    path: real(&c.signature_path()),
+                    access: COMPONENT,
+                    purpose: Purpose::Component,
+                }),
+        );
         if let AuditTarget::File(log) = &config.audit
             && let Some(dir) = log.parent()
         {

@@ -26,9 +26,9 @@ use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotation
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Config;
+use crate::config::{ComponentEntry, Config};
 use crate::policy::{
-    LIST, PathArg, Permission, Perms, Resolved, neutralised, noted, path_requests, resolve,
+    LIST, PathArg, Permission, Perms, Resolved, Root, neutralised, noted, path_requests, resolve,
     shown_arg, shown_clipped,
 };
 use crate::runtime::{
@@ -141,6 +141,84 @@ impl From<Stop> for Called {
 struct Entry {
     tool: Tool,
     action: Action,
+    /// The roots the tool is offered, with the permissions it has there:
+    /// every root for a built-in; for a third-party tool, those its entry
+    /// names (`roots`), capped by its `permissions`.
+    roots: Vec<Arc<Root>>,
+    /// The first digits of a third-party component's digest, for its
+    /// audit lines.
+    digest: Option<String>,
+    /// Its calls' deadline and output limit (a third-party entry may set
+    /// them lower than the server's).
+    timeout: Duration,
+    output_bytes: u64,
+}
+
+/// What `check` shows of one listed tool.
+pub struct Surface<'a> {
+    /// The permission it needs (after its entry's cap).
+    pub need: Permission,
+    /// `built-in` or its file.
+    pub source: &'a str,
+    /// The roots it may act on.
+    pub roots: Vec<&'a str>,
+    /// The permission it declares, when its entry caps it lower.
+    pub declared: Option<Permission>,
+}
+
+/// The strongest permission at most `op` that `cap` holds (read, which
+/// every cap holds, at least).
+pub fn capped(op: Permission, cap: Option<Perms>) -> Permission {
+    let Some(cap) = cap else {
+        return op;
+    };
+    Permission::ALL
+        .into_iter()
+        .filter(|p| *p <= op && cap.contains(*p))
+        .max()
+        .unwrap_or(Permission::Read)
+}
+
+/// What is wrong with a component's self-description, if anything: its
+/// name, its path arguments against its permission, its schemas. (Whether
+/// its name is taken is the surface's business.)
+pub fn declaration_problem(d: &runtime::Descriptor) -> Option<String> {
+    if !is_tool_name(&d.name) {
+        return Some("a tool name is 1 to 64 of a-z, 0-9 and '_', starting with a letter".into());
+    }
+    let permission = Permission::from(d.permission);
+    // A path argument may not do more than the tool declares: the
+    // declaration decides where the tool is listed and how it is
+    // annotated. Only a tool that changes things may need more on a
+    // second root (a move deletes at its source).
+    if let Some(p) = d.path_arguments.iter().find(|p| {
+        Permission::from(p.permission) > permission
+            || p.across_roots
+                .is_some_and(|a| Permission::from(a) > permission && permission == Permission::Read)
+    }) {
+        return Some(format!(
+            "path argument '{}' needs more than the tool declares ({permission})",
+            p.path_field
+        ));
+    }
+    // A list of paths is for reading: what a call keeps and locks is
+    // reckoned per declared path argument.
+    if let Some(p) = d.path_arguments.iter().find(|p| {
+        p.path_field.ends_with(LIST)
+            && (Permission::from(p.permission) != Permission::Read || p.across_roots.is_some())
+    }) {
+        return Some(format!(
+            "path argument '{}' is a list of paths, which is for reading only",
+            p.path_field
+        ));
+    }
+    if let Err(e) = schema(&d.input_schema) {
+        return Some(format!("input schema: {e}"));
+    }
+    if let Some(Err(e)) = d.output_schema.as_deref().map(schema) {
+        return Some(format!("output schema: {e}"));
+    }
+    None
 }
 
 /// The tools of one server: config, runtime, audit and the listed surface.
@@ -170,9 +248,14 @@ pub struct SurfaceError {
 impl Toolbox {
     /// Builds the surface from the loaded components and the config.
     pub fn new(config: Config, runtime: Runtime, audit: Audit) -> Result<Toolbox, SurfaceError> {
+        let (timeout, output_bytes) = (config.limits.tool_timeout, config.limits.max_output_bytes);
         let mut entries = vec![Entry {
             tool: list_roots_tool(),
             action: Action::ListRoots,
+            roots: config.roots.clone(),
+            digest: None,
+            timeout,
+            output_bytes,
         }];
         for (index, loaded) in runtime.tools().iter().enumerate() {
             let d = &loaded.descriptor;
@@ -181,44 +264,18 @@ impl Toolbox {
                 source_name: loaded.source.clone(),
                 problem,
             };
-            if !is_tool_name(&d.name) {
-                return Err(problem(
-                    "a tool name is 1 to 64 of a-z, 0-9 and '_', starting with a letter".into(),
-                ));
+            if let Some(p) = declaration_problem(d) {
+                return Err(problem(p));
             }
             if entries.iter().any(|e| e.tool.name == d.name) {
                 return Err(problem("a tool of that name is already registered".into()));
             }
-            let permission = Permission::from(d.permission);
-            // A path argument may not do more than the tool declares: the
-            // declaration decides where the tool is listed and how it is
-            // annotated. Only a tool that changes things may need more on a
-            // second root (a move deletes at its source).
-            if let Some(p) = d.path_arguments.iter().find(|p| {
-                Permission::from(p.permission) > permission
-                    || p.across_roots.is_some_and(|a| {
-                        Permission::from(a) > permission && permission == Permission::Read
-                    })
-            }) {
-                return Err(problem(format!(
-                    "path argument '{}' needs more than the tool declares ({permission})",
-                    p.path_field
-                )));
-            }
-            // A list of paths is for reading: what a call keeps and locks is
-            // reckoned per declared path argument.
-            if let Some(p) = d.path_arguments.iter().find(|p| {
-                p.path_field.ends_with(LIST)
-                    && (Permission::from(p.permission) != Permission::Read
-                        || p.across_roots.is_some())
-            }) {
-                return Err(problem(format!(
-                    "path argument '{}' is a list of paths, which is for reading only",
-                    p.path_field
-                )));
-            }
-            let roots: Vec<String> = config
-                .roots
+            let declared = Permission::from(d.permission);
+            let admitted = loaded.entry.and_then(|i| config.components.get(i));
+            let cap = admitted.and_then(|e| e.cap);
+            let permission = capped(declared, cap);
+            let view = tool_roots(&config, admitted);
+            let roots: Vec<String> = view
                 .iter()
                 .filter(|r| r.perms.contains(permission))
                 .map(|r| format!("{} ({})", r.name, r.role))
@@ -234,12 +291,20 @@ impl Toolbox {
                 .map(schema)
                 .transpose()
                 .map_err(|e| problem(format!("output schema: {e}")))?;
+            let capping = if permission < declared {
+                format!(
+                    "\n\nIt declares {declared}, but is capped at {permission} here: what it \
+                     would do beyond that is refused."
+                )
+            } else {
+                String::new()
+            };
             let description = format!(
-                "{}\n\nRoots it can act on: {}.",
+                "{}{capping}\n\nRoots it can act on: {}.",
                 d.description,
                 roots.join(", ")
             );
-            // Hints follow the declared permission whatever the component says.
+            // Hints follow the (capped) permission whatever the component says.
             let annotations = ToolAnnotations::new()
                 .read_only(permission == Permission::Read)
                 .destructive(
@@ -253,6 +318,9 @@ impl Toolbox {
             if let Some(output) = output {
                 tool = tool.with_raw_output_schema(Arc::new(output));
             }
+            // A capped tool's path arguments ask no more than its cap: a
+            // write it attempts anyway meets a read-only mount, refused by
+            // the policing filesystem.
             let paths = d
                 .path_arguments
                 .iter()
@@ -260,8 +328,8 @@ impl Toolbox {
                     root_field: p.root_field.clone(),
                     root_fallback: p.root_fallback.clone(),
                     path_field: p.path_field.clone(),
-                    op: p.permission.into(),
-                    across_roots: p.across_roots.map(Into::into),
+                    op: capped(p.permission.into(), cap),
+                    across_roots: p.across_roots.map(|a| capped(a.into(), cap)),
                     optional: p.optional,
                 })
                 .collect();
@@ -270,8 +338,12 @@ impl Toolbox {
                 action: Action::Component {
                     index,
                     paths,
-                    keeps_history: d.keeps_history,
+                    keeps_history: d.keeps_history && permission != Permission::Read,
                 },
+                roots: view,
+                digest: loaded.short_digest().map(str::to_string),
+                timeout: loaded.budget.timeout,
+                output_bytes: loaded.budget.output_bytes,
             });
         }
         let slots = Slots::new(
@@ -307,22 +379,57 @@ impl Toolbox {
             .map(|e| &e.tool)
     }
 
-    /// Each listed tool, by name: the permission it needs and where it came
-    /// from (`built-in` or its file), for `check`.
-    pub fn surface(&self) -> BTreeMap<&str, (Permission, &str)> {
+    /// Each listed tool, by name: the permission it needs, where it came
+    /// from (`built-in` or its file) and the roots it may act on, for `check`.
+    pub fn surface(&self) -> BTreeMap<&str, Surface<'_>> {
         self.entries
             .iter()
             .map(|e| {
-                let entry = match &e.action {
-                    Action::ListRoots => (Permission::Read, "built-in"),
+                let (need, source, declared) = match &e.action {
+                    Action::ListRoots => (Permission::Read, "built-in", Permission::Read),
                     Action::Component { index, .. } => {
                         let tool = &self.runtime.tools()[*index];
-                        (tool.descriptor.permission.into(), tool.source.as_str())
+                        let declared = tool.descriptor.permission.into();
+                        let cap = tool
+                            .entry
+                            .and_then(|i| self.config.components.get(i))
+                            .and_then(|c| c.cap);
+                        (capped(declared, cap), tool.source.as_str(), declared)
                     }
                 };
-                (e.tool.name.as_ref(), entry)
+                let roots = e
+                    .roots
+                    .iter()
+                    .filter(|r| r.perms.contains(need))
+                    .map(|r| r.name.as_str())
+                    .collect();
+                let surface = Surface {
+                    need,
+                    source,
+                    roots,
+                    declared: (declared != need).then_some(declared),
+                };
+                (e.tool.name.as_ref(), surface)
             })
             .collect()
+    }
+
+    /// The listed tool `name`.
+    fn entry(&self, name: &str) -> Option<&Entry> {
+        self.entries.iter().find(|e| e.tool.name == name)
+    }
+
+    /// An audit record of tool `name`, carrying its component's digest if
+    /// it is a third-party one.
+    fn record<'a>(
+        &'a self,
+        name: &'a str,
+        root: &'a str,
+        path: &'a str,
+        op: Permission,
+    ) -> Record<'a> {
+        Record::new(name, root, path, op)
+            .component(self.entry(name).and_then(|e| e.digest.as_deref()))
     }
 
     /// Calls tool `name`. Unknown tools are a protocol error; everything
@@ -370,7 +477,8 @@ impl Toolbox {
                 if let Err(unwritable) = self.audit.writable() {
                     let op = self.runtime.tools()[*index].descriptor.permission.into();
                     self.audit.log(
-                        &Record::new(name, "", "", op)
+                        &self
+                            .record(name, "", "", op)
                             .client(control.client.as_deref())
                             .denied("audit"),
                     );
@@ -378,7 +486,7 @@ impl Toolbox {
                 }
                 // Waiting for locks and then for a slot counts against the
                 // call's deadline: together at most the tool timeout.
-                let waits_until = tokio::time::Instant::now() + self.config.limits.tool_timeout;
+                let waits_until = tokio::time::Instant::now() + entry.timeout;
                 let (Resolution { resolved, refused }, locked) = match self
                     .resolve_and_lock(name, paths, &arguments, &control, waits_until)
                     .await
@@ -433,6 +541,34 @@ impl Toolbox {
             json!({ "roots": roots, "read_only": self.config.read_only }),
         )
     }
+}
+
+/// The roots a tool is offered: every root, or for a third-party tool
+/// those its entry names, each with its permissions capped by the entry's
+/// `permissions` (a root left with none is not offered).
+fn tool_roots(config: &Config, entry: Option<&ComponentEntry>) -> Vec<Arc<Root>> {
+    let Some(entry) = entry else {
+        return config.roots.clone();
+    };
+    config
+        .roots
+        .iter()
+        .filter(|r| {
+            entry
+                .roots
+                .as_ref()
+                .is_none_or(|names| names.contains(&r.name))
+        })
+        .filter_map(|r| match entry.cap {
+            None => Some(Arc::clone(r)),
+            Some(cap) if r.perms.intersect(cap) == r.perms => Some(Arc::clone(r)),
+            Some(cap) if r.perms.intersect(cap).is_empty() => None,
+            Some(cap) => Some(Arc::new(Root {
+                perms: r.perms.intersect(cap),
+                ..Root::clone(r)
+            })),
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -21,12 +21,14 @@ impl Toolbox {
         let requests = path_requests(paths, args).map_err(|text| Stop::new(text, None))?;
         for request in requests {
             let (root, path, op) = (request.root, request.path, request.op);
-            match resolve(&self.config.roots, root, path, op) {
+            let roots = self.entry(tool).map_or(&self.config.roots, |e| &e.roots);
+            match resolve(roots, root, path, op) {
                 Ok(r) => resolution.resolved.push(r),
                 Err(denial) => {
                     let (root_c, path_c) = (clip(root), clip(path));
                     self.audit.log(
-                        &Record::new(tool, &root_c, &path_c, op)
+                        &self
+                            .record(tool, &root_c, &path_c, op)
                             .denied(denial.rule.as_str())
                             .client(client),
                     );
@@ -128,7 +130,8 @@ impl Toolbox {
     ) {
         for r in resolved {
             self.audit.log(
-                &Record::new(tool, &r.root().name, &clip(r.requested()), r.op())
+                &self
+                    .record(tool, &r.root().name, &clip(r.requested()), r.op())
                     .denied(rule)
                     .client(client),
             );

@@ -221,7 +221,10 @@ impl Toolbox {
                 (error_result(disk_failed(*error, root, built_in)), 0)
             }
             (Ok(output), _, _) => {
-                to_result(tool, output, self.config.limits.max_output_bytes, built_in)
+                let limit = self
+                    .entry(tool)
+                    .map_or(self.config.limits.max_output_bytes, |e| e.output_bytes);
+                to_result(tool, output, limit, built_in)
             }
             (Err(e), _, _) => (error_result(call_error_text(tool, e, built_in)), 0),
         };
@@ -245,7 +248,8 @@ impl Toolbox {
                 .map(|k| k.to.as_str())
                 .collect();
             self.audit.log(
-                &Record::new(tool, &r.root().name, &path, r.op())
+                &self
+                    .record(tool, &r.root().name, &path, r.op())
                     .client(client)
                     .took(elapsed, bytes)
                     .kept(&kept)
@@ -257,7 +261,8 @@ impl Toolbox {
             // whose every path was refused): one line for the call itself.
             let op = self.runtime.tools()[index].descriptor.permission.into();
             self.audit.log(
-                &Record::new(tool, "", "", op)
+                &self
+                    .record(tool, "", "", op)
                     .client(client)
                     .took(elapsed, bytes)
                     .stopped(stopped),
@@ -265,7 +270,8 @@ impl Toolbox {
         }
         for refusal in &outcome.refusals {
             self.audit.log(
-                &Record::new(tool, &refusal.root, &clip(&refusal.path), refusal.op)
+                &self
+                    .record(tool, &refusal.root, &clip(&refusal.path), refusal.op)
                     .client(client)
                     .denied(refusal.rule),
             );

@@ -128,6 +128,7 @@ const CONFIG: &str = r#"
     role = "workspace"
     [[components]]
     path = "tools/tool.wasm"
+    unpinned = true
 "#;
 
 const CHILD: &str = "LOOMFS_SANDBOX_TEST_DIR";
