@@ -22,7 +22,8 @@ fn main() {
         fail("usage: probe GIT_DIR log N | show REV | cat REV PATH".into())
     };
     let started = std::time::Instant::now();
-    let history = History::open(std::path::Path::new(git_dir)).unwrap_or_else(|e| fail(e.to_string()));
+    let history =
+        History::open(std::path::Path::new(git_dir)).unwrap_or_else(|e| fail(e.to_string()));
     let opened = started.elapsed();
     let nothing = |_: &str| false;
     let view = View::new("", &nothing);
@@ -48,14 +49,22 @@ fn main() {
             }
         }
         ("show", [rev]) => {
-            let shown = show_commit(&history, rev, "", &view).unwrap_or_else(|e| fail(e.to_string()));
+            let shown =
+                show_commit(&history, rev, "", &view).unwrap_or_else(|e| fail(e.to_string()));
             writeln!(out, "{}\n{}", shown.id, shown.message).unwrap();
             for file in shown.files {
-                writeln!(out, "--- {}\n{}", file.change.path, file.hunks.unwrap_or_default()).unwrap();
+                writeln!(
+                    out,
+                    "--- {}\n{}",
+                    file.change.path,
+                    file.hunks.unwrap_or_default()
+                )
+                .unwrap();
             }
         }
         ("cat", [rev, path]) => {
-            let bytes = show_file(&history, rev, path, &view).unwrap_or_else(|e| fail(e.to_string()));
+            let bytes =
+                show_file(&history, rev, path, &view).unwrap_or_else(|e| fail(e.to_string()));
             out.write_all(&bytes).unwrap();
         }
         _ => fail("usage: probe GIT_DIR log N | show REV | cat REV PATH".into()),

@@ -14,7 +14,7 @@ mod show;
 
 pub use diff::{Change, ChangeKind, unified};
 pub use log::{Entry, LogQuery, log};
-pub use show::{CommitShow, FileDiff, show_commit, show_file};
+pub use show::{CommitShow, FileDiff, diff_revisions, show_commit, show_file};
 
 use std::path::Path;
 

@@ -128,3 +128,36 @@ pub fn show_file(
         .map_err(|e| Error::Repository(format!("cannot read a file's content: {e}")))?;
     Ok(object.detach().data)
 }
+
+/// The changes from revision `from` to revision `to` at or under the
+/// root-relative `path`: the visible files with their hunks, and how many
+/// changed files the view hides there (`git diff --no-renames FROM TO`).
+pub fn diff_revisions(
+    history: &History,
+    from: &str,
+    to: &str,
+    path: &str,
+    view: &View<'_>,
+) -> Result<(Vec<FileDiff>, usize), Error> {
+    let tree = |rev: &str| -> Result<gix::ObjectId, Error> {
+        history
+            .commit(rev)?
+            .tree_id()
+            .map(|id| id.detach())
+            .map_err(|e| Error::Repository(format!("cannot read a commit: {e}")))
+    };
+    let (changes, hidden) = tree_changes(history, Some(tree(from)?), tree(to)?, view)?;
+    let mut files = Vec::new();
+    for change in changes.into_iter().filter(|c| under(&c.path, path)) {
+        files.push(file_diff(history, change)?);
+    }
+    Ok((files, hidden.iter().filter(|h| under(h, path)).count()))
+}
+
+fn file_diff(history: &History, change: Change) -> Result<FileDiff, Error> {
+    let before = diff::blob(history, change.old, change.old_is_blob)?;
+    let after = diff::blob(history, change.new, change.new_is_blob)?;
+    let hunks = (!diff::is_binary(&before) && !diff::is_binary(&after))
+        .then(|| diff::unified(&before, &after));
+    Ok(FileDiff { change, hunks })
+}

@@ -369,6 +369,72 @@ fn secrets_never_appear_in_log_show_or_file_reads() {
     );
 }
 
+/// Each file's hunks in a patch `git` printed, as they follow its header
+/// (`binary` for a binary file), for the paths `keep` keeps (renamed).
+fn patch_hunks(patch: &str, keep: &dyn Fn(&str) -> Option<String>) -> BTreeMap<String, String> {
+    let mut theirs = BTreeMap::new();
+    for part in patch.split("diff --git a/").skip(1) {
+        let Some(path) = keep(part.split(' ').next().unwrap()) else {
+            continue;
+        };
+        let body = match part.find("\n@@ ") {
+            Some(at) => part[at + 1..].to_string(),
+            None if part.contains("Binary files") => "binary".to_string(),
+            None => String::new(),
+        };
+        theirs.insert(path, body);
+    }
+    theirs
+}
+
+fn hunks_of(files: &[FileDiff]) -> BTreeMap<String, String> {
+    files
+        .iter()
+        .map(|f| {
+            (
+                f.change.path.clone(),
+                f.hunks.clone().unwrap_or_else(|| "binary".into()),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn diff_between_revisions_matches_git() {
+    let repo = big_repo("diff");
+    let history = repo.history();
+    let open = View::new("", &nothing_hidden);
+    for (from, to) in [
+        ("HEAD~200", "HEAD"),
+        ("HEAD~3", "HEAD~1"),
+        ("HEAD", "HEAD~150"),
+    ] {
+        let (files, hidden) = diff_revisions(&history, from, to, "", &open).unwrap();
+        assert_eq!(hidden, 0);
+        let patch = repo.git(&["diff", "--no-renames", from, to]);
+        assert_eq!(
+            hunks_of(&files),
+            patch_hunks(&patch, &|p| Some(p.to_string())),
+            "{from}..{to}"
+        );
+    }
+    // Under a subdirectory root with secrets hidden, limited to a path.
+    let sub = View::new("sub", &secrets);
+    let (files, hidden) = diff_revisions(&history, "HEAD~200", "HEAD", "", &sub).unwrap();
+    assert_eq!(hidden, 1, "sub/keys/id_rsa");
+    let patch = repo.git(&["diff", "--no-renames", "HEAD~200", "HEAD", "--", "sub"]);
+    let keep = |p: &str| {
+        p.strip_prefix("sub/")
+            .filter(|r| !secrets(r))
+            .map(str::to_string)
+    };
+    assert_eq!(hunks_of(&files), patch_hunks(&patch, &keep));
+    assert!(!files.is_empty());
+    let (files, hidden) = diff_revisions(&history, "HEAD~200", "HEAD", "keys", &sub).unwrap();
+    assert!(files.is_empty());
+    assert_eq!(hidden, 1);
+}
+
 #[test]
 fn show_matches_git() {
     let repo = big_repo("show");
@@ -387,28 +453,11 @@ fn show_matches_git() {
             shown.message,
             head.split_once('\n').unwrap().1.split_once('\n').unwrap().1
         );
-        // Each file's hunks, as git prints them after its header.
-        let mut theirs = BTreeMap::new();
-        for part in patch.split("diff --git a/").skip(1) {
-            let path = part.split(' ').next().unwrap().to_string();
-            let body = match part.find("\n@@ ") {
-                Some(at) => part[at + 1..].to_string(),
-                None if part.contains("Binary files") => "binary".to_string(),
-                None => String::new(),
-            };
-            theirs.insert(path, body);
-        }
-        let ours: BTreeMap<String, String> = shown
-            .files
-            .iter()
-            .map(|f| {
-                (
-                    f.change.path.clone(),
-                    f.hunks.clone().unwrap_or_else(|| "binary".into()),
-                )
-            })
-            .collect();
-        assert_eq!(ours, theirs, "{rev}");
+        assert_eq!(
+            hunks_of(&shown.files),
+            patch_hunks(patch, &|p| Some(p.to_string())),
+            "{rev}"
+        );
     }
     for (rev, path) in [
         ("HEAD", "f1.txt"),
