@@ -4,12 +4,12 @@
 //! ```text
 //! cargo build --release --target wasm32-wasip2 -p git-history --example probe
 //! wasmtime run --dir REPO/.git::/git target/wasm32-wasip2/release/examples/probe.wasm \
-//!     /git log 50 | show REV | cat REV PATH
+//!     /git log 50 | show REV | cat REV PATH | blame REV PATH
 //! ```
 //!
 //! Nothing is hidden and the whole repository is in view.
 
-use git_history::{History, LogQuery, View, log, show_commit, show_file};
+use git_history::{History, LogQuery, View, blame, log, show_commit, show_file};
 use std::io::Write;
 
 fn main() {
@@ -19,7 +19,7 @@ fn main() {
         std::process::exit(1)
     };
     let [git_dir, command, rest @ ..] = args.as_slice() else {
-        fail("usage: probe GIT_DIR log N | show REV | cat REV PATH".into())
+        fail("usage: probe GIT_DIR log N | show REV | cat REV PATH | blame REV PATH".into())
     };
     let started = std::time::Instant::now();
     let history =
@@ -67,7 +67,14 @@ fn main() {
                 show_file(&history, rev, path, &view).unwrap_or_else(|e| fail(e.to_string()));
             out.write_all(&bytes).unwrap();
         }
-        _ => fail("usage: probe GIT_DIR log N | show REV | cat REV PATH".into()),
+        ("blame", [rev, path]) => {
+            let (lines, _) =
+                blame(&history, rev, path, &view).unwrap_or_else(|e| fail(e.to_string()));
+            for line in lines {
+                writeln!(out, "{} {}", line.commit, line.original_line).unwrap();
+            }
+        }
+        _ => fail("usage: probe GIT_DIR log N | show REV | cat REV PATH | blame REV PATH".into()),
     }
     eprintln!("open {opened:?}, total {:?}", started.elapsed());
 }

@@ -181,7 +181,7 @@ pub(crate) fn line_counts(before: &[u8], after: &[u8]) -> (u32, u32) {
     (diff.count_additions(), diff.count_removals())
 }
 
-fn line_diff(input: &InternedInput<&[u8]>) -> Diff {
+pub(crate) fn line_diff(input: &InternedInput<&[u8]>) -> Diff {
     let mut diff = Diff::compute(Algorithm::Myers, input);
     diff.postprocess_lines(input);
     diff

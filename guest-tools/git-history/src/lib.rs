@@ -8,10 +8,12 @@
 //! scope or hidden never appears, and a hidden file at a revision reads as
 //! missing. Paths given and returned are relative to the root.
 
+mod blame;
 mod diff;
 mod log;
 mod show;
 
+pub use blame::{BlameLine, blame};
 pub use diff::{Change, ChangeKind, unified};
 pub use log::{Entry, LogQuery, log};
 pub use show::{CommitShow, FileDiff, diff_revisions, show_commit, show_file};
@@ -26,6 +28,8 @@ pub enum Error {
     BadRevision(String),
     /// No such path at that revision (or one the deny list hides).
     NotFound(String),
+    /// A rule of the tool refused the request (a binary file to blame).
+    Refused(String),
     /// The repository could not be read (damaged, unsupported format).
     Repository(String),
 }
@@ -33,7 +37,10 @@ pub enum Error {
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Error::BadRevision(m) | Error::NotFound(m) | Error::Repository(m) => f.write_str(m),
+            Error::BadRevision(m)
+            | Error::NotFound(m)
+            | Error::Refused(m)
+            | Error::Repository(m) => f.write_str(m),
         }
     }
 }

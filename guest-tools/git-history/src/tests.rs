@@ -586,3 +586,75 @@ fn a_damaged_or_missing_repository_is_an_error_not_a_panic() {
         Err(Error::Repository(_))
     ));
 }
+
+/// `git blame --porcelain`: per line, the commit and the line's number there.
+fn git_blame(repo: &Repo, rev: &str, path: &str) -> Vec<(String, u32)> {
+    let out = repo.git(&["blame", "--porcelain", rev, "--", path]);
+    out.lines()
+        .filter(|l| {
+            l.len() > 41
+                && l.as_bytes()[40] == b' '
+                && l[..40].bytes().all(|b| b.is_ascii_hexdigit())
+        })
+        .map(|l| {
+            let mut fields = l.split(' ');
+            let id = fields.next().unwrap().to_string();
+            (id, fields.next().unwrap().parse().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn blame_matches_git() {
+    let repo = big_repo("blame");
+    let history = repo.history();
+    let open = View::new("", &nothing_hidden);
+    for (rev, path) in [
+        ("HEAD", "f1.txt"),
+        ("HEAD", "side.txt"),
+        ("HEAD", "f4.txt"),
+        ("HEAD~30", "sub/f3.txt"),
+        ("HEAD~100", "f16.txt"),
+    ] {
+        let (lines, text) = blame(&history, rev, path, &open).unwrap();
+        let ours: Vec<(String, u32)> = lines
+            .iter()
+            .map(|l| (l.commit.clone(), l.original_line))
+            .collect();
+        assert_eq!(ours, git_blame(&repo, rev, path), "{rev} {path}");
+        assert_eq!(
+            text,
+            repo.command(&["show", &format!("{rev}:{path}")])
+                .output()
+                .unwrap()
+                .stdout
+        );
+    }
+    let first = &blame(&history, "HEAD", "f1.txt", &open).unwrap().0[0];
+    assert_eq!(first.author_name, "Ada Lovelace");
+    assert_eq!(first.author_offset, 5400);
+    // Under a subdirectory root, with secrets hidden.
+    let sub = View::new("sub", &secrets);
+    let (lines, _) = blame(&history, "HEAD", "f3.txt", &sub).unwrap();
+    let ours: Vec<(String, u32)> = lines
+        .iter()
+        .map(|l| (l.commit.clone(), l.original_line))
+        .collect();
+    assert_eq!(ours, git_blame(&repo, "HEAD", "sub/f3.txt"));
+    assert_eq!(
+        blame(&history, "HEAD~120", "keys/id_rsa", &sub).unwrap_err(),
+        Error::NotFound("keys/id_rsa: no such file at HEAD~120".into())
+    );
+    assert_eq!(
+        blame(&history, "HEAD", ".env", &View::new("", &secrets)).unwrap_err(),
+        Error::NotFound(".env: no such file at HEAD".into())
+    );
+    assert!(matches!(
+        blame(&history, "HEAD", "data.bin", &open),
+        Err(Error::Refused(_))
+    ));
+    assert!(matches!(
+        blame(&history, "HEAD", "f1.txt", &sub),
+        Err(Error::NotFound(_))
+    ));
+}
