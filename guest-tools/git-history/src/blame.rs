@@ -51,7 +51,8 @@ pub fn blame(
     }
     let repo_path = view.in_repo(rel);
     let start = history.commit(rev)?;
-    let blob = blob_at(history, start.id, &repo_path)?.ok_or_else(missing)?;
+    let mut nodes = Nodes::new(history, &repo_path);
+    let blob = nodes.blob(start.id)?.ok_or_else(missing)?;
     let text = read(history, blob)?;
     if is_binary(&text) {
         return Err(Error::Refused(format!(
@@ -69,18 +70,17 @@ pub fn blame(
             lines: (0..count).map(|i| (i, i)).collect(),
         },
     );
-    queue.push((commit_time(history, start.id)?, start.id));
+    queue.push((nodes.node(start.id)?.time, start.id));
     while let Some((_, id)) = queue.pop() {
         let Some(suspect) = suspects.remove(&id) else {
             continue;
         };
-        let commit = history.repo().find_commit(id).map_err(damaged)?;
-        let parents: Vec<ObjectId> = commit.parent_ids().map(|p| p.detach()).collect();
+        let parents = nodes.node(id)?.parents;
         let mut lines = suspect.lines;
         let mut data: Option<Vec<u8>> = None;
         let mut blobs = Vec::with_capacity(parents.len());
         for parent in &parents {
-            blobs.push(blob_at(history, *parent, &repo_path)?);
+            blobs.push(nodes.blob(*parent)?);
         }
         // A parent with the very same version takes every line (the first
         // such parent, as git does); otherwise each parent in order takes
@@ -126,7 +126,7 @@ pub fn blame(
                 lines: Vec::new(),
             });
             if entry.lines.is_empty() {
-                queue.push((commit_time(history, parent)?, parent));
+                queue.push((nodes.node(parent)?.time, parent));
             }
             entry.lines.extend(passed);
             entry.lines.sort_unstable();
@@ -192,17 +192,100 @@ fn unchanged_lines(before: &[u8], after: &[u8]) -> Vec<Option<u32>> {
     map
 }
 
-fn blob_at(
-    history: &History,
-    commit: ObjectId,
-    repo_path: &str,
-) -> Result<Option<ObjectId>, Error> {
-    let commit = history.repo().find_commit(commit).map_err(damaged)?;
-    let tree = commit.tree().map_err(damaged)?;
-    let entry = tree.lookup_entry_by_path(repo_path).map_err(damaged)?;
-    Ok(entry
-        .filter(|e| e.mode().is_blob_or_symlink())
-        .map(|e| e.object_id()))
+/// What a blame asks of each commit, read once: from the commit-graph
+/// file when there is one (no commit to inflate), else from the commit.
+#[derive(Clone)]
+struct Node {
+    /// Committer time, the order commits are visited in.
+    time: i64,
+    parents: Vec<ObjectId>,
+    tree: ObjectId,
+}
+
+struct Nodes<'h> {
+    history: &'h History,
+    graph: Option<gix::commitgraph::Graph>,
+    components: Vec<&'h str>,
+    nodes: HashMap<ObjectId, Node>,
+    /// (tree, depth of the path's component looked up in it) → the blob
+    /// the rest of the path names, if any: trees shared between commits
+    /// are read once.
+    found: HashMap<(ObjectId, usize), Option<ObjectId>>,
+}
+
+impl<'h> Nodes<'h> {
+    fn new(history: &'h History, repo_path: &'h str) -> Nodes<'h> {
+        Nodes {
+            history,
+            graph: history.repo().commit_graph_if_enabled().ok().flatten(),
+            components: repo_path.split('/').collect(),
+            nodes: HashMap::new(),
+            found: HashMap::new(),
+        }
+    }
+
+    fn node(&mut self, id: ObjectId) -> Result<Node, Error> {
+        if let Some(node) = self.nodes.get(&id) {
+            return Ok(node.clone());
+        }
+        let from_graph = self.graph.as_ref().and_then(|graph| {
+            let commit = graph.commit_by_id(id)?;
+            let parents = commit
+                .iter_parents()
+                .map(|p| p.map(|pos| graph.id_at(pos).to_owned()))
+                .collect::<Result<Vec<_>, _>>()
+                .ok()?;
+            Some(Node {
+                time: i64::try_from(commit.committer_timestamp()).unwrap_or(i64::MAX),
+                parents,
+                tree: commit.root_tree_id().to_owned(),
+            })
+        });
+        let node = match from_graph {
+            Some(node) => node,
+            None => {
+                let commit = self.history.repo().find_commit(id).map_err(damaged)?;
+                Node {
+                    time: commit.time().map_err(damaged)?.seconds,
+                    parents: commit.parent_ids().map(|p| p.detach()).collect(),
+                    tree: commit.tree_id().map_err(damaged)?.detach(),
+                }
+            }
+        };
+        self.nodes.insert(id, node.clone());
+        Ok(node)
+    }
+
+    /// The blob at the path in a commit, if the path is a file there.
+    fn blob(&mut self, commit: ObjectId) -> Result<Option<ObjectId>, Error> {
+        let tree = self.node(commit)?.tree;
+        self.lookup(tree, 0)
+    }
+
+    fn lookup(&mut self, tree: ObjectId, depth: usize) -> Result<Option<ObjectId>, Error> {
+        if let Some(found) = self.found.get(&(tree, depth)) {
+            return Ok(*found);
+        }
+        let data = read(self.history, tree)?;
+        let name = self.components[depth].as_bytes();
+        let hash = self.history.repo().object_hash();
+        let mut entry = None;
+        for item in gix::objs::TreeRefIter::from_bytes(&data, hash) {
+            let item = item.map_err(damaged)?;
+            if item.filename == name {
+                entry = Some((item.mode, item.oid.to_owned()));
+                break;
+            }
+        }
+        let last = depth + 1 == self.components.len();
+        let found = match entry {
+            Some((mode, oid)) if last && mode.is_blob_or_symlink() => Some(oid),
+            Some((mode, oid)) if !last && mode.is_tree() => self.lookup(oid, depth + 1)?,
+            _ => None,
+        };
+        self.found.insert((tree, depth), found);
+        Ok(found)
+    }
 }
 
 fn read(history: &History, blob: ObjectId) -> Result<Vec<u8>, Error> {
@@ -212,11 +295,6 @@ fn read(history: &History, blob: ObjectId) -> Result<Vec<u8>, Error> {
         .map_err(damaged)?
         .detach()
         .data)
-}
-
-fn commit_time(history: &History, id: ObjectId) -> Result<i64, Error> {
-    let commit = history.repo().find_commit(id).map_err(damaged)?;
-    commit.time().map(|t| t.seconds).map_err(damaged)
 }
 
 fn damaged(e: impl std::fmt::Display) -> Error {

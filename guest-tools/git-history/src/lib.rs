@@ -62,8 +62,18 @@ impl History {
         let options = gix::open::Options::isolated()
             .open_path_as_is(true)
             .with_enforced_trust(gix::sec::Trust::Reduced);
-        let repo = gix::open_opts(git_dir, options)
+        let mut repo = gix::open_opts(git_dir, options)
             .map_err(|e| Error::Repository(format!("cannot open the repository: {e}")))?;
+        // Caches of our own sizes, whatever the repository's config says:
+        // decoded delta bases (a walk decodes the same bases again and
+        // again) and whole objects (trees met again), within the guest's
+        // memory.
+        repo.objects.set_pack_cache(|| {
+            Box::new(gix::odb::pack::cache::lru::MemoryCappedHashmap::new(
+                32 << 20,
+            ))
+        });
+        repo.object_cache_size(16 << 20);
         Ok(History { repo })
     }
 
