@@ -4,12 +4,12 @@
 //! ```text
 //! cargo build --release --target wasm32-wasip2 -p git-history --example probe
 //! wasmtime run --dir REPO/.git::/git target/wasm32-wasip2/release/examples/probe.wasm \
-//!     /git log 50 | show REV | cat REV PATH | blame REV PATH
+//!     /git log 50 | show REV | cat REV PATH | blame REV PATH | status WORKTREE
 //! ```
 //!
 //! Nothing is hidden and the whole repository is in view.
 
-use git_history::{History, LogQuery, View, blame, log, show_commit, show_file};
+use git_history::{History, LogQuery, View, blame, log, show_commit, show_file, status};
 use std::io::Write;
 
 fn main() {
@@ -19,7 +19,7 @@ fn main() {
         std::process::exit(1)
     };
     let [git_dir, command, rest @ ..] = args.as_slice() else {
-        fail("usage: probe GIT_DIR log N | show REV | cat REV PATH | blame REV PATH".into())
+        fail("usage: probe GIT_DIR log N | show REV | cat REV PATH | blame REV PATH | status WORKTREE".into())
     };
     let started = std::time::Instant::now();
     let history =
@@ -74,7 +74,20 @@ fn main() {
                 writeln!(out, "{} {}", line.commit, line.original_line).unwrap();
             }
         }
-        _ => fail("usage: probe GIT_DIR log N | show REV | cat REV PATH | blame REV PATH".into()),
+        ("status", [worktree]) => {
+            let found = status(&history, std::path::Path::new(worktree), &view)
+                .unwrap_or_else(|e| fail(e.to_string()));
+            for (path, kind) in found.staged {
+                writeln!(out, "staged {} {path}", kind.letter()).unwrap();
+            }
+            for (path, kind) in found.modified {
+                writeln!(out, "worktree {} {path}", kind.letter()).unwrap();
+            }
+            for path in found.untracked {
+                writeln!(out, "untracked {path}").unwrap();
+            }
+        }
+        _ => fail("usage: probe GIT_DIR log N | show REV | cat REV PATH | blame REV PATH | status WORKTREE".into()),
     }
     eprintln!("open {opened:?}, total {:?}", started.elapsed());
 }

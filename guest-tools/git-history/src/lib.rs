@@ -12,11 +12,13 @@ mod blame;
 mod diff;
 mod log;
 mod show;
+mod status;
 
 pub use blame::{BlameLine, blame};
 pub use diff::{Change, ChangeKind, unified};
 pub use log::{Entry, LogQuery, log};
 pub use show::{CommitShow, FileDiff, diff_revisions, show_commit, show_file};
+pub use status::{Status, status};
 
 use std::path::Path;
 

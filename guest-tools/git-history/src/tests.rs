@@ -2,7 +2,7 @@
 //! environment: no system or global configuration).
 
 use super::*;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -657,4 +657,106 @@ fn blame_matches_git() {
         blame(&history, "HEAD", "f1.txt", &sub),
         Err(Error::NotFound(_))
     ));
+}
+
+/// `git status --porcelain` as (X, Y, path) triples, `keep` choosing and
+/// renaming paths; ours in the same form.
+fn git_status(
+    repo: &Repo,
+    keep: &dyn Fn(&str) -> Option<String>,
+) -> BTreeSet<(char, char, String)> {
+    let out = repo.git(&[
+        "status",
+        "--porcelain=v1",
+        "--untracked-files=all",
+        "--no-renames",
+    ]);
+    out.lines()
+        .filter_map(|l| {
+            let mut chars = l.chars();
+            let (x, y) = (chars.next().unwrap(), chars.next().unwrap());
+            keep(&l[3..]).map(|p| (x, y, p))
+        })
+        .collect()
+}
+
+fn ours_status(status: &Status) -> BTreeSet<(char, char, String)> {
+    let mut all: BTreeMap<String, (char, char)> = BTreeMap::new();
+    for (path, kind) in &status.staged {
+        all.entry(path.clone()).or_insert((' ', ' ')).0 = kind.letter();
+    }
+    for (path, kind) in &status.modified {
+        all.entry(path.clone()).or_insert((' ', ' ')).1 = kind.letter();
+    }
+    let mut set: BTreeSet<(char, char, String)> =
+        all.into_iter().map(|(p, (x, y))| (x, y, p)).collect();
+    set.extend(status.untracked.iter().map(|p| ('?', '?', p.clone())));
+    set
+}
+
+#[test]
+fn status_matches_git() {
+    let mut repo = Repo::new("status");
+    for path in [
+        "kept.txt",
+        "edited.txt",
+        "staged.txt",
+        "both.txt",
+        "removed.txt",
+        "deleted.txt",
+        "sub/a.txt",
+        "sub/b.txt",
+    ] {
+        repo.write(path, format!("{path}\n").as_bytes());
+    }
+    repo.write(".env", b"SECRET=1\n");
+    repo.write("sub/.env", b"SECRET=2\n");
+    repo.write(".gitignore", b"*.log\nbuild/\n");
+    repo.commit("base", None);
+    repo.write("edited.txt", b"edited\n");
+    repo.write("staged.txt", b"staged\n");
+    repo.write("both.txt", b"staged\n");
+    repo.write("new.txt", b"new\n");
+    repo.write("sub/a.txt", b"changed\n");
+    repo.write(".env", b"SECRET=2\n");
+    repo.write("sub/.env", b"SECRET=3\n");
+    repo.git(&["add", "staged.txt", "both.txt", "new.txt", ".env"]);
+    repo.write("both.txt", b"and edited\n");
+    repo.git(&["rm", "-q", "removed.txt"]);
+    std::fs::remove_file(repo.dir.join("deleted.txt")).unwrap();
+    repo.write("loose.txt", b"untracked\n");
+    repo.write("deep/er/file.txt", b"untracked\n");
+    repo.write("debug.log", b"ignored\n");
+    repo.write("build/out.bin", b"ignored\n");
+    repo.write("sub/new.txt", b"untracked\n");
+    repo.write("sub/.env.local", b"SECRET=4\n");
+    std::fs::write(repo.dir.join(".git/info/exclude"), b"excluded.txt\n").unwrap();
+    repo.write("excluded.txt", b"excluded\n");
+    let history = repo.history();
+    let open = View::new("", &nothing_hidden);
+    let ours = status(&history, &repo.dir, &open).unwrap();
+    assert_eq!(
+        ours_status(&ours),
+        git_status(&repo, &|p| Some(p.to_string()))
+    );
+    assert_eq!(ours.hidden, 0);
+    // Secrets hidden: none listed, each counted once.
+    let guarded = status(&history, &repo.dir, &View::new("", &secrets)).unwrap();
+    assert_eq!(
+        ours_status(&guarded),
+        git_status(&repo, &|p| (!secrets(p)).then(|| p.to_string()))
+    );
+    assert_eq!(
+        guarded.hidden, 2,
+        ".env and sub/.env (sub/.env.local is untracked)"
+    );
+    // A subdirectory root: its own paths, relative to it.
+    let sub = status(&history, &repo.dir.join("sub"), &View::new("sub", &secrets)).unwrap();
+    let keep = |p: &str| {
+        p.strip_prefix("sub/")
+            .filter(|r| !secrets(r))
+            .map(str::to_string)
+    };
+    assert_eq!(ours_status(&sub), git_status(&repo, &keep));
+    assert!(!ours_status(&sub).is_empty());
 }

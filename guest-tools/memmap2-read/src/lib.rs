@@ -101,12 +101,17 @@ impl MmapOptions {
             None => usize::try_from(available)
                 .map_err(|_| io::Error::new(io::ErrorKind::OutOfMemory, "file too large"))?,
         };
-        file.seek(SeekFrom::Start(self.offset))?;
         let mut bytes = Vec::new();
         bytes
             .try_reserve_exact(len)
             .map_err(|_| io::Error::from(io::ErrorKind::OutOfMemory))?;
-        file.take(len as u64).read_to_end(&mut bytes)?;
+        // A map leaves the file's position alone (gitoxide reads an index
+        // file on from where it was after mapping it): put it back.
+        let position = file.stream_position()?;
+        file.seek(SeekFrom::Start(self.offset))?;
+        let read = file.take(len as u64).read_to_end(&mut bytes);
+        file.seek(SeekFrom::Start(position))?;
+        read?;
         if bytes.len() != len {
             // The file shrank between the size and the read.
             return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
@@ -147,5 +152,17 @@ mod tests {
         let past = unsafe { MmapOptions::new().offset(10).len(7).map(&file) };
         assert_eq!(past.unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
         assert!(unsafe { MmapOptions::new().offset(17).map(&file) }.is_err());
+    }
+
+    #[test]
+    fn a_map_leaves_the_files_position_alone() {
+        let mut file = file_with(b"the position stays");
+        let mut start = [0u8; 4];
+        file.read_exact(&mut start).unwrap();
+        let map = unsafe { MmapOptions::new().map_copy_read_only(&file) }.unwrap();
+        assert_eq!(map.len(), 18);
+        let mut rest = String::new();
+        file.read_to_string(&mut rest).unwrap();
+        assert_eq!(rest, "position stays");
     }
 }
