@@ -18,7 +18,7 @@ pub use blame::{BlameLine, blame};
 pub use diff::{Change, ChangeKind, unified};
 pub use log::{Entry, LogQuery, log};
 pub use show::{CommitShow, FileDiff, diff_revisions, show_commit, show_file};
-pub use status::{Status, status};
+pub use status::{Status, diff_worktree, status};
 
 use std::path::Path;
 

@@ -759,4 +759,49 @@ fn status_matches_git() {
     };
     assert_eq!(ours_status(&sub), git_status(&repo, &keep));
     assert!(!ours_status(&sub).is_empty());
+
+    // The diff from a revision to the working tree.
+    repo.write("edited.txt", b"one\ntwo\nthree\n");
+    for (from, path) in [("HEAD", ""), ("HEAD", "sub")] {
+        let (files, hidden) = diff_worktree(&history, from, &repo.dir, path, &open).unwrap();
+        assert_eq!(hidden, 0);
+        let mut args = vec!["diff", "--no-renames", from];
+        if !path.is_empty() {
+            args.extend(["--", path]);
+        }
+        let patch = repo.git(&args);
+        assert_eq!(
+            hunks_of(&files),
+            patch_hunks(&patch, &|p| Some(p.to_string())),
+            "{from} {path}"
+        );
+        assert!(!files.is_empty());
+    }
+    let (files, hidden) = diff_worktree(
+        &history,
+        "HEAD",
+        &repo.dir.join("sub"),
+        "",
+        &View::new("sub", &secrets),
+    )
+    .unwrap();
+    assert_eq!(hidden, 1, "sub/.env");
+    let patch = repo.git(&["diff", "--no-renames", "HEAD", "--", "sub"]);
+    assert_eq!(hunks_of(&files), patch_hunks(&patch, &keep));
+    let kinds: BTreeSet<(String, char)> =
+        diff_worktree(&history, "HEAD", &repo.dir, "", &View::new("", &secrets))
+            .unwrap()
+            .0
+            .iter()
+            .map(|f| (f.change.path.clone(), f.change.kind.letter()))
+            .collect();
+    let theirs: BTreeSet<(String, char)> = repo
+        .git(&["diff", "--no-renames", "--name-status", "HEAD"])
+        .lines()
+        .filter_map(|l| {
+            let (k, p) = l.split_once('\t')?;
+            (!secrets(p)).then(|| (p.to_string(), k.chars().next().unwrap()))
+        })
+        .collect();
+    assert_eq!(kinds, theirs);
 }
