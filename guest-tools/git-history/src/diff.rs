@@ -50,15 +50,29 @@ pub(crate) fn tree_changes(
 ) -> Result<(Vec<Change>, Vec<String>), Error> {
     let repo = history.repo();
     let damaged = |e: &dyn std::fmt::Display| Error::Repository(format!("cannot read a tree: {e}"));
-    let old_data = match old {
-        Some(id) => repo.find_object(id).map_err(|e| damaged(&e))?.detach().data,
-        None => Vec::new(),
+    // On a root below the repository's top, only the root's own tree is
+    // compared (its paths are then root-relative already): a commit that
+    // changed nothing there costs two lookups.
+    let (old, new) = if view.has_scope() {
+        let old = match old {
+            Some(id) => subtree(history, id, view.scope())?,
+            None => None,
+        };
+        (old, subtree(history, new, view.scope())?)
+    } else {
+        (old, Some(new))
     };
-    let new_data = repo
-        .find_object(new)
-        .map_err(|e| damaged(&e))?
-        .detach()
-        .data;
+    if old == new {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let data = |id: Option<ObjectId>| -> Result<Vec<u8>, Error> {
+        match id {
+            Some(id) => Ok(repo.find_object(id).map_err(|e| damaged(&e))?.detach().data),
+            None => Ok(Vec::new()),
+        }
+    };
+    let old_data = data(old)?;
+    let new_data = data(new)?;
     let mut recorder = gix::diff::tree::Recorder::default();
     gix::diff::tree(
         gix::objs::TreeRefIter::from_bytes(&old_data, repo.object_hash()),
@@ -127,9 +141,7 @@ pub(crate) fn tree_changes(
         };
         let utf8 = std::str::from_utf8(&path).ok();
         let lossy = String::from_utf8_lossy(&path);
-        let Some(rel) = view.relative(&lossy) else {
-            continue;
-        };
+        let rel: &str = &lossy;
         // A name that is not UTF-8 cannot be matched against the deny list
         // the way the host matches names: it stays hidden.
         if utf8.is_none() || view.is_hidden(rel) {
@@ -149,6 +161,15 @@ pub(crate) fn tree_changes(
     }
     changes.sort_by(|a, b| a.path.cmp(&b.path));
     Ok((changes, hidden))
+}
+
+/// The tree at `path` (`/`-separated, below the top) in a tree, if there
+/// is one.
+fn subtree(history: &History, tree: ObjectId, path: &str) -> Result<Option<ObjectId>, Error> {
+    let damaged = |e: &dyn std::fmt::Display| Error::Repository(format!("cannot read a tree: {e}"));
+    let tree = history.repo().find_tree(tree).map_err(|e| damaged(&e))?;
+    let entry = tree.lookup_entry_by_path(path).map_err(|e| damaged(&e))?;
+    Ok(entry.filter(|e| e.mode().is_tree()).map(|e| e.object_id()))
 }
 
 /// Whether bytes are binary by git's rule: a NUL in the first 8000.

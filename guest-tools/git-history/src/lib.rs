@@ -125,6 +125,11 @@ impl<'a> View<'a> {
             .filter(|rest| !rest.is_empty())
     }
 
+    /// The root's path below the repository's top (empty at the top).
+    pub fn scope(&self) -> &str {
+        &self.scope
+    }
+
     /// Whether the root lies below the repository's top.
     pub fn has_scope(&self) -> bool {
         !self.scope.is_empty()
