@@ -5,8 +5,9 @@
 # `git show REV:PATH` and `git blame`, each as a process (spawn included),
 # against examples/probe.rs precompiled and run by the standalone wasmtime CLI
 # (process spawn and wasmtime start included; inside loom-fs a call costs the
-# guest's own time, which the probe prints as "total"). The blame output is
-# compared with git's first. Needs git, python3 and wasmtime on PATH
+# guest's own time, which the probe prints as "total"). The outputs of
+# `blame` and `log -n 50 --numstat` are compared with git's first (a
+# difference stops it). Needs git, python3 and wasmtime on PATH
 # (scripts/test installs one in .tools/bin). Not run by CI: figures, not a
 # pass/fail.
 set -euo pipefail
@@ -70,6 +71,9 @@ table() {
   git -C "$work/r" blame --porcelain HEAD -- dir3/file13.txt | grep -E '^[0-9a-f]{40} ' | cut -d' ' -f1,2 >"$work/theirs"
   probe blame HEAD dir3/file13.txt 2>/dev/null >"$work/ours"
   cmp -s "$work/ours" "$work/theirs" || { echo "blame differs from git's" >&2; exit 1; }
+  git -C "$work/r" log -n 50 --numstat --no-renames --format='%H %s' | grep -v '^$' >"$work/theirs"
+  probe log 50 2>/dev/null >"$work/ours"
+  cmp -s "$work/ours" "$work/theirs" || { echo "log differs from git's" >&2; exit 1; }
   printf '%-38s %10s %12s %12s\n' "$1" "git (ms)" "probe (ms)" "guest (ms)"
   row "log -n 50 --stat" "log -n 50 --stat" "log 50"
   row "log -n 500 --stat" "log -n 500 --stat" "log 500"
