@@ -58,8 +58,10 @@ impl History {
     /// no includes, no environment variables, no attributes files, and the
     /// repository's own configuration treated as untrusted (paths and
     /// programs it names are ignored). Nothing this crate calls runs a
-    /// program in any case: no filter, textconv, external diff, pager, hook
-    /// or fsmonitor code is compiled in.
+    /// program in any case: gitoxide's attributes, filter, blob-diff
+    /// pipeline, credentials and fsmonitor features are off, so no
+    /// filter, textconv, external diff, pager, hook or fsmonitor path is
+    /// reached; and under WASI a process cannot be started at all.
     pub fn open(git_dir: &Path) -> Result<History, Error> {
         let options = gix::open::Options::isolated()
             .open_path_as_is(true)
