@@ -510,7 +510,11 @@ pub async fn tools(client: &Client) -> Vec<Tool> {
     tools
 }
 
-pub async fn call(client: &Client, name: &str, args: Value) -> CallToolResult {
+pub async fn call<S: rmcp::Service<RoleClient>>(
+    client: &RunningService<RoleClient, S>,
+    name: &str,
+    args: Value,
+) -> CallToolResult {
     let Value::Object(args) = args else {
         panic!("arguments must be an object")
     };
@@ -526,7 +530,11 @@ pub async fn call(client: &Client, name: &str, args: Value) -> CallToolResult {
 }
 
 /// Calls a tool that must succeed, and returns its result.
-pub async fn call_ok(client: &Client, name: &str, args: Value) -> CallToolResult {
+pub async fn call_ok<S: rmcp::Service<RoleClient>>(
+    client: &RunningService<RoleClient, S>,
+    name: &str,
+    args: Value,
+) -> CallToolResult {
     let r = call(client, name, args).await;
     assert!(!is_error(&r), "{name}: {r:?}");
     r

@@ -46,6 +46,8 @@ pub enum Rule {
     Confinement,
     Deny,
     RootItself,
+    /// Outside the session's client roots (`client_roots = "narrow"`).
+    ClientRoots,
 }
 
 impl Rule {
@@ -60,6 +62,7 @@ impl Rule {
             Rule::Confinement => "confinement",
             Rule::Deny => "deny",
             Rule::RootItself => "root_itself",
+            Rule::ClientRoots => "client_roots",
         }
     }
 }
