@@ -619,3 +619,66 @@ fn the_python_sdk_narrows_by_its_roots() {
     assert_eq!(got["templates"], json!([]), "{got}");
     assert_eq!(got["uris"], json!([]), "{got}");
 }
+
+/// The server's inotify instances (its watcher holds one while some
+/// session watches).
+fn inotify_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|fds| {
+            fds.filter_map(Result::ok)
+                .filter(|fd| {
+                    std::fs::read_link(fd.path())
+                        .is_ok_and(|t| t.to_string_lossy().contains("inotify"))
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn over_http_each_session_hears_only_its_own_and_the_watch_ends_with_them() {
+    use rmcp::transport::StreamableHttpClientTransport;
+    let (env, config) = tree("");
+    let server = http_server(&config);
+    let pid = server.child.id();
+    let session = || async {
+        let (tx, heard) = mpsc::unbounded_channel();
+        let client = Listener {
+            heard: tx,
+            roots: Arc::default(),
+        }
+        .serve_with_lifecycle(
+            StreamableHttpClientTransport::from_uri(server.url.as_str()),
+            ClientLifecycleMode::Initialize,
+        )
+        .await
+        .expect("MCP handshake");
+        (client, heard)
+    };
+    let (a, mut a_heard) = session().await;
+    let (b, mut b_heard) = session().await;
+    assert_eq!(inotify_fds(pid), 0, "nothing watched before a subscription");
+    subscribe(&a, "loomfs://ws/notes.md").await.unwrap();
+    subscribe(&b, "loomfs://ws/src/lib.rs").await.unwrap();
+    assert_eq!(inotify_fds(pid), 1, "one watcher for both sessions");
+    std::fs::write(env.path("ws/notes.md"), "changed\n").unwrap();
+    let got = collect(&mut a_heard, Duration::from_millis(1500)).await;
+    assert_eq!(got, [updated("loomfs://ws/notes.md")]);
+    assert_eq!(collect(&mut b_heard, Duration::from_millis(300)).await, []);
+    std::fs::write(env.path("ws/src/lib.rs"), "changed\n").unwrap();
+    let got = collect(&mut b_heard, Duration::from_millis(1500)).await;
+    assert_eq!(got, [updated("loomfs://ws/src/lib.rs")]);
+    assert_eq!(collect(&mut a_heard, Duration::from_millis(300)).await, []);
+    // Both sessions end: their watches, and the watcher, go.
+    a.cancel().await.unwrap();
+    b.cancel().await.unwrap();
+    let mut left = inotify_fds(pid);
+    for _ in 0..50 {
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        left = inotify_fds(pid);
+    }
+    assert_eq!(left, 0, "the watcher outlived its sessions");
+}

@@ -843,3 +843,36 @@ impl Drop for Tmpfs {
             .status();
     }
 }
+
+/// The server over Streamable HTTP on a free loopback port; killed on drop.
+pub struct HttpServer {
+    pub child: std::process::Child,
+    pub url: String,
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn http_server(config: &std::path::Path) -> HttpServer {
+    let mut child = command()
+        .arg("--config")
+        .arg(config)
+        .args(["--transport", "http", "--listen", "127.0.0.1:0"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let banner = stderr_until(&mut child, "serving MCP over HTTP on http://");
+    let addr = banner
+        .lines()
+        .find_map(|l| l.strip_prefix("serving MCP over HTTP on http://"))
+        .and_then(|rest| rest.split('/').next())
+        .unwrap();
+    let url = format!("http://{addr}/mcp");
+    HttpServer { child, url }
+}
