@@ -27,8 +27,9 @@
 //! A session subscribes to at most `max_subscriptions` URIs.
 //!
 //! Not watched: what lies under a symlinked directory (its target may be
-//! anywhere), and a directory the server cannot read (the watcher skips it
-//! and says so on stderr).
+//! anywhere). A directory the server cannot read, or inotify's per-user
+//! watch limit, ends the walk of that root where it was met: the rest of
+//! the root stays quiet, and stderr says why.
 
 use super::*;
 use std::collections::{HashMap, HashSet};
