@@ -447,39 +447,6 @@ async fn call_ok_logs(client: &LogClient) {
     assert!(!is_error(&r), "{r:?}");
 }
 
-/// The server over Streamable HTTP on a free loopback port; killed on drop.
-struct HttpServer {
-    child: std::process::Child,
-    url: String,
-}
-
-impl Drop for HttpServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn http_server(config: &std::path::Path) -> HttpServer {
-    let mut child = command()
-        .arg("--config")
-        .arg(config)
-        .args(["--transport", "http", "--listen", "127.0.0.1:0"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let banner = stderr_until(&mut child, "serving MCP over HTTP on http://");
-    let addr = banner
-        .lines()
-        .find_map(|l| l.strip_prefix("serving MCP over HTTP on http://"))
-        .and_then(|rest| rest.split('/').next())
-        .unwrap();
-    let url = format!("http://{addr}/mcp");
-    HttpServer { child, url }
-}
-
 #[tokio::test]
 async fn over_http_each_session_hears_only_of_its_own_calls() {
     use rmcp::transport::StreamableHttpClientTransport;

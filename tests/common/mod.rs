@@ -510,7 +510,11 @@ pub async fn tools(client: &Client) -> Vec<Tool> {
     tools
 }
 
-pub async fn call(client: &Client, name: &str, args: Value) -> CallToolResult {
+pub async fn call<S: rmcp::Service<RoleClient>>(
+    client: &RunningService<RoleClient, S>,
+    name: &str,
+    args: Value,
+) -> CallToolResult {
     let Value::Object(args) = args else {
         panic!("arguments must be an object")
     };
@@ -526,7 +530,11 @@ pub async fn call(client: &Client, name: &str, args: Value) -> CallToolResult {
 }
 
 /// Calls a tool that must succeed, and returns its result.
-pub async fn call_ok(client: &Client, name: &str, args: Value) -> CallToolResult {
+pub async fn call_ok<S: rmcp::Service<RoleClient>>(
+    client: &RunningService<RoleClient, S>,
+    name: &str,
+    args: Value,
+) -> CallToolResult {
     let r = call(client, name, args).await;
     assert!(!is_error(&r), "{name}: {r:?}");
     r
@@ -853,4 +861,37 @@ impl Drop for Tmpfs {
             .arg(&self.0)
             .status();
     }
+}
+
+/// The server over Streamable HTTP on a free loopback port; killed on drop.
+pub struct HttpServer {
+    pub child: std::process::Child,
+    pub url: String,
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn http_server(config: &std::path::Path) -> HttpServer {
+    let mut child = command()
+        .arg("--config")
+        .arg(config)
+        .args(["--transport", "http", "--listen", "127.0.0.1:0"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let banner = stderr_until(&mut child, "serving MCP over HTTP on http://");
+    let addr = banner
+        .lines()
+        .find_map(|l| l.strip_prefix("serving MCP over HTTP on http://"))
+        .and_then(|rest| rest.split('/').next())
+        .unwrap();
+    let url = format!("http://{addr}/mcp");
+    HttpServer { child, url }
 }

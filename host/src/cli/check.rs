@@ -111,6 +111,12 @@ pub(super) fn check_config(cli: &Cli, config: Config) -> anyhow::Result<()> {
             readable.join(", ")
         }
     );
+    println!(
+        "subscriptions: resources/subscribe and subscriptions/listen, at most {} per session, \
+         {} notifications a second per session, never of a denied path",
+        config.limits.max_subscriptions, config.limits.max_notifications_per_second
+    );
+    println!("client_roots: {}", client_roots_text(config.client_roots));
     let third_party = config.components.len();
     println!(
         "components: {} built-in, {third_party} third-party",
@@ -210,6 +216,20 @@ fn trust_line(c: &crate::config::ComponentEntry) -> String {
         "not signed".into()
     };
     format!("{pin}; {signed}")
+}
+
+/// What `client_roots` does, for `check`.
+fn client_roots_text(client_roots: crate::config::ClientRoots) -> &'static str {
+    match client_roots {
+        crate::config::ClientRoots::Ignore => {
+            "ignore (the client's roots are not asked for; every session is served these roots)"
+        }
+        crate::config::ClientRoots::Narrow => {
+            "narrow: a 2025-era session is served only the parts of these roots under a root \
+             its client declares (roots/list); a client root outside them all grants nothing, \
+             and none ever widens (2026-07-28 sessions have no client roots: not narrowed)"
+        }
+    }
 }
 
 /// Whether tools may change `root` (so its reserve matters).

@@ -35,6 +35,11 @@ pub struct Limits {
     /// Most bytes of text, structured content and images one call may
     /// return; more is refused while it is read out of the guest.
     pub max_output_bytes: u64,
+    /// Resources one session may be subscribed to at once.
+    pub max_subscriptions: u32,
+    /// Change notifications one session is sent per second at most; more
+    /// wait (coalesced per resource), none is dropped.
+    pub max_notifications_per_second: u32,
 }
 
 /// The byte quota's configured rate and burst (`store::quota` runs it).
@@ -64,6 +69,30 @@ pub struct Config {
     pub trust_keys: Vec<String>,
     /// The byte quota, if one is set (`quota_bytes_per_minute`).
     pub quota: Option<QuotaConfig>,
+    /// What the client's own roots (`roots/list`) do to a session.
+    pub client_roots: ClientRoots,
+}
+
+/// `client_roots`: what a 2025-era client's roots do. They never widen
+/// anything: SEP-2577 deprecates roots as access control, so at most they
+/// narrow what the configured roots serve to one session.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ClientRoots {
+    /// The client's roots are not asked for (the default).
+    #[default]
+    Ignore,
+    /// A session is served only the parts of the configured roots that lie
+    /// under one of its client's roots.
+    Narrow,
+}
+
+impl ClientRoots {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClientRoots::Ignore => "ignore",
+            ClientRoots::Narrow => "narrow",
+        }
+    }
 }
 
 /// Why a config was refused.
@@ -142,10 +171,13 @@ struct RawConfig {
     tool_memory_bytes: Option<u64>,
     max_concurrent_calls: Option<u64>,
     max_output_bytes: Option<u64>,
+    max_subscriptions: Option<u64>,
+    max_notifications_per_second: Option<u64>,
     quota_bytes_per_minute: Option<u64>,
     quota_burst_bytes: Option<u64>,
     min_free_bytes: Option<u64>,
     trash_max_bytes: Option<u64>,
+    client_roots: Option<String>,
     #[serde(default)]
     read_only: bool,
     #[serde(default)]
@@ -236,6 +268,14 @@ pub const OUTPUT_PER_READ: u64 = 4;
 /// The runtime reserves one instance slot per call slot, plus one.
 pub const MAX_CONCURRENT_CALLS: u64 = 64;
 const CONCURRENT_CALLS: Bound = Bound::new("max_concurrent_calls", 8, 1, MAX_CONCURRENT_CALLS);
+/// Subscriptions per session: a client UI subscribes to the files it shows
+/// (a few dozen); 256 leaves room without letting one session make the
+/// server match every event against thousands of entries.
+const SUBSCRIPTIONS: Bound = Bound::new("max_subscriptions", 256, 1, 100_000);
+/// Change notifications per session per second: 20 keeps a build that
+/// rewrites hundreds of files from flooding a client, while one file a
+/// person saves is told at once.
+const NOTIFICATIONS_PER_SECOND: Bound = Bound::new("max_notifications_per_second", 20, 1, 10_000);
 const QUOTA_PER_MINUTE: Bound = Bound::new("quota_bytes_per_minute", 0, KIB, 1024 * GIB);
 const QUOTA_BURST: Bound = Bound::new("quota_burst_bytes", 0, KIB, 1024 * GIB);
 /// Free space kept on a root's disk. The default keeps 256 MiB: when an
@@ -412,6 +452,12 @@ fn validate(raw: RawConfig, base: &Path, read_only_flag: bool) -> Result<Config,
             as u32,
         // Set below, once the roots are known.
         max_output_bytes: 0,
+        max_subscriptions: SUBSCRIPTIONS.take(raw.max_subscriptions, &mut problems, "") as u32,
+        max_notifications_per_second: NOTIFICATIONS_PER_SECOND.take(
+            raw.max_notifications_per_second,
+            &mut problems,
+            "",
+        ) as u32,
     };
     let quota = quota(&raw, &mut problems);
     let audit = match raw.audit_log.as_deref() {
@@ -534,6 +580,18 @@ fn validate(raw: RawConfig, base: &Path, read_only_flag: bool) -> Result<Config,
         components.push(entry);
     }
 
+    let client_roots = match raw.client_roots.as_deref() {
+        None | Some("ignore") => ClientRoots::Ignore,
+        Some("narrow") => ClientRoots::Narrow,
+        Some(other) => {
+            problems.push(format!(
+                "client_roots = '{}' is not one of \"ignore\", \"narrow\"",
+                other.escape_debug()
+            ));
+            ClientRoots::Ignore
+        }
+    };
+
     if !problems.is_empty() {
         return Err(ConfigError::Invalid(problems));
     }
@@ -549,6 +607,7 @@ fn validate(raw: RawConfig, base: &Path, read_only_flag: bool) -> Result<Config,
         components,
         trust_keys,
         quota,
+        client_roots,
     })
 }
 

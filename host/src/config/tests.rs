@@ -574,3 +574,31 @@ fn component_entries_are_pinned_scoped_and_within_the_server_limits() {
         );
     }
 }
+
+#[test]
+fn subscription_caps_and_client_roots_are_read_and_bounded() {
+    let d = Dirs::new();
+    let a = root("a", "a", "reference");
+    let c = d.parse(&a).unwrap();
+    assert_eq!(c.limits.max_subscriptions, 256);
+    assert_eq!(c.limits.max_notifications_per_second, 20);
+    assert_eq!(c.client_roots, ClientRoots::Ignore);
+    let c = d
+        .parse(&format!(
+            "max_subscriptions = 3\nmax_notifications_per_second = 7\nclient_roots = \"narrow\"\n{a}"
+        ))
+        .unwrap();
+    assert_eq!(c.limits.max_subscriptions, 3);
+    assert_eq!(c.limits.max_notifications_per_second, 7);
+    assert_eq!(c.client_roots, ClientRoots::Narrow);
+    let problems = d.problems(&format!(
+        "max_subscriptions = 0\nmax_notifications_per_second = 0\nclient_roots = \"widen\"\n{a}"
+    ));
+    assert_eq!(problems.len(), 3, "{problems:?}");
+    assert!(problems[0].contains("max_subscriptions = 0 is out of range"));
+    assert!(problems[1].contains("max_notifications_per_second = 0 is out of range"));
+    assert!(
+        problems[2].contains("client_roots = 'widen'"),
+        "{problems:?}"
+    );
+}

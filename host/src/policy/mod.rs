@@ -11,6 +11,7 @@
 
 mod deny;
 mod names;
+mod narrow;
 mod requests;
 mod resolve;
 // Applied on Windows builds; tested everywhere.
@@ -25,6 +26,7 @@ pub use names::{
     QUOTED_NOTE, is_escaped, is_quoted, neutralised, noted, push_unicode_escape, shown, shown_arg,
     shown_clipped,
 };
+pub use narrow::Narrowing;
 pub use requests::{LIST, MAX_LIST_PATHS, PathArg, PathRequest, path_requests};
 pub use resolve::{Denial, MAX_NAME_BYTES, MAX_PATH_BYTES, Resolved, Rule, resolve};
 

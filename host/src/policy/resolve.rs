@@ -50,6 +50,8 @@ pub enum Rule {
     /// machine (`policy::windows`); Windows builds only.
     #[cfg_attr(not(windows), allow(dead_code))]
     WindowsName,
+    /// Outside the session's client roots (`client_roots = "narrow"`).
+    ClientRoots,
 }
 
 impl Rule {
@@ -65,6 +67,7 @@ impl Rule {
             Rule::Deny => "deny",
             Rule::RootItself => "root_itself",
             Rule::WindowsName => "windows_name",
+            Rule::ClientRoots => "client_roots",
         }
     }
 }

@@ -28,8 +28,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{ComponentEntry, Config};
 use crate::policy::{
-    LIST, PathArg, Permission, Perms, Resolved, Root, neutralised, noted, path_requests, resolve,
-    shown_arg, shown_clipped,
+    LIST, Narrowing, PathArg, Permission, Perms, Resolved, Root, neutralised, noted, path_requests,
+    resolve, shown_arg, shown_clipped,
 };
 use crate::runtime::{
     self, Activity, CallError, CallMount, CallRequest, DiskError, GuestLimits, Runtime, ToolError,
@@ -48,11 +48,13 @@ mod resources;
 mod results;
 mod run;
 pub mod slots;
+mod watch;
 
 use prepare::*;
 pub use resources::{Asker, SCHEME, mime_of_name, parse_uri, resource_uri};
 use results::*;
 use run::*;
+pub use watch::{Change, DEBOUNCE, Notifier, Watch};
 
 /// Longest model-supplied string kept in an audit line (bytes).
 const AUDIT_CLIP: usize = 1024;
@@ -83,6 +85,10 @@ pub struct Control {
     pub cancel: CancellationToken,
     pub activity: Arc<Activity>,
     pub client: Option<String>,
+    /// What the session's client roots leave of the roots, when
+    /// `client_roots = "narrow"` applies to it: every path is checked
+    /// against it after `resolve()`.
+    pub narrowing: Option<Arc<Narrowing>>,
 }
 
 /// What a call came to: its result, and what the faces that do more than
@@ -234,6 +240,8 @@ pub struct Toolbox {
     locks: Arc<PathLocks>,
     /// Where tools that keep history write before they publish.
     staging: Staging,
+    /// The watcher of the roots while some session watches them.
+    hub: tokio::sync::Mutex<std::sync::Weak<watch::Hub>>,
 }
 
 /// A component whose self-description cannot be served.
@@ -360,6 +368,7 @@ impl Toolbox {
             quota,
             locks: PathLocks::new(),
             staging: Staging::new(),
+            hub: Default::default(),
         })
     }
 
@@ -463,7 +472,7 @@ impl Toolbox {
         let arguments = arguments.unwrap_or_default();
         match &entry.action {
             Action::ListRoots => Ok(Called {
-                result: self.list_roots(),
+                result: self.list_roots(control.narrowing.as_deref()),
                 rule: None,
                 unseen: false,
             }),
@@ -516,10 +525,15 @@ impl Toolbox {
         }
     }
 
-    fn list_roots(&self) -> CallToolResult {
-        let roots: Vec<Value> = self
+    /// The roots, those a narrowing leaves nothing of left out.
+    fn list_roots(&self, narrowing: Option<&Narrowing>) -> CallToolResult {
+        let listed: Vec<&Arc<crate::policy::Root>> = self
             .config
             .roots
+            .iter()
+            .filter(|r| narrowing.is_none_or(|n| n.reaches(&r.name)))
+            .collect();
+        let roots: Vec<Value> = listed
             .iter()
             .map(|r| {
                 json!({
@@ -529,9 +543,7 @@ impl Toolbox {
                 })
             })
             .collect();
-        let text = self
-            .config
-            .roots
+        let text = listed
             .iter()
             .map(|r| format!("{}\t{}\t{}", r.name, r.role, r.perms))
             .collect::<Vec<_>>()

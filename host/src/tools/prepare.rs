@@ -15,14 +15,20 @@ impl Toolbox {
         tool: &str,
         paths: &[PathArg],
         args: &JsonObject,
-        client: Option<&str>,
+        control: &Control,
     ) -> Result<Resolution, Stop> {
+        let client = control.client.as_deref();
+        let narrowing = control.narrowing.as_deref();
         let mut resolution = Resolution::default();
         let requests = path_requests(paths, args).map_err(|text| Stop::new(text, None))?;
         for request in requests {
             let (root, path, op) = (request.root, request.path, request.op);
+            // A scoped component's own roots; the session's client roots
+            // narrow what is left (`client_roots = "narrow"`).
             let roots = self.entry(tool).map_or(&self.config.roots, |e| &e.roots);
-            match resolve(roots, root, path, op) {
+            let resolved = resolve(roots, root, path, op)
+                .and_then(|r| narrowing.map_or(Ok(()), |n| n.check(&r)).map(|()| r));
+            match resolved {
                 Ok(r) => resolution.resolved.push(r),
                 Err(denial) => {
                     let (root_c, path_c) = (clip(root), clip(path));
@@ -76,7 +82,7 @@ impl Toolbox {
         waits_until: tokio::time::Instant,
     ) -> Result<(Resolution, Locked), Stop> {
         let client = control.client.as_deref();
-        let mut resolution = self.resolve_all(tool, paths, arguments, client)?;
+        let mut resolution = self.resolve_all(tool, paths, arguments, control)?;
         for _ in 0..RESOLVE_ROUNDS {
             let resolved = &resolution.resolved;
             if control.cancel.is_cancelled() {
@@ -106,7 +112,7 @@ impl Toolbox {
             if keys.is_empty() {
                 return Ok((resolution, locked));
             }
-            let again = self.resolve_all(tool, paths, arguments, client)?;
+            let again = self.resolve_all(tool, paths, arguments, control)?;
             if same_places(&lock_keys(&again.resolved), &keys) {
                 return Ok((again, locked));
             }

@@ -47,6 +47,8 @@ const MAX_COMPLETIONS: usize = CompletionInfo::MAX_VALUES;
 pub struct Asker {
     pub cancel: CancellationToken,
     pub client: Option<String>,
+    /// The session's narrowing (`client_roots = "narrow"`), if any.
+    pub narrowing: Option<Arc<Narrowing>>,
 }
 
 impl Asker {
@@ -55,6 +57,7 @@ impl Asker {
             cancel: self.cancel.clone(),
             activity: Arc::default(),
             client: self.client.clone(),
+            narrowing: self.narrowing.clone(),
         }
     }
 }
@@ -132,7 +135,7 @@ pub fn mime_of_name(path: &str) -> Option<&'static str> {
     })
 }
 
-fn not_found(uri: &str) -> ErrorData {
+pub(super) fn not_found(uri: &str) -> ErrorData {
     ErrorData::resource_not_found(
         format!("resource not found: {}", shown_clipped(uri)),
         Some(json!({ "uri": uri })),
@@ -166,10 +169,30 @@ impl Toolbox {
             .filter(|r| r.perms.contains(Permission::Read))
     }
 
-    /// One template per readable root.
-    pub fn resource_templates(&self) -> ListResourceTemplatesResult {
+    /// The places resources are listed from: each readable root whole, or
+    /// under a narrowing the directories it leaves of each (root, path).
+    fn areas(&self, narrowing: Option<&Narrowing>) -> Vec<(String, String)> {
+        let mut areas = Vec::new();
+        for root in self.readable_roots() {
+            match narrowing {
+                None => areas.push((root.name.clone(), ".".to_string())),
+                Some(n) => {
+                    for area in n.areas_of(&root.name) {
+                        let path = area.to_string_lossy();
+                        let path = if path.is_empty() { "." } else { &path };
+                        areas.push((root.name.clone(), path.to_string()));
+                    }
+                }
+            }
+        }
+        areas
+    }
+
+    /// One template per readable root (that a narrowing leaves some of).
+    pub fn resource_templates(&self, narrowing: Option<&Narrowing>) -> ListResourceTemplatesResult {
         let templates = self
             .readable_roots()
+            .filter(|r| narrowing.is_none_or(|n| n.reaches(&r.name)))
             .map(|r| {
                 ResourceTemplate::new(template_uri(&r.name), r.name.clone()).with_description(
                     format!(
@@ -192,7 +215,7 @@ impl Toolbox {
         cursor: Option<&str>,
         asker: &Asker,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let roots: Vec<String> = self.readable_roots().map(|r| r.name.clone()).collect();
+        let roots = self.areas(asker.narrowing.as_deref());
         let bad_cursor = || ErrorData::invalid_params("invalid cursor for resources/list", None);
         let (mut index, mut inner) = match cursor {
             None => (0, None),
@@ -211,9 +234,9 @@ impl Toolbox {
         let mut resources = Vec::new();
         let mut next = None;
         while index < roots.len() {
-            let root = &roots[index];
+            let (root, base) = &roots[index];
             let mut arguments = json!({
-                "root": root, "path": ".", "depth": LIST_DEPTH, "details": true,
+                "root": root, "path": base, "depth": LIST_DEPTH, "details": true,
             });
             if let Some(c) = &inner {
                 arguments["cursor"] = json!(c);
@@ -225,6 +248,12 @@ impl Toolbox {
                 if inner.is_some() {
                     return Err(bad_cursor());
                 }
+                // A client root inside a root that names nothing there (or
+                // nothing readable) leaves nothing to list.
+                if called.unseen && base != "." {
+                    index += 1;
+                    continue;
+                }
                 return Err(ErrorData::internal_error(
                     format!(
                         "listing root '{root}' failed: {}",
@@ -234,7 +263,7 @@ impl Toolbox {
                 ));
             }
             let page = called.result.structured_content.unwrap_or_default();
-            resources.extend(files_of(root, &page));
+            resources.extend(files_of(root, base, &page));
             if let Some(c) = page.get("next_cursor").and_then(Value::as_str) {
                 next = Some(format!("{index}:{c}"));
                 break;
@@ -334,6 +363,12 @@ impl Toolbox {
     ) -> Result<CompletionInfo, ErrorData> {
         let Some(root) = self
             .readable_roots()
+            .filter(|r| {
+                asker
+                    .narrowing
+                    .as_deref()
+                    .is_none_or(|n| n.reaches(&r.name))
+            })
             .find(|r| template_uri(&r.name) == template)
             .map(|r| r.name.clone())
         else {
@@ -390,8 +425,9 @@ impl Toolbox {
 
 /// The regular files of a `list_directory` page with details (entries
 /// `[path, size, modified]`, directories ending in `/`, other types in
-/// `types`) as resources of `root`.
-fn files_of(root: &str, page: &Value) -> Vec<Resource> {
+/// `types`, paths relative to the directory listed, `base`) as resources
+/// of `root`.
+fn files_of(root: &str, base: &str, page: &Value) -> Vec<Resource> {
     let types = page.get("types").and_then(Value::as_object);
     page.get("entries")
         .and_then(Value::as_array)
@@ -403,6 +439,10 @@ fn files_of(root: &str, page: &Value) -> Vec<Resource> {
             if path.ends_with('/') || other {
                 return None;
             }
+            let path = &match base {
+                "." => path.to_string(),
+                _ => format!("{base}/{path}"),
+            };
             let mut resource = Resource::new(
                 resource_uri(root, path),
                 format!("{root}/{}", crate::policy::shown(path)),
@@ -460,10 +500,12 @@ mod tests {
             "entries": [["sub/", null, "t"], ["a.md", 3, "t"], ["link", null, "t"], ["sub/b.png", 9, "t"]],
             "types": {"link": "symlink"},
         });
-        let files = files_of("r", &page);
+        let files = files_of("r", ".", &page);
         let uris: Vec<&str> = files.iter().map(|f| f.uri.as_str()).collect();
         assert_eq!(uris, ["loomfs://r/a.md", "loomfs://r/sub/b.png"]);
         assert_eq!(files[0].size, Some(3));
         assert_eq!(files[1].mime_type.as_deref(), Some("image/png"));
+        let under = files_of("r", "sub", &page);
+        assert_eq!(under[0].uri, "loomfs://r/sub/a.md");
     }
 }

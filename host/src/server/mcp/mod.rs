@@ -18,6 +18,19 @@
 //! level, and nothing about a resource read (whose refusal must look like a
 //! missing file).
 //!
+//! Change subscriptions (`tools::Watch`): 2025-era `resources/subscribe` and
+//! `resources/unsubscribe` on the session's own watch, `notifications/
+//! resources/list_changed` once the session has listed resources or
+//! subscribed; 2026-07-28 `subscriptions/listen`, one watch per listen
+//! request, ended with it. Each HTTP session has its own watch.
+//!
+//! Client roots (`client_roots = "narrow"`, 2025-era sessions only): after
+//! `notifications/initialized` and on each `notifications/roots/
+//! list_changed` the client is asked for its roots (`roots/list`); until it
+//! answers, a request waits (then, unanswered, is served nothing), and
+//! every call, read, listing and subscription of the session carries the
+//! narrowing into the toolbox, which checks it after `resolve()`.
+//!
 //! The toolbox arrives after the server starts (components load while the
 //! client's handshake is answered): tool requests wait for it.
 
@@ -36,11 +49,20 @@ use rmcp::model::{
 };
 #[allow(deprecated)] // SEP-2577 deprecates logging; clients still use it
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, SetLevelRequestParams};
-use rmcp::service::{Peer, RequestContext};
+use rmcp::model::{
+    ProtocolVersion, ResourceUpdatedNotificationParam, SubscribeRequestParams, SubscriptionFilter,
+    UnsubscribeRequestParams,
+};
+use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
+use crate::config::ClientRoots;
+use crate::policy::Narrowing;
 use crate::runtime::Activity;
-use crate::tools::{Asker, Called, Control, Toolbox};
+use crate::tools::{Asker, Called, Change, Control, Notifier, Toolbox, Watch};
+
+mod session;
+use session::*;
 
 /// The client's address, which the HTTP face puts in each request's
 /// extensions for the audit log.
@@ -55,6 +77,10 @@ const INSTRUCTIONS: &str = "Filesystem access to a few declared roots, each with
 what may be done there. Call list_roots first; every other tool takes a root name and a path \
 relative to that root. Refusals name the rule that bit.";
 
+/// How long a request of a narrowed session waits for its client's roots
+/// before it is served as if the client had declared none.
+const ROOTS_WAIT: Duration = Duration::from_secs(10);
+
 /// The toolbox, once loaded.
 pub type Ready = tokio::sync::watch::Receiver<Option<Arc<Toolbox>>>;
 
@@ -68,6 +94,12 @@ pub struct Server {
     /// `None` until it sets one. One per session ([`Server::for_session`]).
     #[allow(deprecated)] // SEP-2577 deprecates logging; clients still use it
     log_level: Arc<Mutex<Option<LoggingLevel>>>,
+    /// The session's watch of the roots, once it subscribed or listed
+    /// resources (2025 era).
+    watch: Arc<tokio::sync::Mutex<Option<Arc<Watch>>>>,
+    /// What the session's client roots leave (`client_roots = "narrow"`):
+    /// `None` until the client has answered `roots/list`.
+    narrowing: Arc<tokio::sync::watch::Sender<Option<Arc<Narrowing>>>>,
 }
 
 /// Counts a call in flight while it lives.
@@ -92,6 +124,8 @@ impl Server {
             toolbox,
             in_flight: Arc::default(),
             log_level: Arc::default(),
+            watch: Arc::default(),
+            narrowing: Arc::new(tokio::sync::watch::Sender::new(None)),
         }
     }
 
@@ -101,6 +135,8 @@ impl Server {
     pub fn for_session(&self) -> Server {
         Server {
             log_level: Arc::default(),
+            watch: Arc::default(),
+            narrowing: Arc::new(tokio::sync::watch::Sender::new(None)),
             ..self.clone()
         }
     }
@@ -178,13 +214,6 @@ fn client_of(context: &RequestContext<RoleServer>) -> Option<String> {
         .map(|ClientAddr(addr)| addr.to_string())
 }
 
-fn asker(context: &RequestContext<RoleServer>) -> Asker {
-    Asker {
-        cancel: context.ct.clone(),
-        client: client_of(context),
-    }
-}
-
 impl ServerHandler for Server {
     fn get_info(&self) -> ServerConfig {
         #[allow(deprecated)] // SEP-2577 deprecates logging; clients still use it
@@ -192,6 +221,8 @@ impl ServerHandler for Server {
             .enable_logging()
             .enable_completions()
             .enable_resources()
+            .enable_resources_subscribe()
+            .enable_resources_list_changed()
             .enable_tools()
             .build();
         ServerConfig::new(capabilities)
@@ -231,10 +262,12 @@ impl ServerHandler for Server {
             ))
         });
         let client = client_of(&context);
+        let narrowing = self.narrowing(&context).await?;
         let control = Control {
             cancel: context.ct.clone(),
             activity,
             client,
+            narrowing,
         };
         let called = toolbox
             .call_traced(&request.name, request.arguments, control)
@@ -266,9 +299,13 @@ impl ServerHandler for Server {
     async fn list_resource_templates(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        Ok(self.toolbox().await?.resource_templates())
+        let narrowing = self.narrowing(&context).await?;
+        Ok(self
+            .toolbox()
+            .await?
+            .resource_templates(narrowing.as_deref()))
     }
 
     async fn list_resources(
@@ -278,10 +315,116 @@ impl ServerHandler for Server {
     ) -> Result<ListResourcesResult, ErrorData> {
         let _counted = InFlight::new(&self.in_flight);
         let cursor = request.and_then(|r| r.cursor);
-        self.toolbox()
+        let asker = self.asker(&context).await?;
+        let listed = self
+            .toolbox()
             .await?
-            .list_resources(cursor.as_deref(), &asker(&context))
-            .await
+            .list_resources(cursor.as_deref(), &asker)
+            .await?;
+        // A 2025-era client that lists resources hears when the list
+        // changes; the watcher starts meanwhile, not in the way of the list.
+        if legacy(&context) {
+            let (server, peer) = (self.clone(), context.peer.clone());
+            tokio::spawn(async move {
+                let _ = server.session_watch(&peer, asker.narrowing).await;
+            });
+        }
+        Ok(listed)
+    }
+
+    #[allow(deprecated)] // legacy-only in rmcp; the 2025 era uses it
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let asker = self.asker(&context).await?;
+        let watch = self
+            .session_watch(&context.peer, asker.narrowing.clone())
+            .await?;
+        watch.subscribe(&request.uri, &asker)
+    }
+
+    #[allow(deprecated)] // legacy-only in rmcp; the 2025 era uses it
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if let Some(watch) = self.watch.lock().await.as_ref() {
+            watch.unsubscribe(&request.uri);
+        }
+        Ok(())
+    }
+
+    /// 2026-07-28: list changes, and the URIs a read could reach (refused
+    /// or missing ones are left out of the acknowledgment, as a read
+    /// answers them alike), at most `max_subscriptions`.
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let mut accepted = SubscriptionFilter::new();
+        accepted.resources_list_changed = requested.resources_list_changed;
+        let Some(toolbox) = self.toolbox.borrow().clone() else {
+            // Before the tools are loaded nothing can be resolved: every
+            // URI is accepted alike (no hint of which exist), and `listen`
+            // watches only those a read could reach.
+            accepted.resource_subscriptions = requested.resource_subscriptions.clone();
+            return Some(accepted);
+        };
+        if let Some(uris) = &requested.resource_subscriptions {
+            let max = toolbox.config().limits.max_subscriptions as usize;
+            let asker = Asker::default();
+            let reachable: Vec<String> = uris
+                .iter()
+                .filter(|uri| toolbox.subscription(uri, None, &asker).is_ok())
+                .take(max)
+                .cloned()
+                .collect();
+            accepted.resource_subscriptions = (!reachable.is_empty()).then_some(reachable);
+        }
+        Some(accepted)
+    }
+
+    /// One watch for the listen request, until it is cancelled.
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let toolbox = self.toolbox().await?;
+        let sink = context.sink().clone();
+        let notifier: Notifier = Box::new(move |change| {
+            let sink = sink.clone();
+            Box::pin(async move {
+                match change {
+                    Change::Updated(uri) => sink.notify_resource_updated(uri).await.is_ok(),
+                    Change::ListChanged => sink.notify_resource_list_changed().await.is_ok(),
+                }
+            })
+        });
+        let watch = toolbox.watch(notifier).await?;
+        let accepted = context.accepted();
+        if accepted.resources_list_changed == Some(true) {
+            watch.hear_list_changes();
+        }
+        let asker = Asker {
+            client: client_of(context.request_context()),
+            ..Asker::default()
+        };
+        for uri in accepted.resource_subscriptions.iter().flatten() {
+            // Accepted a moment ago; one gone since is simply not watched.
+            let _ = watch.subscribe(uri, &asker);
+        }
+        context.cancelled().await;
+        Ok(())
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let server = self.clone();
+        tokio::spawn(async move { server.refresh_roots(context.peer).await });
+    }
+
+    async fn on_roots_list_changed(&self, context: NotificationContext<RoleServer>) {
+        let server = self.clone();
+        tokio::spawn(async move { server.refresh_roots(context.peer).await });
     }
 
     async fn read_resource(
@@ -292,7 +435,7 @@ impl ServerHandler for Server {
         let _counted = InFlight::new(&self.in_flight);
         self.toolbox()
             .await?
-            .read_resource(&request.uri, &asker(&context))
+            .read_resource(&request.uri, &self.asker(&context).await?)
             .await
             .map(Into::into)
     }
@@ -309,6 +452,7 @@ impl ServerHandler for Server {
             ));
         };
         let _counted = InFlight::new(&self.in_flight);
+        let asker = self.asker(&context).await?;
         let completion = self
             .toolbox()
             .await?
@@ -316,7 +460,7 @@ impl ServerHandler for Server {
                 &template.uri,
                 &request.argument.name,
                 &request.argument.value,
-                &asker(&context),
+                &asker,
             )
             .await?;
         Ok(CompleteResult::new(completion))
@@ -345,6 +489,8 @@ const METHODS: &[(&str, &str)] = &[
     ),
     ("resources/list", r#"{"cursor"?: string}"#),
     ("resources/read", r#"{"uri": string}"#),
+    ("resources/subscribe", r#"{"uri": string}"#),
+    ("resources/unsubscribe", r#"{"uri": string}"#),
     ("resources/templates/list", r#"{"cursor"?: string}"#),
     ("tools/call", r#"{"name": string, "arguments"?: object}"#),
     ("tools/list", r#"{"cursor"?: string}"#),

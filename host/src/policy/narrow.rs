@@ -1,0 +1,196 @@
+//! `client_roots = "narrow"`: what a 2025-era client's own roots leave of
+//! the configured ones for its session. A client root never widens: each
+//! one that lies inside a configured root leaves that part of it, one that
+//! holds a configured root leaves the whole root, and one outside every
+//! configured root leaves nothing. A session whose client declared no
+//! roots (or none yet) is served nothing.
+//!
+//! Applied after [`resolve`](super::resolve) on the same path: the path as
+//! requested (`..` taken lexically) and its real location, symlinks
+//! followed, must both lie in the narrowed area. A refusal names the rule,
+//! `client_roots`, never a host path.
+
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use super::{Denial, Resolved, Root, Rule};
+
+/// The parts of the configured roots a session may reach: per root, the
+/// root-relative directories under which it may go (empty: the whole root).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Narrowing {
+    areas: Vec<(String, PathBuf)>,
+}
+
+impl Narrowing {
+    /// What the client's roots (`file://` URIs) leave of `roots`. A URI that
+    /// is not a `file://` URI of an absolute path grants nothing.
+    pub fn of_client_roots(roots: &[Arc<Root>], uris: &[String]) -> Narrowing {
+        let mut areas = Vec::new();
+        for uri in uris {
+            let Some(path) = file_uri_path(uri) else {
+                continue;
+            };
+            // The client names its path; the configured roots are real
+            // paths. A path that does not resolve is taken as written.
+            let path = std::fs::canonicalize(&path).unwrap_or(path);
+            for root in roots {
+                let area = if let Ok(rel) = path.strip_prefix(&root.path) {
+                    rel.to_path_buf()
+                } else if root.path.starts_with(&path) {
+                    PathBuf::new()
+                } else {
+                    continue;
+                };
+                let entry = (root.name.clone(), area);
+                if !areas.contains(&entry) {
+                    areas.push(entry);
+                }
+            }
+        }
+        Narrowing { areas }
+    }
+
+    /// Whether `rel` (root-relative, no `..`) lies in the area of `root`.
+    pub fn admits(&self, root: &str, rel: &Path) -> bool {
+        self.areas
+            .iter()
+            .any(|(name, area)| name == root && rel.starts_with(area))
+    }
+
+    /// Whether some part of `root` is left.
+    pub fn reaches(&self, root: &str) -> bool {
+        self.areas.iter().any(|(name, _)| name == root)
+    }
+
+    /// The root-relative directories left of `root` (empty path: all of it).
+    pub fn areas_of<'a>(&'a self, root: &'a str) -> impl Iterator<Item = &'a Path> + 'a {
+        self.areas
+            .iter()
+            .filter(move |(name, _)| name == root)
+            .map(|(_, area)| area.as_path())
+    }
+
+    /// Refuses a resolved path outside the area, as requested or as real.
+    pub fn check(&self, resolved: &Resolved) -> Result<(), Denial> {
+        let root = &resolved.root().name;
+        let requested = lexical(resolved.requested());
+        let inside = requested.is_some_and(|r| self.admits(root, &r))
+            && self.admits(root, resolved.real_rel());
+        if inside {
+            return Ok(());
+        }
+        Err(Denial {
+            rule: Rule::ClientRoots,
+            message: "outside the client's roots: with client_roots = \"narrow\" this session \
+                      is served only the parts of the server's roots that lie under a root its \
+                      client declared"
+                .into(),
+        })
+    }
+}
+
+/// A root-relative path with `.` dropped and `..` taken back; `None` when
+/// it climbs above the root.
+fn lexical(path: &str) -> Option<PathBuf> {
+    let mut out = PathBuf::new();
+    for c in Path::new(path).components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::ParentDir if !out.pop() => return None,
+            _ => {}
+        }
+    }
+    Some(out)
+}
+
+/// The absolute path of a `file://` URI (`file:///p`, `file://localhost/p`),
+/// percent-decoded; `None` for anything else.
+fn file_uri_path(uri: &str) -> Option<PathBuf> {
+    let rest = uri.strip_prefix("file://")?;
+    let rest = rest.strip_prefix("localhost").unwrap_or(rest);
+    if !rest.starts_with('/') || rest.contains(['?', '#']) {
+        return None;
+    }
+    let decoded = percent_encoding::percent_decode_str(rest).collect::<Vec<u8>>();
+    use std::os::unix::ffi::OsStringExt;
+    let path = PathBuf::from(std::ffi::OsString::from_vec(decoded));
+    // `..` in a client root is refused rather than interpreted.
+    if path.components().any(|c| matches!(c, Component::ParentDir)) {
+        return None;
+    }
+    Some(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{Permission, resolve};
+
+    fn roots(base: &Path) -> Vec<Arc<Root>> {
+        for d in ["a/sub/deep", "a/other", "b"] {
+            std::fs::create_dir_all(base.join(d)).unwrap();
+        }
+        std::fs::write(base.join("a/sub/f.txt"), "x").unwrap();
+        std::fs::write(base.join("a/other/g.txt"), "x").unwrap();
+        std::os::unix::fs::symlink("../other/g.txt", base.join("a/sub/link")).unwrap();
+        vec![
+            Arc::new(Root::workspace_for_tests("a", &base.join("a"))),
+            Arc::new(Root::workspace_for_tests("b", &base.join("b"))),
+        ]
+    }
+
+    fn uri(p: &Path) -> String {
+        format!("file://{}", p.display())
+    }
+
+    #[test]
+    fn a_client_root_inside_one_root_leaves_that_part_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let roots = roots(&base);
+        let n = Narrowing::of_client_roots(&roots, &[uri(&base.join("a/sub"))]);
+        assert!(n.reaches("a") && !n.reaches("b"));
+        let check = |root: &str, path: &str| {
+            let r = resolve(&roots, root, path, Permission::Read).unwrap();
+            n.check(&r).map_err(|d| d.rule)
+        };
+        assert_eq!(check("a", "sub/f.txt"), Ok(()));
+        assert_eq!(check("a", "sub/deep"), Ok(()));
+        assert_eq!(check("a", "other/g.txt"), Err(Rule::ClientRoots));
+        assert_eq!(check("a", "."), Err(Rule::ClientRoots));
+        assert_eq!(check("a", "sub/../other/g.txt"), Err(Rule::ClientRoots));
+        // A symlink inside the area leading out of it is refused by its target.
+        assert_eq!(check("a", "sub/link"), Err(Rule::ClientRoots));
+        assert_eq!(check("b", "."), Err(Rule::ClientRoots));
+    }
+
+    #[test]
+    fn a_client_root_never_widens() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let roots = roots(&base);
+        // Outside every root: nothing at all.
+        let outside = tempfile::tempdir().unwrap();
+        let n = Narrowing::of_client_roots(&roots, &[uri(outside.path())]);
+        assert_eq!(n, Narrowing::default());
+        // Holding a root: that root whole, not more.
+        let n = Narrowing::of_client_roots(&roots, &[uri(&base.join("b"))]);
+        assert!(n.reaches("b") && !n.reaches("a"));
+        let n = Narrowing::of_client_roots(&roots, &[uri(&base)]);
+        assert!(n.reaches("a") && n.reaches("b"));
+        // Not a file URI, relative, or climbing: nothing.
+        for bad in [
+            "https://x/a".to_string(),
+            "file://a/b".into(),
+            format!("file://{}/b/../a", base.display()),
+        ] {
+            assert_eq!(
+                Narrowing::of_client_roots(&roots, &[bad]),
+                Narrowing::default()
+            );
+        }
+        // No client roots: nothing.
+        assert!(!Narrowing::of_client_roots(&roots, &[]).reaches("a"));
+    }
+}

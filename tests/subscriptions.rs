@@ -1,0 +1,684 @@
+//! Change subscriptions and client roots that only narrow, end to end over
+//! stdio with the real binary: `resources/subscribe` (2025 era) and
+//! `subscriptions/listen` (2026-07-28) tell a change made on disk, paced,
+//! never one to a denied path; a subscription is resolved like a read; and
+//! with `client_roots = "narrow"` a session is served only what lies under
+//! its client's roots, in every call path.
+//!
+//! Timing: waits are generous and counts bounded, never exact, where the
+//! server coalesces events.
+
+// SEP-2577 deprecates roots and rmcp marks the 2025-era subscription
+// methods legacy; clients still use both, and these tests check them.
+#![allow(deprecated)]
+
+mod common;
+
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::*;
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, Implementation, ListRootsResult, ReadResourceRequestParams,
+    ResourceUpdatedNotificationParam, Root as ClientRoot, ServerNotification,
+    SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+};
+use rmcp::service::{
+    ClientLifecycleMode, NotificationContext, RequestContext, RunningService, ServiceError,
+};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientHandler, ClientServiceExt, ErrorData, RoleClient};
+use serde_json::json;
+use tokio::sync::mpsc;
+
+#[derive(Debug, PartialEq, Eq)]
+enum Heard {
+    Updated(String),
+    ListChanged,
+}
+
+/// A client that collects change notifications and answers `roots/list`
+/// with what the test sets (declaring the `roots` capability).
+#[derive(Clone)]
+struct Listener {
+    heard: mpsc::UnboundedSender<Heard>,
+    roots: Arc<Mutex<Vec<String>>>,
+}
+
+impl ClientHandler for Listener {
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let _ = self.heard.send(Heard::Updated(params.uri));
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.heard.send(Heard::ListChanged);
+    }
+
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, ErrorData> {
+        let roots = self.roots.lock().unwrap().clone();
+        Ok(ListRootsResult::new(
+            roots.into_iter().map(ClientRoot::new).collect(),
+        ))
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        let capabilities = ClientCapabilities::builder()
+            .enable_roots()
+            .enable_roots_list_changed()
+            .build();
+        ClientConfig::new(capabilities, Implementation::new("subscriptions-test", "0"))
+    }
+}
+
+type Session = RunningService<RoleClient, Listener>;
+
+struct Started {
+    client: Session,
+    heard: mpsc::UnboundedReceiver<Heard>,
+    roots: Arc<Mutex<Vec<String>>>,
+}
+
+async fn start_listening(config: &std::path::Path, client_roots: Vec<String>) -> Started {
+    let (tx, heard) = mpsc::unbounded_channel();
+    let roots = Arc::new(Mutex::new(client_roots));
+    let (transport, _) = TokioChildProcess::builder(server_command(config))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn loom-fs-mcp");
+    let client = Listener {
+        heard: tx,
+        roots: Arc::clone(&roots),
+    }
+    .serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
+    .await
+    .expect("MCP handshake");
+    Started {
+        client,
+        heard,
+        roots,
+    }
+}
+
+/// Everything heard within `wait`.
+async fn collect(heard: &mut mpsc::UnboundedReceiver<Heard>, wait: Duration) -> Vec<Heard> {
+    let until = tokio::time::Instant::now() + wait;
+    let mut all = Vec::new();
+    while let Ok(Some(h)) = tokio::time::timeout_at(until, heard.recv()).await {
+        all.push(h);
+    }
+    all
+}
+
+/// The first notification heard within `wait`, if any.
+async fn first(heard: &mut mpsc::UnboundedReceiver<Heard>, wait: Duration) -> Option<Heard> {
+    tokio::time::timeout(wait, heard.recv())
+        .await
+        .ok()
+        .flatten()
+}
+
+fn updated(uri: &str) -> Heard {
+    Heard::Updated(uri.to_string())
+}
+
+fn tree(extra: &str) -> (Env, std::path::PathBuf) {
+    let env = Env::new();
+    env.write("ws/notes.md", "# Notes\n")
+        .write("ws/src/lib.rs", "pub fn f() {}\n")
+        .write("ws/.env", "SECRET=canary\n")
+        .write("ws/.git/config", "canary\n")
+        .write("docs/guide.txt", "guide\n")
+        .write("outside/secret.txt", "canary outside\n")
+        .symlink("../outside/secret.txt", "ws/out.txt");
+    let config = env.config(&format!("{extra}\n{WS_AND_DOCS}"));
+    (env, config)
+}
+
+async fn subscribe(client: &Session, uri: &str) -> Result<(), ErrorData> {
+    match client.subscribe(SubscribeRequestParams::new(uri)).await {
+        Ok(()) => Ok(()),
+        Err(ServiceError::McpError(e)) => Err(e),
+        Err(other) => panic!("subscribe {uri}: {other}"),
+    }
+}
+
+#[tokio::test]
+async fn subscribing_is_declared_and_resolved_like_a_read() {
+    let (env, config) = tree("");
+    let Started { client, .. } = start_listening(&config, vec![]).await;
+    let resources = client
+        .peer_info()
+        .unwrap()
+        .capabilities
+        .resources
+        .clone()
+        .unwrap();
+    assert_eq!(resources.subscribe, Some(true));
+    assert_eq!(resources.list_changed, Some(true));
+    subscribe(&client, "loomfs://ws/notes.md").await.unwrap();
+    subscribe(&client, "loomfs://ws/src").await.unwrap();
+    // Denied, escaping, a symlink out, missing, no such root, not ours:
+    // each refused exactly as a read of it is.
+    for uri in [
+        "loomfs://ws/.env",
+        "loomfs://ws/.git/config",
+        "loomfs://ws/%2E%2E/outside/secret.txt",
+        "loomfs://ws/out.txt",
+        "loomfs://ws/missing.txt",
+        "loomfs://nope/x",
+        "file:///etc/passwd",
+    ] {
+        let refused = subscribe(&client, uri).await.expect_err(uri);
+        let read = match client
+            .read_resource(ReadResourceRequestParams::new(uri))
+            .await
+        {
+            Err(ServiceError::McpError(e)) => e,
+            other => panic!("read {uri}: {other:?}"),
+        };
+        assert_eq!(refused.code, read.code, "{uri}");
+        assert_eq!(refused.message, read.message, "{uri}");
+        assert!(refused.message.starts_with("resource not found"), "{uri}");
+        scan(&refused.message);
+    }
+    client.cancel().await.unwrap();
+    let lines = audit(&env);
+    let subscribed: Vec<_> = lines
+        .iter()
+        .filter(|l| l["tool"] == "resources/subscribe")
+        .collect();
+    assert!(
+        subscribed
+            .iter()
+            .any(|l| l["path"] == ".env" && l["rule"] == "deny"),
+        "{subscribed:?}"
+    );
+    assert!(
+        subscribed
+            .iter()
+            .any(|l| l["path"] == "notes.md" && l["decision"] == "allow"),
+        "{subscribed:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_subscribed_file_changed_on_disk_is_told_once() {
+    let (env, config) = tree("");
+    let Started {
+        client, mut heard, ..
+    } = start_listening(&config, vec![]).await;
+    subscribe(&client, "loomfs://ws/notes.md").await.unwrap();
+    std::fs::write(env.path("ws/notes.md"), "# Notes\nchanged\n").unwrap();
+    let started = std::time::Instant::now();
+    let got = first(&mut heard, Duration::from_secs(5)).await;
+    let took = started.elapsed();
+    assert_eq!(got, Some(updated("loomfs://ws/notes.md")));
+    assert!(took < Duration::from_secs(1), "told after {took:?}");
+    // One write is one change: nothing more follows it.
+    assert_eq!(collect(&mut heard, Duration::from_millis(800)).await, []);
+
+    // A change made through the server's own write (staged, then renamed
+    // over the file) is told too.
+    call_ok(
+        &client,
+        "write_file",
+        json!({"root": "ws", "path": "notes.md", "content": "via the tool\n"}),
+    )
+    .await;
+    // (A rename over the file is a name change too: a list change may come
+    // with it, which only asks the client to list again.)
+    let got = collect(&mut heard, Duration::from_secs(2)).await;
+    let updates: Vec<&Heard> = got.iter().filter(|h| **h != Heard::ListChanged).collect();
+    assert!(
+        !updates.is_empty()
+            && updates
+                .iter()
+                .all(|h| **h == updated("loomfs://ws/notes.md")),
+        "{got:?}"
+    );
+
+    // Unsubscribed: quiet.
+    client
+        .unsubscribe(UnsubscribeRequestParams::new("loomfs://ws/notes.md"))
+        .await
+        .unwrap();
+    std::fs::write(env.path("ws/notes.md"), "again\n").unwrap();
+    let got = collect(&mut heard, Duration::from_secs(1)).await;
+    assert!(
+        !got.iter().any(|h| matches!(h, Heard::Updated(_))),
+        "{got:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_burst_of_writes_is_told_a_bounded_number_of_times() {
+    let (env, config) = tree("max_notifications_per_second = 5");
+    let Started {
+        client, mut heard, ..
+    } = start_listening(&config, vec![]).await;
+    subscribe(&client, "loomfs://ws/notes.md").await.unwrap();
+    subscribe(&client, "loomfs://ws/src").await.unwrap();
+    let burst = std::time::Instant::now();
+    for i in 0..50 {
+        std::fs::write(env.path("ws/notes.md"), format!("write {i}\n")).unwrap();
+        std::fs::write(env.path(&format!("ws/src/f{i}.rs")), "x").unwrap();
+    }
+    let took = burst.elapsed();
+    let got = collect(&mut heard, Duration::from_secs(3)).await;
+    let notes = got
+        .iter()
+        .filter(|h| **h == updated("loomfs://ws/notes.md"))
+        .count();
+    let src = got
+        .iter()
+        .filter(|h| **h == updated("loomfs://ws/src"))
+        .count();
+    // At most one a debounce interval per URI while the burst lasted, plus
+    // the last; and the session's budget (5 a second) over all of it.
+    let per_uri = 2 + (took.as_millis() / 100) as usize;
+    assert!(
+        (1..=per_uri).contains(&notes),
+        "{notes} for notes.md: {got:?}"
+    );
+    assert!((1..=per_uri).contains(&src), "{src} for src: {got:?}");
+    assert!(got.len() <= 5 * 4 + 5, "{} in all: {got:?}", got.len());
+}
+
+#[tokio::test]
+async fn a_change_to_a_denied_path_is_never_told() {
+    let (env, config) = tree("");
+    let Started {
+        client, mut heard, ..
+    } = start_listening(&config, vec![]).await;
+    // The root itself and a file: the widest a client can ask for.
+    subscribe(&client, "loomfs://ws/").await.unwrap();
+    subscribe(&client, "loomfs://ws/notes.md").await.unwrap();
+    std::fs::write(env.path("ws/.env"), "SECRET=changed\n").unwrap();
+    std::fs::write(env.path("ws/.env.local"), "new secret\n").unwrap();
+    std::fs::write(env.path("ws/.git/config"), "changed\n").unwrap();
+    std::fs::write(env.path("ws/.git/HEAD"), "new\n").unwrap();
+    std::fs::write(env.path("ws/src/id_rsa"), "key\n").unwrap();
+    std::fs::remove_file(env.path("ws/.env")).unwrap();
+    let got = collect(&mut heard, Duration::from_millis(1500)).await;
+    assert_eq!(got, [], "a denied path was told");
+    // The same session hears an allowed change: the quiet above is the
+    // deny filter's, not a deaf watcher's.
+    std::fs::write(env.path("ws/notes.md"), "changed\n").unwrap();
+    let got = collect(&mut heard, Duration::from_secs(2)).await;
+    assert!(
+        got.contains(&updated("loomfs://ws/notes.md")) && got.contains(&updated("loomfs://ws/")),
+        "{got:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_new_file_in_a_root_is_told_as_a_list_change() {
+    let (env, config) = tree("");
+    let Started {
+        client, mut heard, ..
+    } = start_listening(&config, vec![]).await;
+    subscribe(&client, "loomfs://docs/guide.txt").await.unwrap();
+    std::fs::write(env.path("docs/new.txt"), "new\n").unwrap();
+    let got = collect(&mut heard, Duration::from_secs(2)).await;
+    assert!(got.contains(&Heard::ListChanged), "{got:?}");
+    assert!(
+        !got.iter().any(|h| matches!(h, Heard::Updated(_))),
+        "{got:?}"
+    );
+    std::fs::remove_file(env.path("docs/new.txt")).unwrap();
+    let got = collect(&mut heard, Duration::from_secs(2)).await;
+    assert_eq!(got, [Heard::ListChanged]);
+}
+
+#[tokio::test]
+async fn subscriptions_per_session_are_capped() {
+    let (_env, config) = tree("max_subscriptions = 2");
+    let Started { client, .. } = start_listening(&config, vec![]).await;
+    subscribe(&client, "loomfs://ws/notes.md").await.unwrap();
+    subscribe(&client, "loomfs://ws/src/lib.rs").await.unwrap();
+    // The same one again is no new subscription.
+    subscribe(&client, "loomfs://ws/notes.md").await.unwrap();
+    let e = subscribe(&client, "loomfs://docs/guide.txt")
+        .await
+        .expect_err("a third");
+    assert!(e.message.contains("max_subscriptions"), "{e:?}");
+    client
+        .unsubscribe(UnsubscribeRequestParams::new("loomfs://ws/notes.md"))
+        .await
+        .unwrap();
+    subscribe(&client, "loomfs://docs/guide.txt").await.unwrap();
+}
+
+#[tokio::test]
+async fn listen_of_2026_tells_the_uris_a_read_could_reach() {
+    let (env, config) = tree("");
+    let client = start_with(&config, &[], discover()).await;
+    // The tools loaded (a listen before that accepts every URI it names,
+    // and watches those a read could reach).
+    tools(&client).await;
+    let filter = SubscriptionFilter::builder()
+        .resources_list_changed()
+        .resource_subscriptions([
+            "loomfs://ws/notes.md",
+            "loomfs://ws/.env",
+            "loomfs://ws/nope",
+        ])
+        .build();
+    let mut subscription = client.peer().listen(filter).await.expect("listen");
+    let accepted = subscription.acknowledged().clone();
+    assert_eq!(
+        accepted.resource_subscriptions,
+        Some(vec!["loomfs://ws/notes.md".to_string()])
+    );
+    assert_eq!(accepted.resources_list_changed, Some(true));
+    // Give the listen a moment to watch (it starts after the
+    // acknowledgment), then change a denied file and the subscribed one.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    std::fs::write(env.path("ws/.env"), "SECRET=changed\n").unwrap();
+    std::fs::write(env.path("ws/notes.md"), "changed\n").unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(5), subscription.next())
+        .await
+        .expect("a notification in time")
+        .expect("the stream");
+    match next {
+        Some(ServerNotification::ResourceUpdatedNotification(n)) => {
+            assert_eq!(n.params.uri, "loomfs://ws/notes.md")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn narrow_serves_only_what_lies_under_a_client_root() {
+    let (env, config) = tree("client_roots = \"narrow\"");
+    let src = format!("file://{}", env.path("ws/src").display());
+    let Started { client, roots, .. } = start_listening(&config, vec![src]).await;
+    let listed = call_ok(&client, "list_roots", json!({})).await;
+    let names: Vec<&str> = listed.structured_content.as_ref().unwrap()["roots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["ws"]);
+    let ok = call_ok(
+        &client,
+        "read_file",
+        json!({"root": "ws", "path": "src/lib.rs"}),
+    )
+    .await;
+    assert!(text(&ok).contains("pub fn f"));
+    for (root, path) in [
+        ("ws", "notes.md"),
+        ("ws", "."),
+        ("ws", "src/../notes.md"),
+        ("docs", "guide.txt"),
+    ] {
+        let refused = call(&client, "read_file", json!({"root": root, "path": path})).await;
+        assert_eq!(refused.is_error, Some(true), "{root}/{path}");
+        assert!(
+            text(&refused).contains("'client_roots'"),
+            "{}",
+            text(&refused)
+        );
+        scan(&text(&refused));
+    }
+    // A write outside the area changes nothing on disk.
+    let before = (env.snapshot_of("ws"), env.snapshot_of("docs"));
+    let refused = call(
+        &client,
+        "write_file",
+        json!({"root": "ws", "path": "new.txt", "content": "x"}),
+    )
+    .await;
+    assert!(
+        text(&refused).contains("'client_roots'"),
+        "{}",
+        text(&refused)
+    );
+    assert_eq!((env.snapshot_of("ws"), env.snapshot_of("docs")), before);
+    // Resources: the area only.
+    let templates = client.list_all_resource_templates().await.unwrap();
+    let uris: Vec<&str> = templates.iter().map(|t| t.uri_template.as_str()).collect();
+    assert_eq!(uris, ["loomfs://ws/{+path}"]);
+    let resources = client.list_all_resources().await.unwrap();
+    let uris: Vec<&str> = resources.iter().map(|r| r.uri.as_str()).collect();
+    assert_eq!(uris, ["loomfs://ws/src/lib.rs"]);
+    assert!(subscribe(&client, "loomfs://docs/guide.txt").await.is_err());
+    assert!(subscribe(&client, "loomfs://ws/notes.md").await.is_err());
+    subscribe(&client, "loomfs://ws/src/lib.rs").await.unwrap();
+
+    // The client's roots change to docs: ws is gone, docs is served; the
+    // configured roots bound it still.
+    *roots.lock().unwrap() = vec![format!("file://{}", env.path("docs").display())];
+    client.notify_roots_list_changed().await.unwrap();
+    let mut served = false;
+    for _ in 0..50 {
+        let r = call(
+            &client,
+            "read_file",
+            json!({"root": "docs", "path": "guide.txt"}),
+        )
+        .await;
+        if r.is_error != Some(true) {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(served, "docs not served after the roots changed");
+    let refused = call(
+        &client,
+        "read_file",
+        json!({"root": "ws", "path": "src/lib.rs"}),
+    )
+    .await;
+    assert!(
+        text(&refused).contains("'client_roots'"),
+        "{}",
+        text(&refused)
+    );
+}
+
+#[tokio::test]
+async fn narrow_with_a_client_root_outside_every_root_grants_nothing() {
+    let (env, config) = tree("client_roots = \"narrow\"");
+    // Outside every configured root, and one holding a root's parent's
+    // sibling: neither grants anything.
+    let outside = format!("file://{}", env.path("outside").display());
+    let Started { client, .. } = start_listening(&config, vec![outside]).await;
+    let listed = call_ok(&client, "list_roots", json!({})).await;
+    assert_eq!(
+        listed.structured_content.as_ref().unwrap()["roots"],
+        json!([])
+    );
+    for (root, path) in [("ws", "notes.md"), ("docs", "guide.txt"), ("ws", "out.txt")] {
+        let refused = call(&client, "read_file", json!({"root": root, "path": path})).await;
+        assert_eq!(refused.is_error, Some(true));
+        assert!(!text(&refused).contains("canary"), "{}", text(&refused));
+    }
+    assert_eq!(client.list_all_resources().await.unwrap(), []);
+    assert_eq!(client.list_all_resource_templates().await.unwrap(), []);
+}
+
+#[tokio::test]
+async fn ignore_is_the_default_and_asks_nothing() {
+    let (_env, config) = tree("");
+    // The client would narrow to nothing; the server does not ask it.
+    let Started { client, .. } = start_listening(&config, vec![]).await;
+    let ok = call_ok(
+        &client,
+        "read_file",
+        json!({"root": "docs", "path": "guide.txt"}),
+    )
+    .await;
+    assert!(text(&ok).contains("guide"));
+}
+
+/// Runs `fixtures/python_sdk_subscriptions.py MODE ARG` against the binary
+/// on `config` with the official Python SDK (see tests/python_sdk.rs for
+/// where it comes from); `None`, with a line on stderr, without the SDK.
+fn python_sdk(mode: &str, arg: &str, config: &std::path::Path) -> Option<serde_json::Value> {
+    use std::process::Command;
+    let sdk = std::env::var_os("LOOMFS_PYTHON_SDK");
+    let python = |cmd: &mut Command| {
+        if let Some(sdk) = &sdk {
+            cmd.env("PYTHONPATH", sdk);
+        }
+    };
+    let mut probe = Command::new("python3");
+    probe.args(["-c", "import mcp"]);
+    python(&mut probe);
+    if !probe.output().is_ok_and(|o| o.status.success()) {
+        eprintln!("SKIPPED: the MCP Python SDK is not installed (scripts/test installs it)");
+        return None;
+    }
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/python_sdk_subscriptions.py");
+    let mut cmd = Command::new("python3");
+    python(&mut cmd);
+    for var in FLAG_VARS {
+        cmd.env_remove(var);
+    }
+    let out = cmd
+        .arg(script)
+        .args([mode, arg, BIN, "--config"])
+        .arg(config)
+        .env("LOOMFS_CACHE_DIR", cache_dir())
+        .env("LOOMFS_LOG", "warn")
+        .env("LOOMFS_ALLOW_ROOT", "1")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run python3");
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    scan(&stdout);
+    assert!(!stdout.contains("canary"), "{stdout}");
+    Some(serde_json::from_str(&stdout).unwrap())
+}
+
+/// The official Python SDK subscribes and changes files itself: one write
+/// told once within a second, a burst of 50 a bounded number of times,
+/// denied files never, a new file as `list_changed`.
+#[test]
+fn the_python_sdk_hears_changes_and_never_a_denied_one() {
+    let (env, config) = tree("");
+    let Some(got) = python_sdk("watch", env.dir.to_str().unwrap(), &config) else {
+        return;
+    };
+    let single = got["single"].as_array().unwrap();
+    assert_eq!(single.len(), 1, "{got}");
+    assert_eq!(single[0]["uri"], "loomfs://ws/notes.md", "{got}");
+    assert!(single[0]["after"].as_f64().unwrap() < 1.0, "{got}");
+    let burst = got["burst"].as_array().unwrap();
+    assert!((1..=10).contains(&burst.len()), "{got}");
+    assert_eq!(got["denied"], json!([]), "{got}");
+    let new_file = got["new_file"].as_array().unwrap();
+    assert!(
+        new_file
+            .iter()
+            .any(|e| e["method"] == "notifications/resources/list_changed"),
+        "{got}"
+    );
+}
+
+/// The official Python SDK answers `roots/list`: a client root under `ws`
+/// hides `docs` and the rest of `ws`; one outside every root grants nothing.
+#[test]
+fn the_python_sdk_narrows_by_its_roots() {
+    let (env, config) = tree("client_roots = \"narrow\"");
+    let src = format!("file://{}", env.path("ws/src").display());
+    let Some(got) = python_sdk("narrow", &src, &config) else {
+        return;
+    };
+    assert_eq!(got["roots"], json!(["ws"]), "{got}");
+    let reads = &got["reads"];
+    assert_eq!(reads["ws/src/lib.rs"]["is_error"], false, "{got}");
+    for refused in ["ws/notes.md", "docs/guide.txt"] {
+        assert_eq!(reads[refused]["is_error"], true, "{got}");
+        let text = reads[refused]["text"].as_str().unwrap();
+        assert!(text.contains("'client_roots'"), "{got}");
+    }
+    assert_eq!(got["templates"], json!(["loomfs://ws/{+path}"]), "{got}");
+    assert_eq!(got["uris"], json!(["loomfs://ws/src/lib.rs"]), "{got}");
+
+    let outside = format!("file://{}", env.path("outside").display());
+    let got = python_sdk("narrow", &outside, &config).unwrap();
+    assert_eq!(got["roots"], json!([]), "{got}");
+    for read in got["reads"].as_object().unwrap().values() {
+        assert_eq!(read["is_error"], true, "{got}");
+    }
+    assert_eq!(got["templates"], json!([]), "{got}");
+    assert_eq!(got["uris"], json!([]), "{got}");
+}
+
+/// The server's inotify instances (its watcher holds one while some
+/// session watches).
+fn inotify_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|fds| {
+            fds.filter_map(Result::ok)
+                .filter(|fd| {
+                    std::fs::read_link(fd.path())
+                        .is_ok_and(|t| t.to_string_lossy().contains("inotify"))
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn over_http_each_session_hears_only_its_own_and_the_watch_ends_with_them() {
+    use rmcp::transport::StreamableHttpClientTransport;
+    let (env, config) = tree("");
+    let server = http_server(&config);
+    let pid = server.child.id();
+    let session = || async {
+        let (tx, heard) = mpsc::unbounded_channel();
+        let client = Listener {
+            heard: tx,
+            roots: Arc::default(),
+        }
+        .serve_with_lifecycle(
+            StreamableHttpClientTransport::from_uri(server.url.as_str()),
+            ClientLifecycleMode::Initialize,
+        )
+        .await
+        .expect("MCP handshake");
+        (client, heard)
+    };
+    let (a, mut a_heard) = session().await;
+    let (b, mut b_heard) = session().await;
+    assert_eq!(inotify_fds(pid), 0, "nothing watched before a subscription");
+    subscribe(&a, "loomfs://ws/notes.md").await.unwrap();
+    subscribe(&b, "loomfs://ws/src/lib.rs").await.unwrap();
+    assert_eq!(inotify_fds(pid), 1, "one watcher for both sessions");
+    std::fs::write(env.path("ws/notes.md"), "changed\n").unwrap();
+    let got = collect(&mut a_heard, Duration::from_millis(1500)).await;
+    assert_eq!(got, [updated("loomfs://ws/notes.md")]);
+    assert_eq!(collect(&mut b_heard, Duration::from_millis(300)).await, []);
+    std::fs::write(env.path("ws/src/lib.rs"), "changed\n").unwrap();
+    let got = collect(&mut b_heard, Duration::from_millis(1500)).await;
+    assert_eq!(got, [updated("loomfs://ws/src/lib.rs")]);
+    assert_eq!(collect(&mut a_heard, Duration::from_millis(300)).await, []);
+    // Both sessions end: their watches, and the watcher, go.
+    a.cancel().await.unwrap();
+    b.cancel().await.unwrap();
+    let mut left = inotify_fds(pid);
+    for _ in 0..50 {
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        left = inotify_fds(pid);
+    }
+    assert_eq!(left, 0, "the watcher outlived its sessions");
+}
