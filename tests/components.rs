@@ -816,6 +816,19 @@ fn component_inspect_and_add_need_no_config() {
     ] {
         assert!(out.contains(&line), "{line:?} not in {out}");
     }
+    // Each schema on one line, as JSON a reader can paste.
+    for (label, required) in [("input schema: ", "path"), ("output schema: ", "outline")] {
+        let line = out.lines().find_map(|l| l.strip_prefix(label)).unwrap();
+        let schema: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(
+            schema["required"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r == required),
+            "{label}{line}"
+        );
+    }
     let imports: Vec<&str> = out
         .lines()
         .skip_while(|l| *l != "imports:")

@@ -120,9 +120,9 @@ pub(super) fn inspect(file: &Path) -> anyhow::Result<()> {
                 println!("{line}");
             }
         }
-        println!("input schema: {}", d.input_schema.escape_debug());
+        println!("input schema: {}", schema_line(&d.input_schema));
         match &d.output_schema {
-            Some(s) => println!("output schema: {}", s.escape_debug()),
+            Some(s) => println!("output schema: {}", schema_line(s)),
             None => println!("output schema: (none)"),
         }
     }
@@ -171,4 +171,15 @@ pub(super) fn add(file: &Path) -> anyhow::Result<()> {
     }
     println!("# To offer it some roots only: roots = [\"NAME\"]");
     Ok(())
+}
+
+/// A schema the component declares, on one line: compact JSON when it
+/// parses (the host refuses one that does not, and `accepted` says so),
+/// else the text escaped; either way without what would act on a terminal
+/// (the component's text is not ours).
+fn schema_line(schema: &str) -> String {
+    match serde_json::from_str::<serde_json::Value>(schema) {
+        Ok(value) => crate::policy::neutralised(&value.to_string()).into_owned(),
+        Err(_) => schema.escape_debug().to_string(),
+    }
 }
