@@ -747,7 +747,11 @@ async fn an_entry_s_limits_are_its_own_and_never_above_the_server_s() {
     )
     .await;
     let took = started.elapsed();
-    assert_refused(&r, "the call took longer than 300 ms and was stopped");
+    assert_refused(
+        &r,
+        "the call took longer than 300 ms and was stopped (timeout_ms of the tool's \
+         [[components]] entry)",
+    );
     assert!(took < std::time::Duration::from_secs(10), "{took:?}");
     client.cancel().await.unwrap();
     let stopped: Vec<Value> = audit_of(&env, "hostile")

@@ -273,7 +273,22 @@ pub(super) fn json_values(text: &str) -> serde_json::Result<u64> {
     serde_json::from_str::<Count>(text).map(|Count(n)| n)
 }
 
-pub(super) fn call_error_text(tool: &str, e: CallError, built_in: bool) -> String {
+/// The text of a call that failed. `entry_limit`: the limit that stopped it
+/// is its `[[components]]` entry's own, lower than the server's, and is
+/// named so (`timeout_ms`, `memory_bytes`, `max_output_bytes` of the entry).
+pub(super) fn call_error_text(
+    tool: &str,
+    e: CallError,
+    built_in: bool,
+    entry_limit: bool,
+) -> String {
+    let key = |server: &'static str, entry: &'static str| {
+        if entry_limit {
+            format!("{entry} of the tool's [[components]] entry")
+        } else {
+            server.to_string()
+        }
+    };
     // A third-party tool's words are not the project's: clipped, and
     // neutralised like its results.
     // A built-in tool's errors show names by the rule, but may echo what
@@ -294,13 +309,15 @@ pub(super) fn call_error_text(tool: &str, e: CallError, built_in: bool) -> Strin
             from_tool(m)
         }
         CallError::Timeout(limit) => format!(
-            "the call took longer than {} ms and was stopped (tool_timeout_ms)",
-            limit.as_millis()
+            "the call took longer than {} ms and was stopped ({})",
+            limit.as_millis(),
+            key("tool_timeout_ms", "timeout_ms")
         ),
         CallError::Cancelled => "the call was cancelled".into(),
         CallError::Memory(limit) => format!(
-            "the call needed more than {} MiB of memory and was stopped (tool_memory_bytes)",
-            limit / (1024 * 1024)
+            "the call needed more than {} MiB of memory and was stopped ({})",
+            limit / (1024 * 1024),
+            key("tool_memory_bytes", "memory_bytes")
         ),
         CallError::Crashed(detail) => {
             tracing::error!(tool, "tool crashed: {detail}");
@@ -309,8 +326,9 @@ pub(super) fn call_error_text(tool: &str, e: CallError, built_in: bool) -> Strin
         CallError::Setup(m) => m,
         CallError::OutputTooLarge(limit) => format!(
             "the tool's result would take more than {limit} bytes of the server's memory and was \
-             refused as it was read (max_output_bytes); ask for less: a range of lines, a \
-             narrower search, a smaller depth"
+             refused as it was read ({}); ask for less: a range of lines, a narrower search, a \
+             smaller depth",
+            key("max_output_bytes", "max_output_bytes")
         ),
     }
 }

@@ -226,7 +226,17 @@ impl Toolbox {
                     .map_or(self.config.limits.max_output_bytes, |e| e.output_bytes);
                 to_result(tool, output, limit, built_in)
             }
-            (Err(e), _, _) => (error_result(call_error_text(tool, e, built_in)), 0),
+            (Err(e), _, _) => {
+                let server = &self.config.limits;
+                let entry_limit = match &e {
+                    CallError::Timeout(limit) => *limit < server.tool_timeout,
+                    CallError::Memory(limit) => *limit < server.tool_memory_bytes,
+                    CallError::OutputTooLarge(limit) => *limit < server.max_output_bytes,
+                    _ => false,
+                };
+                let text = call_error_text(tool, e, built_in, entry_limit);
+                (error_result(text), 0)
+            }
         };
         for r in &resolved {
             let path = clip(r.requested());

@@ -45,6 +45,7 @@ fn built_in_errors_echo_no_raw_controls() {
             "invalid range; '\u{202e}' > '\u{1b}'".into(),
         )),
         true,
+        false,
     );
     assert!(
         !echoed.contains('\u{202e}') && !echoed.contains('\u{1b}'),
@@ -58,7 +59,7 @@ fn built_in_errors_echo_no_raw_controls() {
 
 #[test]
 fn limit_errors_name_the_limit_and_no_detail() {
-    let call_error_text = |tool, e| call_error_text(tool, e, true);
+    let call_error_text = |tool, e| call_error_text(tool, e, true, false);
     let timeout = call_error_text("t", CallError::Timeout(Duration::from_millis(1500)));
     assert_eq!(
         timeout,
@@ -104,15 +105,36 @@ fn limit_errors_name_the_limit_and_no_detail() {
     assert_eq!(whole, long);
 }
 
+/// A limit a component's entry set lower than the server's is named as
+/// the entry's key, so an operator looks in the right place.
+#[test]
+fn an_entry_s_own_limit_is_named_as_the_entry_s() {
+    let entry = |e| call_error_text("t", e, false, true);
+    assert_eq!(
+        entry(CallError::Timeout(Duration::from_millis(300))),
+        "the call took longer than 300 ms and was stopped (timeout_ms of the tool's \
+         [[components]] entry)"
+    );
+    assert!(
+        entry(CallError::Memory(16 << 20))
+            .ends_with("(memory_bytes of the tool's [[components]] entry)")
+    );
+    assert!(
+        entry(CallError::OutputTooLarge(1 << 20))
+            .contains("(max_output_bytes of the tool's [[components]] entry)")
+    );
+}
+
 #[test]
 fn a_third_party_tool_s_words_are_clipped_and_neutralised() {
     let long = "é".repeat(3 * ERROR_CLIP);
-    let clipped = call_error_text("t", CallError::Tool(ToolError::Refused(long)), false);
+    let clipped = call_error_text("t", CallError::Tool(ToolError::Refused(long)), false, false);
     assert_eq!(clipped.len(), ERROR_CLIP + "…".len());
     let hostile = "\u{1b}[2J\u{202e}gnp.exe\nnext";
     let refused = call_error_text(
         "t",
         CallError::Tool(ToolError::NotFound(hostile.into())),
+        false,
         false,
     );
     assert_eq!(refused, r"\u001b[2J\u202egnp.exe".to_string() + "\nnext");
