@@ -781,6 +781,53 @@ async fn an_entry_s_limits_are_its_own_and_never_above_the_server_s() {
     }
 }
 
+/// An entry's `memory_bytes` and `max_output_bytes` stop a call the
+/// server's own limits would let through, and the refusal names the
+/// entry's key; a call within them still runs.
+#[tokio::test]
+async fn an_entry_s_memory_and_output_limits_stop_what_the_server_s_allow() {
+    const MIB: u64 = 1 << 20;
+    let env = Env::new();
+    env.mkdir("ws").write("tools/hostile.wasm", hostile_wasm());
+    let config = env.config(&format!(
+        "audit_log = \"audit.log\"\n\
+         [[roots]]\nname = \"ws\"\npath = \"ws\"\nrole = \"workspace\"\n{}\
+         memory_bytes = {}\nmax_output_bytes = {}\n",
+        pinned("tools/hostile.wasm", hostile_wasm()),
+        32 * MIB,
+        MIB
+    ));
+    let client = start(&config).await;
+    let big = |kind: &str, bytes: u64| {
+        json!({"attack": "big_output", "kind": kind, "bytes": bytes,
+            "root": "ws", "write_path": "x.txt"})
+    };
+    // 64 MiB of text: more memory than the entry gives (the server's
+    // default is 256 MiB).
+    let r = call(&client, "hostile", big("text", 64 * MIB)).await;
+    assert_refused(
+        &r,
+        "MiB of memory and was stopped (memory_bytes of the tool's [[components]] entry)",
+    );
+    // 2 MiB of text fits in memory but not in the entry's output limit
+    // (the server's default is 16 MiB).
+    let r = call(&client, "hostile", big("text", 2 * MIB)).await;
+    assert_refused(
+        &r,
+        "would take more than 1048576 bytes of the server's memory and was refused as it was \
+         read (max_output_bytes of the tool's [[components]] entry)",
+    );
+    let small = call(&client, "hostile", big("text", 1000)).await;
+    assert!(!is_error(&small), "{small:?}");
+    client.cancel().await.unwrap();
+    let stopped: Vec<String> = audit_of(&env, "hostile")
+        .into_iter()
+        .filter(|l| l["path"] == "x.txt")
+        .filter_map(|l| l["stopped"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(stopped, ["memory", "output"], "{stopped:?}");
+}
+
 /// `component inspect` tells what a file is and whether the server would
 /// take it, without a config: the example (accepted, every import and
 /// export, its declaration and digest), a core module and a component
