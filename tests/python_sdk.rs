@@ -8,32 +8,19 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
 use common::*;
 use serde_json::{Value, json};
 
 #[test]
 fn the_python_sdk_reads_a_file_from_a_directory_given_as_argument() {
-    let sdk = std::env::var_os("LOOMFS_PYTHON_SDK");
-    let python = |cmd: &mut Command| {
-        if let Some(sdk) = &sdk {
-            cmd.env("PYTHONPATH", sdk);
-        }
-    };
-    let mut probe = Command::new("python3");
-    probe.args(["-c", "import mcp"]);
-    python(&mut probe);
-    if !probe.output().is_ok_and(|o| o.status.success()) {
-        eprintln!("SKIPPED: the MCP Python SDK is not installed (scripts/test installs it)");
+    let Some(mut cmd) = python_with_sdk() else {
         return;
-    }
+    };
     let env = Env::new();
     env.write("notes/todo.txt", "milk\neggs\n").mkdir("scratch");
     let script =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/python_sdk_client.py");
-    let mut cmd = Command::new("python3");
-    python(&mut cmd);
     for var in FLAG_VARS {
         cmd.env_remove(var);
     }

@@ -486,25 +486,13 @@ async fn over_http_each_session_hears_only_of_its_own_calls() {
 #[test]
 fn the_python_sdk_lists_pages_reads_completes_and_hears_refusals() {
     use std::io::Write;
-    use std::process::{Command, Stdio};
-    let sdk = std::env::var_os("LOOMFS_PYTHON_SDK");
-    let python = |cmd: &mut Command| {
-        if let Some(sdk) = &sdk {
-            cmd.env("PYTHONPATH", sdk);
-        }
-    };
-    let mut probe = Command::new("python3");
-    probe.args(["-c", "import mcp"]);
-    python(&mut probe);
-    if !probe.output().is_ok_and(|o| o.status.success()) {
-        eprintln!("SKIPPED: the MCP Python SDK is not installed (scripts/test installs it)");
+    use std::process::Stdio;
+    let Some(mut cmd) = python_with_sdk() else {
         return;
-    }
+    };
     let (env, config) = tree("max_list_entries = 2");
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/fixtures/python_sdk_resources.py");
-    let mut cmd = Command::new("python3");
-    python(&mut cmd);
     for var in FLAG_VARS {
         cmd.env_remove(var);
     }

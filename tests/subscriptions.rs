@@ -527,24 +527,9 @@ async fn ignore_is_the_default_and_asks_nothing() {
 /// on `config` with the official Python SDK (see tests/python_sdk.rs for
 /// where it comes from); `None`, with a line on stderr, without the SDK.
 fn python_sdk(mode: &str, arg: &str, config: &std::path::Path) -> Option<serde_json::Value> {
-    use std::process::Command;
-    let sdk = std::env::var_os("LOOMFS_PYTHON_SDK");
-    let python = |cmd: &mut Command| {
-        if let Some(sdk) = &sdk {
-            cmd.env("PYTHONPATH", sdk);
-        }
-    };
-    let mut probe = Command::new("python3");
-    probe.args(["-c", "import mcp"]);
-    python(&mut probe);
-    if !probe.output().is_ok_and(|o| o.status.success()) {
-        eprintln!("SKIPPED: the MCP Python SDK is not installed (scripts/test installs it)");
-        return None;
-    }
+    let mut cmd = python_with_sdk()?;
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/fixtures/python_sdk_subscriptions.py");
-    let mut cmd = Command::new("python3");
-    python(&mut cmd);
     for var in FLAG_VARS {
         cmd.env_remove(var);
     }

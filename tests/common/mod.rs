@@ -895,3 +895,26 @@ pub fn http_server(config: &std::path::Path) -> HttpServer {
     let url = format!("http://{addr}/mcp");
     HttpServer { child, url }
 }
+
+/// `python3` with the official MCP Python SDK importable (`scripts/test`
+/// installs it and names it in `LOOMFS_PYTHON_SDK`), for a test to add its
+/// script to; `None`, with a SKIPPED line on stderr, without the SDK.
+pub fn python_with_sdk() -> Option<std::process::Command> {
+    let sdk = std::env::var_os("LOOMFS_PYTHON_SDK");
+    let python = || {
+        let mut cmd = std::process::Command::new("python3");
+        if let Some(sdk) = &sdk {
+            cmd.env("PYTHONPATH", sdk);
+        }
+        cmd
+    };
+    let importable = python()
+        .args(["-c", "import mcp"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !importable {
+        eprintln!("SKIPPED: the MCP Python SDK is not installed (scripts/test installs it)");
+        return None;
+    }
+    Some(python())
+}
