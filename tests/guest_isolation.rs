@@ -1047,15 +1047,9 @@ fn a_truncating_open_never_reaches_a_denied_file_swapped_in() {
 #[test]
 fn an_open_for_writing_never_waits_on_a_fifo_swapped_in() {
     let env = Env::new();
-    env.write("ws/f", "data\n").write("ws/keep.txt", "keep\n");
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        env.path("ws/p"),
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o644),
-        0,
-    )
-    .unwrap();
+    env.write("ws/f", "data\n")
+        .write("ws/keep.txt", "keep\n")
+        .fifo("ws/p");
     let ws = root(&env, "ws", Role::Sourcecode, Role::Sourcecode.ceiling());
     let (reports, swaps) = attack_while_swapping(
         &env,
@@ -1073,15 +1067,7 @@ fn an_open_for_writing_never_waits_on_a_fifo_swapped_in() {
 #[test]
 fn an_open_of_a_directory_never_waits_on_a_fifo_swapped_in() {
     let env = Env::new();
-    env.write("ws/d/x.txt", "x\n");
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        env.path("ws/p"),
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o644),
-        0,
-    )
-    .unwrap();
+    env.write("ws/d/x.txt", "x\n").fifo("ws/p");
     let ws = root(&env, "ws", Role::Reference, Role::Reference.ceiling());
     let (reports, swaps) = attack_while_swapping(
         &env,
@@ -1101,15 +1087,7 @@ fn an_open_of_a_directory_never_waits_on_a_fifo_swapped_in() {
 #[test]
 fn an_open_of_a_missing_name_never_waits_on_a_fifo_that_appears() {
     let env = Env::new();
-    env.write("ws/keep.txt", "keep\n");
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        env.path("ws/p"),
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o644),
-        0,
-    )
-    .unwrap();
+    env.write("ws/keep.txt", "keep\n").fifo("ws/p");
     let ws = root(&env, "ws", Role::Reference, Role::Reference.ceiling());
     let (reports, swaps) = attack_while_swapping(
         &env,
