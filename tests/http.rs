@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Env, assert_fails_with, command, scan, stderr_until};
+use common::{Env, assert_fails_with, command, http_banner, scan};
 use serde_json::{Value, json};
 
 /// The server, with the address it printed.
@@ -78,14 +78,7 @@ fn spawn_http(
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let banner = stderr_until(&mut child, "serving MCP over HTTP on http://");
-    let addr = banner
-        .lines()
-        .find_map(|l| l.strip_prefix("serving MCP over HTTP on http://"))
-        .and_then(|rest| rest.split('/').next())
-        .unwrap()
-        .parse()
-        .unwrap();
+    let (addr, banner) = http_banner(&mut child);
     (Http { child, addr }, banner)
 }
 

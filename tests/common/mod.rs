@@ -886,14 +886,23 @@ pub fn http_server(config: &std::path::Path) -> HttpServer {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let banner = stderr_until(&mut child, "serving MCP over HTTP on http://");
+    let (addr, _) = http_banner(&mut child);
+    let url = format!("http://{addr}/mcp");
+    HttpServer { child, url }
+}
+
+/// Waits for an HTTP server's start-up lines on stderr: the address it
+/// serves on, and the lines.
+pub fn http_banner(child: &mut std::process::Child) -> (std::net::SocketAddr, String) {
+    let banner = stderr_until(child, "serving MCP over HTTP on http://");
     let addr = banner
         .lines()
         .find_map(|l| l.strip_prefix("serving MCP over HTTP on http://"))
         .and_then(|rest| rest.split('/').next())
+        .unwrap()
+        .parse()
         .unwrap();
-    let url = format!("http://{addr}/mcp");
-    HttpServer { child, url }
+    (addr, banner)
 }
 
 /// `python3` with the official MCP Python SDK importable (`scripts/test`
