@@ -431,6 +431,42 @@ async fn narrow_serves_only_what_lies_under_a_client_root() {
         );
         scan(&text(&refused));
     }
+    // Inside it, the built-in tools work as anywhere: their guests get the
+    // root preopened whole and pass its top on the way to the client root
+    // (writes kept in the root's trash, which is outside the area).
+    for (tool, args) in [
+        (
+            "write_file",
+            json!({"root": "ws", "path": "src/new.rs", "content": "fn g() {}\n"}),
+        ),
+        (
+            "write_file",
+            json!({"root": "ws", "path": "src/lib.rs", "content": "pub fn f() { g() }\n"}),
+        ),
+        (
+            "edit_file",
+            json!({"root": "ws", "path": "src/new.rs", "edits": [{"old_text": "g()", "new_text": "h()"}]}),
+        ),
+        ("create_directory", json!({"root": "ws", "path": "src/m/n"})),
+        (
+            "move_file",
+            json!({"root": "ws", "source": "src/new.rs", "destination": "src/m/new.rs"}),
+        ),
+        ("directory_tree", json!({"root": "ws", "path": "src"})),
+        (
+            "search_files",
+            json!({"root": "ws", "path": "src", "pattern": "*.rs"}),
+        ),
+        ("delete_file", json!({"root": "ws", "path": "src/m"})),
+    ] {
+        let r = call(&client, tool, args.clone()).await;
+        assert_ne!(r.is_error, Some(true), "{tool} {args}: {}", text(&r));
+    }
+    assert_eq!(
+        std::fs::read_to_string(env.path("ws/src/lib.rs")).unwrap(),
+        "pub fn f() { g() }\n"
+    );
+    assert!(!env.path("ws/src/m").exists());
     // A write outside the area changes nothing on disk.
     let before = (env.snapshot_of("ws"), env.snapshot_of("docs"));
     let refused = call(
