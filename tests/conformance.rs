@@ -83,8 +83,11 @@ const TASKS: &[&str] = &[
     "routing-task fixture from Check 2 unavailable",
 ];
 
+/// A scenario that fails, with the texts its failing checks may carry.
+type Failing = (&'static str, &'static [&'static str]);
+
 /// The scenarios that fail, per revision, with the reasons allowed.
-const FAIL: &[(&str, &[(&str, &[&str])])] = &[
+const FAIL: &[(&str, &[Failing])] = &[
     (
         "2025-11-25",
         &[
