@@ -806,6 +806,21 @@ async fn narrow_holds_a_component_to_the_client_roots_inside_its_preopen() {
             );
         }
     }
+    // From a directory opened inside the area (or above it), `..` leads
+    // out no further.
+    assert_eq!(
+        run(json!({"attack": "raw_read_from", "dir": "src/deep", "path": "mod.rs"})).await,
+        "ok: mod x;\n"
+    );
+    for (dir, path) in [
+        ("src", "../notes.md"),
+        ("src/deep", "../../other/secret.md"),
+        ("src/deep", "../../src/../notes.md"),
+        (".", "notes.md"),
+    ] {
+        let said = run(json!({"attack": "raw_read_from", "dir": dir, "path": path})).await;
+        assert!(said.contains("no-entry"), "{dir} {path}: {said}");
+    }
     let said = run(json!({"attack": "raw_read_nofollow", "path": "src/up.md"})).await;
     assert!(said.starts_with("refused"), "{said}");
     let said = run(json!({"attack": "raw_readlink", "path": "src/up.md"})).await;
