@@ -155,22 +155,10 @@ const FAIL: &[(&str, &[Failing])] = &[
             ("resources-read-binary", FIXTURE_RESOURCE),
             ("resources-read-text", FIXTURE_RESOURCE),
             ("resources-templates-read", FIXTURE_RESOURCE),
-            // Its checks that need the suite's diagnostic tools, and four
-            // that send a removed method (`initialize`, `logging/setLevel`,
-            // `resources/subscribe`, `unsubscribe`) with no params: rmcp
-            // checks the params before it finds the method removed in
-            // 2026-07-28, so they get -32602 and 200 where 404 and -32601
-            // are due (sent whole, each gets 404 and -32601:
-            // tests/resources.rs). The rest (request `_meta`, versions,
-            // headers, `ping` and unknown methods 404, subscriptions) pass.
-            (
-                "server-stateless",
-                &[
-                    "does not list the diagnostic tool",
-                    "Expected HTTP 404 and code -32601 for removed methods, got HTTP 200 and \
-                     code -32602",
-                ],
-            ),
+            // Only its checks that need the suite's diagnostic tools; the
+            // rest (request `_meta`, versions, headers, removed and unknown
+            // methods answered 404 and -32601, subscriptions) pass.
+            ("server-stateless", &["does not list the diagnostic tool"]),
             ("tasks-capability-negotiation", TASKS),
             ("tasks-dispatch-and-envelope", TASKS),
             ("tasks-lifecycle", TASKS),
