@@ -66,6 +66,7 @@ fn request(
             },
             staging: None,
             keep: None,
+            area: None,
         }],
         limits: GuestLimits {
             max_entries: 100,
@@ -744,6 +745,7 @@ fn the_staging_directory_lets_out_only_into_its_own_root() {
             op: Permission::Write,
             staging: None,
             keep: None,
+            area: None,
         });
         let outcome = runtime().call(0, req);
         let text = outcome.result.unwrap().text.join("\n");

@@ -363,6 +363,47 @@ fn both_eras_are_served_on_one_endpoint_behind_the_rebinding_guard() {
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.message()["result"]["content"][0]["text"], "alpha\n");
 
+    // Methods 2026-07-28 removed: 404 and method not found, whether sent
+    // whole or without their params (which rmcp would check first).
+    for (id, method, params) in [
+        (
+            11,
+            "logging/setLevel",
+            json!({"_meta": meta, "level": "debug"}),
+        ),
+        (12, "logging/setLevel", json!({"_meta": meta})),
+        (13, "resources/subscribe", json!({"_meta": meta})),
+        (14, "resources/unsubscribe", json!({"_meta": meta})),
+        (15, "initialize", json!({"_meta": meta})),
+        (16, "ping", json!({"_meta": meta})),
+    ] {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let r = post(
+            addr,
+            &[
+                ("MCP-Protocol-Version", "2026-07-28"),
+                ("Mcp-Method", method),
+            ],
+            body.to_string().as_bytes(),
+        );
+        assert_eq!(r.status, 404, "{method}: {}", r.body);
+        let answer = r.message();
+        assert_eq!(answer["error"]["code"], -32601, "{method}: {answer}");
+        assert_eq!(answer["id"], id, "{method}: {answer}");
+    }
+    // A method of 2026-07-28 without its params is still invalid params.
+    let bad =
+        json!({"jsonrpc": "2.0", "id": 17, "method": "resources/read", "params": {"_meta": meta}});
+    let r = post(
+        addr,
+        &[
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "resources/read"),
+        ],
+        bad.to_string().as_bytes(),
+    );
+    assert_eq!(r.message()["error"]["code"], -32602, "{}", r.body);
+
     // A 2026-era request naming a version the server does not speak.
     let mut unknown = discover.clone();
     unknown["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2099-01-01");

@@ -327,6 +327,15 @@ async fn resources_answer_in_the_2026_era_too() {
     // rmcp gives 2026-07-28 peers the standard code for a missing resource.
     assert_eq!(e.code.0, -32602, "{e:?}");
     assert!(e.message.starts_with("resource not found"), "{e:?}");
+    // That version has no `logging/setLevel` (a request carries its own
+    // level): method not found, as for `ping`.
+    let e = rpc_error(
+        client
+            .set_level(SetLevelRequestParams::new(LoggingLevel::Warning))
+            .await
+            .expect_err("no setLevel in 2026-07-28"),
+    );
+    assert_eq!(e.code.0, -32601, "{e:?}");
 }
 
 /// A client that collects the log messages the server sends it.

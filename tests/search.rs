@@ -776,6 +776,7 @@ fn denied_directories_are_never_walked() {
                     op: Permission::Read,
                     staging: None,
                     keep: None,
+                    area: None,
                 }],
                 limits: GuestLimits {
                     max_entries: 1000,

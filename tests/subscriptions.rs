@@ -431,6 +431,42 @@ async fn narrow_serves_only_what_lies_under_a_client_root() {
         );
         scan(&text(&refused));
     }
+    // Inside it, the built-in tools work as anywhere: their guests get the
+    // root preopened whole and pass its top on the way to the client root
+    // (writes kept in the root's trash, which is outside the area).
+    for (tool, args) in [
+        (
+            "write_file",
+            json!({"root": "ws", "path": "src/new.rs", "content": "fn g() {}\n"}),
+        ),
+        (
+            "write_file",
+            json!({"root": "ws", "path": "src/lib.rs", "content": "pub fn f() { g() }\n"}),
+        ),
+        (
+            "edit_file",
+            json!({"root": "ws", "path": "src/new.rs", "edits": [{"old_text": "g()", "new_text": "h()"}]}),
+        ),
+        ("create_directory", json!({"root": "ws", "path": "src/m/n"})),
+        (
+            "move_file",
+            json!({"root": "ws", "source": "src/new.rs", "destination": "src/m/new.rs"}),
+        ),
+        ("directory_tree", json!({"root": "ws", "path": "src"})),
+        (
+            "search_files",
+            json!({"root": "ws", "path": "src", "pattern": "*.rs"}),
+        ),
+        ("delete_file", json!({"root": "ws", "path": "src/m"})),
+    ] {
+        let r = call(&client, tool, args.clone()).await;
+        assert_ne!(r.is_error, Some(true), "{tool} {args}: {}", text(&r));
+    }
+    assert_eq!(
+        std::fs::read_to_string(env.path("ws/src/lib.rs")).unwrap(),
+        "pub fn f() { g() }\n"
+    );
+    assert!(!env.path("ws/src/m").exists());
     // A write outside the area changes nothing on disk.
     let before = (env.snapshot_of("ws"), env.snapshot_of("docs"));
     let refused = call(
@@ -666,4 +702,223 @@ async fn over_http_each_session_hears_only_its_own_and_the_watch_ends_with_them(
         left = inotify_fds(pid);
     }
     assert_eq!(left, 0, "the watcher outlived its sessions");
+}
+
+fn hostile_wasm() -> &'static [u8] {
+    static WASM: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    WASM.get_or_init(|| build_wasm("tests/fixtures/hostile-tool", "hostile_tool.wasm"))
+}
+
+/// A third-party component under `narrow` gets its root preopened whole,
+/// yet the policing filesystem holds it to the client's roots: every path
+/// outside them, reached by name, by `..` or through a symlink, answers as
+/// a missing one (exactly as a name never there), a listing above the
+/// client root shows only the way to it, nothing is written, renamed or
+/// linked across its edge, and `roots/list_changed` moves the edge for the
+/// next call. On disk nothing outside the client root is read or touched.
+#[tokio::test]
+async fn narrow_holds_a_component_to_the_client_roots_inside_its_preopen() {
+    let env = Env::new();
+    env.write("ws/notes.md", "CANARY-NOTES\n")
+        .write("ws/other/secret.md", "CANARY-OTHER\n")
+        .write("ws/src/lib.rs", "pub fn f() {}\n")
+        .write("ws/src/deep/mod.rs", "mod x;\n")
+        .write("ws/.env", "CANARY-DOTENV\n")
+        .write("outside/secret.txt", "CANARY-OUTSIDE\n")
+        .write("docs/guide.txt", "guide\n")
+        .write("tools/hostile.wasm", hostile_wasm())
+        .symlink("../notes.md", "ws/src/up.md")
+        .symlink("../other", "ws/src/to_other");
+    let config = env.config(
+        &("client_roots = \"narrow\"\n".to_string()
+            + WS_AND_DOCS
+            + &pinned("tools/hostile.wasm", hostile_wasm())),
+    );
+    let src = format!("file://{}", env.path("ws/src").display());
+    let Started { client, roots, .. } = start_listening(&config, vec![src]).await;
+    let before_ws = env.snapshot_of("ws");
+    // Access times set before the files' change times: a read updates
+    // them (`relatime`, the default), so they tell whether one happened.
+    let long_ago = std::time::UNIX_EPOCH + Duration::from_secs(1_000_000);
+    let outside_area = ["ws/notes.md", "ws/other/secret.md"];
+    for p in outside_area {
+        std::fs::File::options()
+            .write(true)
+            .open(env.path(p))
+            .unwrap()
+            .set_times(std::fs::FileTimes::new().set_accessed(long_ago))
+            .unwrap();
+    }
+    let read_since = || {
+        outside_area
+            .iter()
+            .filter(|p| std::fs::metadata(env.path(p)).unwrap().accessed().unwrap() != long_ago)
+            .collect::<Vec<_>>()
+    };
+    let hostile = |attack: serde_json::Value| {
+        let mut args = json!({"root": "ws", "write_path": "src/scratch.txt", "read_path": "src"});
+        for (k, v) in attack.as_object().unwrap() {
+            args[k] = v.clone();
+        }
+        args
+    };
+    let mut results = Vec::new();
+    let mut run = async |attack: serde_json::Value| {
+        let r = call(&client, "hostile", hostile(attack.clone())).await;
+        let said = text(&r);
+        results.push(r);
+        said
+    };
+
+    // Inside the client root the component works.
+    assert_eq!(
+        run(json!({"attack": "raw_read", "path": "src/lib.rs"})).await,
+        "ok: pub fn f() {}\n"
+    );
+    assert_eq!(
+        run(json!({"attack": "raw_list", "path": "src"})).await,
+        "ok: deep,lib.rs,to_other,up.md"
+    );
+    // Outside it, every route answers as a name that was never there.
+    let missing = run(json!({"attack": "probe", "path": "never-there.md"})).await;
+    assert!(
+        missing.starts_with("stat: ErrorCode { code: 20, name: \"no-entry\""),
+        "{missing}"
+    );
+    for path in [
+        "notes.md",
+        "other/secret.md",
+        "other",
+        "src/../notes.md",
+        "src/up.md",
+        "src/to_other/secret.md",
+        "src/deep/../../notes.md",
+        "other/../src/lib.rs",
+    ] {
+        let probed = run(json!({"attack": "probe", "path": path})).await;
+        assert_eq!(probed, missing, "{path}");
+        for attack in ["raw_read", "std_read", "raw_stat", "std_stat"] {
+            let said = run(json!({"attack": attack, "path": path})).await;
+            assert!(said.starts_with("refused"), "{attack} {path}: {said}");
+            assert!(
+                said.contains("no-entry") || said.contains("NotFound"),
+                "{attack} {path}: {said}"
+            );
+        }
+    }
+    // From a directory opened inside the area (or above it), `..` leads
+    // out no further.
+    assert_eq!(
+        run(json!({"attack": "raw_read_from", "dir": "src/deep", "path": "mod.rs"})).await,
+        "ok: mod x;\n"
+    );
+    for (dir, path) in [
+        ("src", "../notes.md"),
+        ("src/deep", "../../other/secret.md"),
+        ("src/deep", "../../src/../notes.md"),
+        (".", "notes.md"),
+    ] {
+        let said = run(json!({"attack": "raw_read_from", "dir": dir, "path": path})).await;
+        assert!(said.contains("no-entry"), "{dir} {path}: {said}");
+    }
+    let said = run(json!({"attack": "raw_read_nofollow", "path": "src/up.md"})).await;
+    assert!(said.starts_with("refused"), "{said}");
+    let said = run(json!({"attack": "raw_readlink", "path": "src/up.md"})).await;
+    assert!(said.starts_with("refused"), "{said}");
+    // A listing above the client root shows only the way to it; one
+    // beside it, or reached through a symlink, nothing.
+    assert_eq!(
+        run(json!({"attack": "raw_list", "path": "."})).await,
+        "ok: src"
+    );
+    assert_eq!(
+        run(json!({"attack": "std_list", "path": "."})).await,
+        "ok: src"
+    );
+    assert_eq!(
+        run(json!({"attack": "raw_list", "path": "src/.."})).await,
+        "ok: src"
+    );
+    for path in ["other", "src/to_other"] {
+        let said = run(json!({"attack": "raw_list", "path": path})).await;
+        assert!(said.starts_with("refused"), "{path}: {said}");
+    }
+    // Nothing is written, made, renamed or linked across the edge.
+    for attack in [
+        json!({"attack": "std_write", "path": "notes.md"}),
+        json!({"attack": "std_write", "path": "new.md"}),
+        json!({"attack": "raw_create", "path": "other/secret.md"}),
+        json!({"attack": "raw_create", "path": "src/../planted.md"}),
+        json!({"attack": "raw_create", "path": "src/up.md"}),
+        json!({"attack": "raw_create", "path": "src/to_other/planted.md"}),
+        json!({"attack": "raw_mkdir", "path": "newdir"}),
+        json!({"attack": "raw_mkdir", "path": "src/to_other/newdir"}),
+        json!({"attack": "raw_rename", "from": "notes.md", "to": "src/stolen.md"}),
+        json!({"attack": "raw_rename", "from": "src/lib.rs", "to": "lib.rs"}),
+        json!({"attack": "raw_rename", "from": "src/lib.rs", "to": "other/lib.rs"}),
+        json!({"attack": "raw_rename", "from": "src", "to": "moved"}),
+        json!({"attack": "raw_rename", "from": "other", "to": "src/other"}),
+        json!({"attack": "raw_link", "from": "notes.md", "to": "src/hard.md"}),
+        json!({"attack": "raw_link", "from": "src/lib.rs", "to": "hard.rs"}),
+        json!({"attack": "raw_symlink", "path": "link", "target": "src/lib.rs"}),
+    ] {
+        let said = run(attack.clone()).await;
+        assert!(said.starts_with("refused"), "{attack}: {said}");
+    }
+    assert_eq!(
+        read_since(),
+        [] as [&&str; 0],
+        "read outside the client root"
+    );
+    assert_clean(&env, &results);
+    assert_eq!(env.snapshot_of("ws"), before_ws);
+    let denials: Vec<String> = std::fs::read_to_string(env.path("audit.log"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|l| l["tool"] == "hostile" && l["decision"] == "deny")
+        .map(|l| l["rule"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(denials.iter().any(|r| r == "client_roots"), "{denials:?}");
+
+    // The client's roots change to `other`: the next call is held there.
+    *roots.lock().unwrap() = vec![format!("file://{}", env.path("ws/other").display())];
+    client.notify_roots_list_changed().await.unwrap();
+    let args = |attack: serde_json::Value| {
+        let mut args =
+            json!({"root": "ws", "write_path": "other/scratch.txt", "read_path": "other"});
+        for (k, v) in attack.as_object().unwrap() {
+            args[k] = v.clone();
+        }
+        args
+    };
+    let mut moved = false;
+    for _ in 0..50 {
+        let r = call(
+            &client,
+            "hostile",
+            args(json!({"attack": "raw_read", "path": "other/secret.md"})),
+        )
+        .await;
+        if text(&r) == "ok: CANARY-OTHER\n" {
+            moved = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(moved, "the new client root was not served");
+    let r = call(
+        &client,
+        "hostile",
+        args(json!({"attack": "raw_read", "path": "src/lib.rs"})),
+    )
+    .await;
+    assert!(text(&r).starts_with("refused"), "{}", text(&r));
+    let r = call(
+        &client,
+        "hostile",
+        args(json!({"attack": "raw_list", "path": "."})),
+    )
+    .await;
+    assert_eq!(text(&r), "ok: other");
 }

@@ -57,6 +57,7 @@ fn bench(c: &mut Criterion) {
                     op: Permission::Read,
                     staging: None,
                     keep: None,
+                    area: None,
                 }],
                 limits: GuestLimits {
                     max_entries: 1000,

@@ -107,7 +107,7 @@ impl Runtime {
                 trash,
                 staging,
             });
-            mounts.push(Mount::root(Arc::clone(&m.root), guest_dir, m.op));
+            mounts.push(Mount::root(Arc::clone(&m.root), guest_dir, m.op).narrowed(m.area.clone()));
         }
         let stderr = MemoryOutputPipe::new(8 * 1024);
         wasi.stderr(stderr.clone());

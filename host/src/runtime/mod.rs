@@ -37,6 +37,7 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 pub use activity::{Activity, DiskError};
 pub use bindings::{Annotations, Descriptor, Image, Output, PathArgument, Permission, ToolError};
 pub use cache::Cache;
+pub use fs::Area;
 use fs::{FsGuard, Mount, PolicedFs, Refusal};
 
 use crate::policy::{self, Root};
@@ -202,6 +203,10 @@ pub struct CallMount {
     /// this root's trash, relative to the root (on its filesystem, as the
     /// trash is): see [`crate::store::staging`].
     pub keep: Option<PathBuf>,
+    /// What the session's client roots leave of the root
+    /// (`client_roots = "narrow"`), held by the policing filesystem to
+    /// whatever the guest opens; `None`: the whole root.
+    pub area: Option<fs::Area>,
 }
 
 impl CallMount {

@@ -32,7 +32,8 @@ use crate::policy::{
     resolve, shown_arg, shown_clipped,
 };
 use crate::runtime::{
-    self, Activity, CallError, CallMount, CallRequest, DiskError, GuestLimits, Runtime, ToolError,
+    self, Activity, Area, CallError, CallMount, CallRequest, DiskError, GuestLimits, Runtime,
+    ToolError,
 };
 use crate::store::audit::{Audit, Record};
 use crate::store::locks::{Key, LockError, Locked, PathLocks};

@@ -26,6 +26,11 @@ impl Toolbox {
                     op: r.op(),
                     staging: None,
                     keep: None,
+                    // The guest is held to the client roots too, not only
+                    // the paths it was given: a component may open others.
+                    area: control.narrowing.as_ref().and_then(|n| {
+                        Area::of(n.areas_of(&r.root().name).map(Path::to_path_buf).collect())
+                    }),
                 }),
             }
         }

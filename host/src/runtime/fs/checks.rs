@@ -195,7 +195,7 @@ impl PolicedFs<'_> {
             let Probe::Found(step) = self.probe_at(fd, &prefix, true)? else {
                 return Ok(());
             };
-            self.guard.real(h, step.as_fd(), rel, op)?;
+            self.guard.passage(h, step.as_fd(), rel, op)?;
         }
         Ok(())
     }
@@ -364,10 +364,13 @@ impl PolicedFs<'_> {
         let Some(probe) = self.probe_checked(fd, parent, true, &h, &rel, op)? else {
             return Ok(h.at(rel));
         };
-        let real_parent = self.guard.real(&h, probe.as_fd(), &rel, op)?;
+        let real_parent = self.guard.passage(&h, probe.as_fd(), &rel, op)?;
         let real = real_parent.join(name);
         if self.guard.denies(h.mount, &real) {
             return Err(self.guard.refuse(Some(h.mount), &rel, op, "deny"));
+        }
+        if self.guard.place(h.mount, &real) != Place::Inside {
+            return Err(self.guard.outside(h.mount, &rel, op, Lookup::New));
         }
         Ok(Handle {
             mount: h.mount,
@@ -607,7 +610,7 @@ impl PolicedFs<'_> {
                 let trash_top =
                     mount.trash && real_path(parent.as_fd()).is_some_and(|p| p == mount.host);
                 if !trash_top {
-                    self.guard.real(&base, parent.as_fd(), &target.rel, op)?;
+                    self.guard.passage(&base, parent.as_fd(), &target.rel, op)?;
                 }
                 Ok((parent, name.to_string()))
             }

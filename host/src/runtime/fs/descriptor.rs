@@ -230,6 +230,11 @@ impl fs::HostDescriptor for PolicedFs<'_> {
                     .guard
                     .refuse(Some(h.mount), &h.rel, Permission::Read, "deny"))
             }
+            Some(to) if self.guard.place(h.mount, &to) == Place::Outside => {
+                Err(self
+                    .guard
+                    .refuse(Some(h.mount), &h.rel, Permission::Read, "client_roots"))
+            }
             Some(_) => Ok(target),
         }
     }

@@ -88,7 +88,13 @@ impl fs::HostDirectoryEntryStream for PolicedFs<'_> {
                 "untracked_descriptor",
             ));
         };
-        let deny = &self.guard.mounts[h.mount].root.deny;
+        let mount = &self.guard.mounts[h.mount];
+        let deny = &mount.root.deny;
+        // Above the client roots, only the names on the way to one.
+        let area = mount
+            .area
+            .as_ref()
+            .filter(|a| a.place(&h.rel) != Place::Inside);
         let DirStream(dir) = self.fs.table.get_mut(&DirStream::of(&stream))?;
         loop {
             let entry = match dir.read() {
@@ -103,7 +109,9 @@ impl fs::HostDirectoryEntryStream for PolicedFs<'_> {
                 return Err(ErrorCode::IllegalByteSequence.into());
             };
             // Denied names are never seen, let alone looked at.
-            if deny.hides(OsStr::new(name)) {
+            if deny.hides(OsStr::new(name))
+                || area.is_some_and(|a| !a.shows(&h.rel, OsStr::new(name)))
+            {
                 continue;
             }
             let type_ = match entry.file_type() {

@@ -361,12 +361,111 @@ impl FsGuard {
         if deny.match_path(Path::new(path)).is_some() {
             return Err(self.denied(h.mount, &rel, op, lookup));
         }
+        // Outside the client roots, as a denied name; on the way to one,
+        // only looked up (to be stated, listed or passed through). Every
+        // step counts: `b/../a/f` would tell whether `b` is there.
+        if self.mounts[h.mount].area.is_some() {
+            let mut at = h.rel.clone();
+            for c in Path::new(path).components() {
+                match c {
+                    Component::Normal(name) => at.push(name),
+                    Component::ParentDir => {
+                        at.pop();
+                    }
+                    _ => {}
+                }
+                if self.place(h.mount, &at) == Place::Outside {
+                    return Err(self.outside(h.mount, &rel, op, lookup));
+                }
+            }
+        }
+        match self.place(h.mount, &rel) {
+            Place::Inside => {}
+            Place::OnTheWay if op == Permission::Read && lookup == Lookup::Existing => {}
+            _ => return Err(self.outside(h.mount, &rel, op, lookup)),
+        }
         Ok(rel)
     }
 
+    /// Where `rel` lies in the area of `mount` (all of an unnarrowed mount
+    /// is inside).
+    pub(super) fn place(&self, mount: usize, rel: &Path) -> Place {
+        self.mounts[mount]
+            .area
+            .as_ref()
+            .map_or(Place::Inside, |a| a.place(rel))
+    }
+
+    /// Refuses a path outside the client roots (`client_roots = "narrow"`)
+    /// exactly as a denied name is refused: looked up, it is missing.
+    pub(super) fn outside(
+        &mut self,
+        mount: usize,
+        path: &Path,
+        op: Permission,
+        lookup: Lookup,
+    ) -> FsError {
+        let refused = self.refuse(Some(mount), path, op, "client_roots");
+        match lookup {
+            Lookup::Existing => ErrorCode::NoEntry.into(),
+            Lookup::New => refused,
+        }
+    }
+
+    /// Refuses an operation other than reading on a tracked descriptor
+    /// whose path is not inside the client roots (a directory on the way
+    /// to one is opened for looking only).
+    pub(super) fn inside_for(&mut self, h: &Handle, op: Permission) -> FsResult<()> {
+        if op != Permission::Read && self.place(h.mount, &h.rel) != Place::Inside {
+            return Err(self.outside(h.mount, &h.rel, op, Lookup::Existing));
+        }
+        Ok(())
+    }
+
     /// Steps 2 and 3: checks a real path read from an open descriptor (of
-    /// something that exists: a denied one looks missing).
+    /// something that exists: a denied one looks missing). Under client
+    /// roots it must lie inside them, or be a directory on the way to one
+    /// that is only looked at.
     pub(super) fn real(
+        &mut self,
+        h: &Handle,
+        fd: BorrowedFd<'_>,
+        shown: &Path,
+        op: Permission,
+    ) -> FsResult<PathBuf> {
+        self.real_as(h, fd, shown, op, op == Permission::Read)
+    }
+
+    /// [`Self::real`] for a directory passed through on the way to what an
+    /// operation acts on (a step of its path, the parent of a new name):
+    /// one on the way to a client root is passed whatever the operation.
+    pub(super) fn passage(
+        &mut self,
+        h: &Handle,
+        fd: BorrowedFd<'_>,
+        shown: &Path,
+        op: Permission,
+    ) -> FsResult<PathBuf> {
+        self.real_as(h, fd, shown, op, true)
+    }
+
+    fn real_as(
+        &mut self,
+        h: &Handle,
+        fd: BorrowedFd<'_>,
+        shown: &Path,
+        op: Permission,
+        passes: bool,
+    ) -> FsResult<PathBuf> {
+        let rel = self.real_checked(h, fd, shown, op)?;
+        match self.place(h.mount, &rel) {
+            Place::Inside => Ok(rel),
+            Place::OnTheWay if passes && is_directory(fd) => Ok(rel),
+            _ => Err(self.outside(h.mount, shown, op, Lookup::Existing)),
+        }
+    }
+
+    fn real_checked(
         &mut self,
         h: &Handle,
         fd: BorrowedFd<'_>,
@@ -393,4 +492,8 @@ impl FsGuard {
             (Some(rel), Some(_)) => Ok(rel.clone()),
         }
     }
+}
+
+fn is_directory(fd: BorrowedFd<'_>) -> bool {
+    rustix::fs::fstat(fd).is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory)
 }

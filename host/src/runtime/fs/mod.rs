@@ -92,6 +92,55 @@ pub struct Mount {
     /// a copy into the trash is written until it is whole (see
     /// [`crate::store::staging`]); without one, copies are written in place.
     pub keep: Option<PathBuf>,
+    /// What the session's client roots leave of the root
+    /// (`client_roots = "narrow"`); `None`: all of it. Only a root's own
+    /// mount is narrowed: its trash takes in what the call deletes there,
+    /// and its staging directory holds only what the call made.
+    pub area: Option<Area>,
+}
+
+/// The part of a root a narrowed call may reach: root-relative paths,
+/// each with everything below it. Outside them a path is refused as a
+/// denied name is (missing to a lookup, no hint that it exists); the
+/// directories on the way to one may be looked up, stated and listed, and
+/// a listing of one shows only the names on the way.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Area(Arc<[PathBuf]>);
+
+/// Where a root-relative path lies with respect to an [`Area`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Place {
+    /// In one of its paths or below.
+    Inside,
+    /// A directory above one of its paths, which leads there.
+    OnTheWay,
+    Outside,
+}
+
+impl Area {
+    /// The area of `paths` (root-relative, no `..`); `None` when one of
+    /// them is the whole root.
+    pub fn of(paths: Vec<PathBuf>) -> Option<Area> {
+        if paths.iter().any(|p| p.as_os_str().is_empty()) {
+            return None;
+        }
+        Some(Area(paths.into()))
+    }
+
+    pub fn place(&self, rel: &Path) -> Place {
+        if self.0.iter().any(|a| rel.starts_with(a)) {
+            Place::Inside
+        } else if self.0.iter().any(|a| a.starts_with(rel)) {
+            Place::OnTheWay
+        } else {
+            Place::Outside
+        }
+    }
+
+    /// Whether a listing of directory `dir` shows `name`.
+    pub fn shows(&self, dir: &Path, name: &OsStr) -> bool {
+        self.place(&dir.join(name)) != Place::Outside
+    }
 }
 
 impl Mount {
@@ -106,7 +155,13 @@ impl Mount {
             staging: false,
             perms,
             keep: None,
+            area: None,
         }
+    }
+
+    /// The root's mount narrowed to `area` (see [`Area`]).
+    pub fn narrowed(self, area: Option<Area>) -> Mount {
+        Mount { area, ..self }
     }
 
     /// The root again, through which only `.mcp-trash/…` can be reached
@@ -136,6 +191,7 @@ impl Mount {
             staging: true,
             perms: Perms::up_to(Permission::Delete),
             keep: None,
+            area: None,
         }
     }
 }
@@ -196,6 +252,25 @@ mod tests {
         let refusals = guard.take_refusals();
         assert_eq!(refusals.len(), 3);
         assert!(refusals.iter().all(|r| r.rule == "untracked_descriptor"));
+    }
+
+    #[test]
+    fn an_area_admits_below_and_leads_from_above() {
+        let area = Area::of(vec![PathBuf::from("a/b"), PathBuf::from("c")]).unwrap();
+        assert_eq!(area.place(Path::new("a/b")), Place::Inside);
+        assert_eq!(area.place(Path::new("a/b/x/y")), Place::Inside);
+        assert_eq!(area.place(Path::new("c/d")), Place::Inside);
+        assert_eq!(area.place(Path::new("")), Place::OnTheWay);
+        assert_eq!(area.place(Path::new("a")), Place::OnTheWay);
+        assert_eq!(area.place(Path::new("a/bb")), Place::Outside);
+        assert_eq!(area.place(Path::new("a/x")), Place::Outside);
+        assert_eq!(area.place(Path::new("cc")), Place::Outside);
+        assert!(area.shows(Path::new(""), OsStr::new("a")));
+        assert!(area.shows(Path::new("a"), OsStr::new("b")));
+        assert!(!area.shows(Path::new("a"), OsStr::new("x")));
+        assert!(!area.shows(Path::new(""), OsStr::new("d")));
+        assert!(area.shows(Path::new("a/b"), OsStr::new("anything")));
+        assert_eq!(Area::of(vec![PathBuf::from("a"), PathBuf::new()]), None);
     }
 
     #[test]

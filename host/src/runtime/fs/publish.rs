@@ -262,6 +262,7 @@ impl PolicedFs<'_> {
         if op != Permission::Read && !self.guard.perms(h.mount).contains(op) {
             return Err(self.guard.refuse(Some(h.mount), &h.rel, op, "permission"));
         }
+        self.guard.inside_for(&h, op)?;
         Ok(h)
     }
 

@@ -21,6 +21,7 @@
 
 pub mod body;
 pub mod conns;
+pub mod removed;
 pub mod send;
 
 use std::convert::Infallible;
@@ -83,6 +84,7 @@ pub struct HttpOptions {
 struct Gate {
     token: Option<String>,
     sessions: Arc<Sessions>,
+    max_body_bytes: usize,
 }
 
 /// rmcp's in-memory sessions, at most `max` at once. The cap is kept where
@@ -209,6 +211,7 @@ pub fn router(server: Server, options: &HttpOptions, sessions_end: &Cancellation
     let gate = Arc::new(Gate {
         token: options.token.clone(),
         sessions,
+        max_body_bytes: options.max_body_bytes,
     });
     let guarded = Router::new()
         .route_service("/mcp", mcp)
@@ -438,7 +441,8 @@ fn is_event_stream<B>(response: &Response<B>) -> bool {
 }
 
 /// Auth, the session cap, and the client's address, before rmcp sees the
-/// request (which then checks `Host`, `Origin` and the body size).
+/// request (which then checks `Host`, `Origin` and the body size); after
+/// it, a removed method's answer ([`removed`]).
 async fn guard(
     State(gate): State<Arc<Gate>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -460,7 +464,7 @@ async fn guard(
         return (StatusCode::SERVICE_UNAVAILABLE, format!("{full}\n")).into_response();
     }
     request.extensions_mut().insert(ClientAddr(peer));
-    next.run(request).await
+    removed::answer(request, next, gate.max_body_bytes).await
 }
 
 fn bearer_matches(headers: &HeaderMap, token: &str) -> bool {

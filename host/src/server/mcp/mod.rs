@@ -286,8 +286,18 @@ impl ServerHandler for Server {
     async fn set_level(
         &self,
         request: SetLevelRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        // 2026-07-28 removed it (a request carries its own `logLevel`):
+        // a method that version does not have, as rmcp answers `ping`
+        // and `resources/subscribe` there (over HTTP, 404).
+        if !legacy(&context) {
+            return Err(ErrorData::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                "logging/setLevel",
+                None,
+            ));
+        }
         let mut level = self
             .log_level
             .lock()
