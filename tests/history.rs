@@ -561,7 +561,24 @@ async fn git_stays_denied_to_every_other_tool() {
     std::fs::write(repo.join("a.txt"), "a\n").unwrap();
     git(&repo, &["add", "-A"]);
     git(&repo, &["commit", "-q", "-m", "one"]);
-    let client = start(&env.config(&config("repo", ""))).await;
+    std::fs::create_dir_all(env.path("plain")).unwrap();
+    let text_config = config("repo", "")
+        + "[[roots]]\nname = \"plain\"\npath = \"plain\"\nrole = \"reference\"\n";
+    let client = start(&env.config(&text_config)).await;
+    // The history tools are offered the root with a repository only.
+    let listed = tools(&client).await;
+    let log = listed
+        .iter()
+        .find(|t| t.name == "git_log")
+        .expect("git_log listed");
+    let about = log.description.as_deref().unwrap_or_default();
+    assert!(
+        about.contains("Roots it can act on: r (reference)."),
+        "{about}"
+    );
+    assert!(is_error(
+        &call(&client, "git_log", json!({"root": "plain"})).await
+    ));
     assert_refused(
         &call(
             &client,
