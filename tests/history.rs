@@ -151,11 +151,11 @@ fn hunks(diff: &str) -> BTreeMap<String, String> {
             }
             let path = rest.split(" b/").next().unwrap().to_string();
             current = Some((path, String::new()));
-        } else if let Some((_, text)) = current.as_mut() {
-            if line.starts_with("@@") || !text.is_empty() {
-                text.push_str(line);
-                text.push('\n');
-            }
+        } else if let Some((_, text)) = current.as_mut()
+            && (line.starts_with("@@") || !text.is_empty())
+        {
+            text.push_str(line);
+            text.push('\n');
         }
     }
     if let Some((path, text)) = current {
