@@ -629,3 +629,34 @@ fn only_the_built_in_component_may_import_the_history_interface() {
         "{said}"
     );
 }
+
+/// Under the kernel sandbox (`landlock = true`), a root below a
+/// repository's top with `git_history = true` still reads the repository:
+/// its git directory, above the root, is granted for reading.
+#[tokio::test]
+async fn a_sandboxed_server_reads_a_repository_above_its_root() {
+    if !loom_fs_mcp::sys::sandbox::available() {
+        eprintln!("SKIPPED: kernel has no Landlock; the sandboxed history test was not run");
+        return;
+    }
+    let env = Env::new();
+    let repo = env.path("repo");
+    make_repository(&repo);
+    env.mkdir("logs");
+    let config = env.config(
+        "audit_log = \"logs/audit.log\"\nlandlock = true\n\
+         [[roots]]\nname = \"r\"\npath = \"repo/sub\"\nrole = \"reference\"\ngit_history = true\n",
+    );
+    let client = start(&config).await;
+    let r = call_ok(&client, "git_log", json!({"root": "r", "max_count": 500})).await;
+    let ids: Vec<&str> = structured(&r)["commits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    let want = git(&repo, &["log", "--format=%H", "--", "sub"]);
+    assert_eq!(ids, want.lines().collect::<Vec<_>>());
+    let r = call_ok(&client, "git_status", json!({"root": "r"})).await;
+    assert_no_host_path(&env, &[&r]);
+}
