@@ -26,6 +26,9 @@ const TOOLS: &[&str] = &[
     "move_file",
     "copy_file",
     "search_files",
+    // One component serving the five history tools (git_log, git_show,
+    // git_diff, git_blame, git_status).
+    "git_tools",
 ];
 
 const TARGET: &str = "wasm32-wasip2";

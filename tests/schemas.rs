@@ -116,6 +116,28 @@ fn calls() -> Vec<(&'static str, Value)> {
                    "overwrite": true}),
         ),
         ("delete_file", json!({"root": "ws", "path": "new-copy"})),
+        // `docs` is a repository (see the test).
+        ("git_log", json!({"root": "docs"})),
+        (
+            "git_log",
+            json!({"root": "docs", "path": "notes.txt", "rev": "HEAD", "max_count": 5,
+                   "since": "2020-01-01", "author": "Ada", "grep": "first"}),
+        ),
+        ("git_show", json!({"root": "docs", "rev": "HEAD"})),
+        (
+            "git_show",
+            json!({"root": "docs", "rev": "HEAD", "path": "notes.txt", "offset": 2, "limit": 2}),
+        ),
+        ("git_diff", json!({"root": "docs", "from": "HEAD"})),
+        (
+            "git_diff",
+            json!({"root": "docs", "from": "HEAD", "to": "HEAD", "path": "."}),
+        ),
+        (
+            "git_blame",
+            json!({"root": "docs", "path": "notes.txt", "rev": "HEAD", "offset": 1, "limit": 2}),
+        ),
+        ("git_status", json!({"root": "docs"})),
     ]
 }
 
@@ -160,6 +182,10 @@ async fn every_tool_takes_and_gives_what_its_schemas_say() {
     .write("ws/build/out.txt", "built\n")
     .write("ws/a.txt", "a\n")
     .symlink("a.txt", "ws/link");
+    let docs = env.path("docs");
+    git(&docs, &["init", "-q", "-b", "main"]);
+    git(&docs, &["add", "-A"]);
+    git(&docs, &["commit", "-q", "-m", "first"]);
     let client = start(&env.config(WS_AND_DOCS)).await;
 
     let listed = tools(&client).await;

@@ -922,3 +922,47 @@ async fn narrow_holds_a_component_to_the_client_roots_inside_its_preopen() {
     .await;
     assert_eq!(text(&r), "ok: other");
 }
+
+/// The history tools under `narrow`: they answer for a whole root (a
+/// repository's past is not places on disk), so a session whose client root
+/// lies below a root is refused them there, naming the rule, with nothing
+/// of the history shown; with the root itself a client root, they answer.
+#[tokio::test]
+async fn narrow_refuses_history_below_a_root_and_serves_it_for_the_root() {
+    let env = Env::new();
+    env.write("ws/src/lib.rs", "pub fn f() {}\n")
+        .write("ws/notes.md", "canary notes\n")
+        .write("docs/guide.txt", "guide\n");
+    let ws = env.path("ws");
+    git(&ws, &["init", "-q", "-b", "main"]);
+    git(&ws, &["add", "-A"]);
+    git(&ws, &["commit", "-q", "-m", "first"]);
+    let config = env.config(&format!("client_roots = \"narrow\"\n{WS_AND_DOCS}"));
+    let src = format!("file://{}", env.path("ws/src").display());
+    let Started { client, roots, .. } = start_listening(&config, vec![src]).await;
+    for (tool, args) in [
+        ("git_log", json!({"root": "ws"})),
+        (
+            "git_show",
+            json!({"root": "ws", "rev": "HEAD", "path": "notes.md"}),
+        ),
+        ("git_diff", json!({"root": "ws", "from": "HEAD"})),
+        ("git_blame", json!({"root": "ws", "path": "src/lib.rs"})),
+        ("git_status", json!({"root": "ws"})),
+    ] {
+        let r = call(&client, tool, args).await;
+        assert_eq!(r.is_error, Some(true), "{tool}");
+        assert!(text(&r).contains("'client_roots'"), "{tool}: {}", text(&r));
+        assert!(!text(&r).contains("canary") && !text(&r).contains("first"));
+        scan(&text(&r));
+    }
+    // The client declares the root itself: the history is served.
+    *roots.lock().unwrap() = vec![format!("file://{}", ws.display())];
+    client
+        .notify_roots_list_changed()
+        .await
+        .expect("roots/list_changed");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let log = call_ok(&client, "git_log", json!({"root": "ws"})).await;
+    assert!(text(&log).contains("first"), "{}", text(&log));
+}

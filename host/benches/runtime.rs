@@ -32,6 +32,7 @@ fn bench(c: &mut Criterion) {
         max_read_bytes: 2 << 20,
         min_free_bytes: 0,
         trash_max_bytes: 0,
+        repository: None,
     });
     let mut rt = Runtime::new(Budget {
         memory_bytes: 256 << 20,

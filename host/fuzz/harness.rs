@@ -231,6 +231,7 @@ fn build() -> Fixture {
             max_read_bytes: 1 << 20,
             min_free_bytes: 0,
             trash_max_bytes: 0,
+            repository: None,
         })
     };
     let roots = vec![

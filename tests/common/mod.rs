@@ -342,6 +342,7 @@ pub fn root(env: &Env, name: &str, role: Role, perms: Perms) -> Arc<Root> {
         max_read_bytes: 1 << 20,
         min_free_bytes: 0,
         trash_max_bytes: 0,
+        repository: None,
     })
 }
 
@@ -926,4 +927,34 @@ pub fn python_with_sdk() -> Option<std::process::Command> {
         return None;
     }
     Some(python())
+}
+
+/// Runs the `git` CLI in `dir` with a clean environment (no system or
+/// global config: `GIT_CONFIG_NOSYSTEM`, `HOME` the directory's parent, a
+/// fixed author) and returns its stdout; panics if it fails.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = git_command(dir, args).output().expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("git's output is UTF-8")
+}
+
+/// [`git`]'s command, not yet run.
+pub fn git_command(dir: &Path, args: &[&str]) -> std::process::Command {
+    let mut cmd = std::process::Command::new("git");
+    cmd.current_dir(dir)
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", dir.parent().unwrap_or(dir))
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "Ada")
+        .env("GIT_AUTHOR_EMAIL", "ada@example.org")
+        .env("GIT_COMMITTER_NAME", "Ada")
+        .env("GIT_COMMITTER_EMAIL", "ada@example.org")
+        .stdin(Stdio::null());
+    cmd
 }

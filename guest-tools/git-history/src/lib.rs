@@ -85,6 +85,11 @@ impl History {
         &self.repo
     }
 
+    /// The id of the commit a revision names.
+    pub fn commit_id(&self, rev: &str) -> Result<String, Error> {
+        Ok(self.commit(rev)?.id.to_string())
+    }
+
     /// The commit a revision names (`HEAD`, a branch, a tag, an id or its
     /// prefix, `rev~2`...), peeled to a commit.
     pub(crate) fn commit(&self, rev: &str) -> Result<gix::Commit<'_>, Error> {

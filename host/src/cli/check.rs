@@ -48,6 +48,27 @@ pub(super) fn check_config(cli: &Cli, config: Config) -> anyhow::Result<()> {
     if !config.deny.is_empty() {
         println!("deny (every root) += {}", config.deny.join(", "));
     }
+    let history: Vec<String> = config
+        .roots
+        .iter()
+        .filter_map(|r| {
+            let repository = r.repository.as_ref()?;
+            Some(if repository.scope.is_empty() {
+                format!("  {:width$}  the repository at the root", r.name)
+            } else {
+                format!(
+                    "  {:width$}  the repository above the root, limited to {}/",
+                    r.name, repository.scope
+                )
+            })
+        })
+        .collect();
+    if !history.is_empty() {
+        println!("git history (git_history):");
+        for line in history {
+            println!("{line}");
+        }
+    }
     let space = space_lines(config);
     if !space.is_empty() {
         println!("free space (min_free_bytes):");

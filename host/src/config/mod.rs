@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::policy::{DenyList, Permission, Perms, Role, Root};
+use crate::policy::{DenyList, GIT_DIR_DENY, Permission, Perms, Repository, Role, Root};
 
 /// Where audit lines go.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -226,6 +226,9 @@ struct RawRoot {
     max_read_bytes: Option<u64>,
     min_free_bytes: Option<u64>,
     trash_max_bytes: Option<u64>,
+    /// Whether the history tools serve the root: by default yes when it is
+    /// a repository's top, no when it lies below one.
+    git_history: Option<bool>,
 }
 
 /// A numeric key: its default and the range outside which a value is absurd.
@@ -394,6 +397,7 @@ impl Config {
                 max_read_bytes: None,
                 min_free_bytes: None,
                 trash_max_bytes: None,
+                git_history: None,
             });
         }
         match validate(raw, &base, read_only) {
@@ -542,6 +546,10 @@ fn validate(raw: RawConfig, base: &Path, read_only_flag: bool) -> Result<Config,
             &mut problems,
             &format!("root '{name}': "),
         );
+        let repository = path
+            .as_ref()
+            .ok()
+            .and_then(|path| repository(&r.name, path, r.git_history, &mut problems));
         if problems.len() > before {
             continue;
         }
@@ -556,6 +564,7 @@ fn validate(raw: RawConfig, base: &Path, read_only_flag: bool) -> Result<Config,
                 max_read_bytes,
                 min_free_bytes,
                 trash_max_bytes,
+                repository,
             });
         }
     }
@@ -881,6 +890,67 @@ fn root_perms(
         return Err(());
     }
     Ok(effective)
+}
+
+/// The repository whose history root `name` at `path` (a real directory)
+/// offers, as [`Repository`] says: the nearest `.git` directory at or
+/// above it, offered by default when it is the root's own and only with
+/// `git_history = true` when it lies above. A `.git` that is a file or a
+/// symlink (a linked worktree, a submodule) is not followed: the root
+/// offers no history. `git_history = true` with no repository is a problem.
+fn repository(
+    name: &str,
+    path: &Path,
+    git_history: Option<bool>,
+    problems: &mut Vec<String>,
+) -> Option<Arc<Repository>> {
+    if git_history == Some(false) {
+        return None;
+    }
+    let found = path.ancestors().find_map(|top| {
+        let git = top.join(".git");
+        let meta = fs::symlink_metadata(&git).ok()?;
+        Some((top, meta.is_dir().then_some(git)))
+    });
+    let (top, git) = match found {
+        Some((top, Some(git))) if git.join("HEAD").is_file() => (top, git),
+        _ => {
+            if git_history == Some(true) {
+                problems.push(format!(
+                    "root '{}': git_history = true, but no git repository holds it (a \
+                     `.git` directory at or above it)",
+                    name.escape_debug()
+                ));
+            }
+            return None;
+        }
+    };
+    if top != path && git_history != Some(true) {
+        return None;
+    }
+    let scope: Vec<&str> = path
+        .strip_prefix(top)
+        .ok()?
+        .components()
+        .map(|c| c.as_os_str().to_str())
+        .collect::<Option<_>>()?;
+    let git = fs::canonicalize(&git).ok()?;
+    let deny = DenyList::new(GIT_DIR_DENY.iter().copied()).ok()?;
+    Some(Arc::new(Repository {
+        scope: scope.join("/"),
+        git: Arc::new(Root {
+            name: name.to_string(),
+            path: git,
+            role: Role::Reference,
+            perms: Role::Reference.ceiling(),
+            deny,
+            extra_deny: GIT_DIR_DENY.iter().map(|s| s.to_string()).collect(),
+            max_read_bytes: 0,
+            min_free_bytes: 0,
+            trash_max_bytes: 0,
+            repository: None,
+        }),
+    }))
 }
 
 /// Two roots where one contains the other would make the effective

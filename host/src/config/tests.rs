@@ -602,3 +602,61 @@ fn subscription_caps_and_client_roots_are_read_and_bounded() {
         "{problems:?}"
     );
 }
+
+/// A root's repository: its own `.git` directory by default, one above it
+/// only with `git_history = true` (and then limited to the root's part), none
+/// with `false`; a `.git` file is not followed; `true` with none is refused.
+#[test]
+fn a_root_offers_the_history_of_its_repository_as_configured() {
+    let d = Dirs::new();
+    fs::create_dir_all(d.base().join("a/.git/objects")).unwrap();
+    fs::write(d.base().join("a/.git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    fs::create_dir_all(d.base().join("a/inner/deep")).unwrap();
+    let repository = |text: &str| {
+        let config = d.parse(text).unwrap();
+        config.roots[0]
+            .repository
+            .as_ref()
+            .map(|r| (r.scope.clone(), r.git.path.clone(), r.git.perms))
+    };
+    let git = fs::canonicalize(d.base().join("a/.git")).unwrap();
+    let reading = Role::Reference.ceiling();
+    assert_eq!(
+        repository(&root("a", "a", "workspace")),
+        Some((String::new(), git.clone(), reading))
+    );
+    assert_eq!(
+        repository(&(root("a", "a", "reference") + "git_history = false\n")),
+        None
+    );
+    assert_eq!(repository(&root("deep", "a/inner/deep", "reference")), None);
+    assert_eq!(
+        repository(&(root("deep", "a/inner/deep", "reference") + "git_history = true\n")),
+        Some(("inner/deep".to_string(), git, reading))
+    );
+    // The git directory hides what git would run.
+    let config = d.parse(&root("a", "a", "reference")).unwrap();
+    let git_root = &config.roots[0].repository.as_ref().unwrap().git;
+    assert!(
+        git_root
+            .deny
+            .match_path(Path::new("hooks/pre-commit"))
+            .is_some()
+    );
+    assert!(
+        git_root
+            .deny
+            .match_path(Path::new("objects/pack"))
+            .is_none()
+    );
+
+    fs::write(d.base().join("b/.git"), "gitdir: ../a/.git\n").unwrap();
+    assert_eq!(repository(&root("b", "b", "reference")), None);
+    let problems = d.problems(&(root("b", "b", "reference") + "git_history = true\n"));
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("root 'b': git_history = true, but no git repository holds it")),
+        "{problems:?}"
+    );
+}

@@ -20,6 +20,7 @@ mod windows;
 
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 pub use deny::{BUILTIN_DENY, DenyError, DenyList};
 pub use names::{
@@ -181,6 +182,28 @@ pub struct Root {
     /// Bytes its trash may hold: a change that would keep more is refused
     /// (`trash_max_bytes`; 0 sets no budget).
     pub trash_max_bytes: u64,
+    /// The git repository whose history the root offers, if it offers any
+    /// (see [`Repository`]).
+    pub repository: Option<Arc<Repository>>,
+}
+
+/// Names hidden in a repository's git directory besides the built-in deny
+/// list: what git would run (`hooks`).
+pub const GIT_DIR_DENY: &[&str] = &["hooks"];
+
+/// The git repository a root offers history of, found when the config is
+/// loaded: the root is its top (it has a `.git` directory of its own), or
+/// lies below its top and says `git_history = true`.
+#[derive(Clone, Debug)]
+pub struct Repository {
+    /// The root's path below the repository's top, `/`-separated; empty
+    /// when the root is the top. Every history result is limited to it.
+    pub scope: String,
+    /// The repository's git directory as the history tools alone see it:
+    /// a read-only root of its own (named as the root, for the audit),
+    /// denying the built-in names and [`GIT_DIR_DENY`]. No other tool is
+    /// ever given it; in the root itself `.git` stays denied.
+    pub git: Arc<Root>,
 }
 
 #[cfg(test)]
@@ -198,6 +221,7 @@ impl Root {
             max_read_bytes: 1 << 20,
             min_free_bytes: 0,
             trash_max_bytes: 0,
+            repository: None,
         }
     }
 }

@@ -1,4 +1,4 @@
-//! Host bindings of the WIT tool world (`wit/tool.wit`). Kept in its own
+//! Host bindings of the WIT worlds (`wit/tool.wit`). Kept in its own
 //! module: the generated names (`Descriptor`, `Output`, ...) would clash with
 //! rmcp's model types elsewhere. Generated code only: no logic here.
 
@@ -7,10 +7,21 @@ wasmtime::component::bindgen!({
     world: "tool-component",
 });
 
+/// The history component's world: the tool interface (called through the
+/// bindings above) and the host's `history` interface, which only it may
+/// import.
+pub mod history_world {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "history-component",
+    });
+}
+
 pub use exports::loom_fs::tool::tool::{
     Annotations, Context, Descriptor, Image, Limits, Mount, Output, PathArgument, Permission,
     ToolError, Trash,
 };
+pub use history_world::loom_fs::tool::history;
 
 impl From<Permission> for crate::policy::Permission {
     fn from(p: Permission) -> Self {

@@ -39,8 +39,10 @@ impl Runtime {
         let mut wasi = WasiCtxBuilder::new();
         // Before any preopen: each preopen captures it (2-5x cheaper calls).
         wasi.allow_blocking_current_thread(true);
+        let tool = &self.tools[index];
         let mut mounts = Vec::new();
         let mut context_mounts = Vec::new();
+        let mut history_roots = Vec::new();
         for m in &req.mounts {
             let guest_dir = format!("/{}", m.root.name);
             let perms = if m.writable() {
@@ -108,6 +110,32 @@ impl Runtime {
                 staging,
             });
             mounts.push(Mount::root(Arc::clone(&m.root), guest_dir, m.op).narrowed(m.area.clone()));
+            if tool.history {
+                // The root's git directory, for the history tools alone:
+                // read-only, seen through its own deny list (the built-in
+                // names and `hooks`), at a path no other tool is given.
+                let git_dir = match &m.root.repository {
+                    Some(repository) => {
+                        let guest = format!("/.git/{}", m.root.name);
+                        let git = &repository.git;
+                        if let Err(e) = wasi.preopened_dir(&git.path, &guest, FsPerms::ReadOnly) {
+                            return setup(format!(
+                                "root '{}': its repository cannot be opened{}",
+                                m.root.name,
+                                why(&e)
+                            ));
+                        }
+                        mounts.push(Mount::root(
+                            Arc::clone(git),
+                            guest.clone(),
+                            policy::Permission::Read,
+                        ));
+                        Some(guest)
+                    }
+                    None => None,
+                };
+                history_roots.push((Arc::clone(&m.root), git_dir, m.area.clone()));
+            }
         }
         let stderr = MemoryOutputPipe::new(8 * 1024);
         wasi.stderr(stderr.clone());
@@ -115,7 +143,6 @@ impl Runtime {
         // Streams, pollables and descriptors together; descriptors alone are
         // capped lower by the policing filesystem.
         table.set_max_capacity(4 * descriptors::MAX_DESCRIPTORS);
-        let tool = &self.tools[index];
         let budget = &tool.budget;
         let state = CallState {
             deadline: Instant::now() + budget.timeout,
@@ -133,6 +160,10 @@ impl Runtime {
                 Arc::clone(&req.activity),
                 req.quota.clone(),
             ),
+            history: tool.history.then(|| HistoryState {
+                tool: tool.descriptor.name.clone(),
+                roots: history_roots,
+            }),
         };
         let mut store = self.store(state, budget);
         let ctx = bindings::Context {
@@ -220,6 +251,7 @@ impl CallState {
                 hit: false,
             },
             guard: FsGuard::new(vec![], None, Arc::default(), None),
+            history: None,
         }
     }
 }

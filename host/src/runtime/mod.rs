@@ -62,6 +62,14 @@ const NETWORK_IMPORTS: &[&str] = &["wasi:sockets/", "wasi:http/"];
 /// The interface every tool component exports.
 pub const TOOL_INTERFACE: &str = "loom-fs:tool/tool@0.2.0";
 
+/// The host interface of the history tools: only the built-in component
+/// that serves them may import it.
+pub const HISTORY_INTERFACE: &str = "loom-fs:tool/history@0.2.0";
+
+/// The tools the history component serves, one `Tool` each, all from one
+/// component (one copy of gitoxide in the binary).
+pub const HISTORY_TOOLS: &[&str] = &["git_log", "git_show", "git_diff", "git_blame", "git_status"];
+
 /// What a file must start with to be a component (magic, then the
 /// component-model layer; a core module has version 1 there).
 const COMPONENT_HEADER: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00];
@@ -111,6 +119,9 @@ pub struct Tool {
     pub entry: Option<usize>,
     /// Its calls' limits: the server's, or lower ones its entry sets.
     pub budget: Budget,
+    /// Whether it is one of the history tools ([`HISTORY_TOOLS`]): its
+    /// calls get each root's git directory and the `history` interface.
+    pub history: bool,
     pre: bindings::ToolComponentPre<CallState>,
     /// Its `call` export, called with a result type that is lifted under
     /// the output limit (see [`output`]).
@@ -240,6 +251,52 @@ pub struct CallState {
     table: ResourceTable,
     limiter: MemoryLimiter,
     guard: FsGuard,
+    /// For a history tool: what the `history` interface answers.
+    history: Option<HistoryState>,
+}
+
+/// What a history tool's instance is told: which tool it is, and for each
+/// root of the call its repository (where its git directory is preopened)
+/// and what the session's client roots leave of it.
+struct HistoryState {
+    tool: String,
+    roots: Vec<(Arc<Root>, Option<String>, Option<fs::Area>)>,
+}
+
+impl bindings::history::Host for CallState {
+    fn tool(&mut self) -> String {
+        self.history
+            .as_ref()
+            .map_or_else(String::new, |h| h.tool.clone())
+    }
+
+    fn repository(&mut self, root: String) -> Option<bindings::history::GitRepository> {
+        let history = self.history.as_ref()?;
+        let (root, git_dir, _) = history.roots.iter().find(|(r, _, _)| r.name == root)?;
+        Some(bindings::history::GitRepository {
+            git_dir: git_dir.clone()?,
+            scope: root.repository.as_ref()?.scope.clone(),
+        })
+    }
+
+    fn hidden(&mut self, root: String, path: String) -> bool {
+        let Some(history) = self.history.as_ref() else {
+            return true;
+        };
+        // A path the deny list names, or (under `client_roots = "narrow"`)
+        // one outside what the client roots leave of the root: its history
+        // is hidden as its files are.
+        match history.roots.iter().find(|(r, _, _)| r.name == root) {
+            Some((r, _, area)) => {
+                let path = std::path::Path::new(&path);
+                r.deny.match_path(path).is_some()
+                    || area
+                        .as_ref()
+                        .is_some_and(|a| a.place(path) == fs::Place::Outside)
+            }
+            None => true,
+        }
+    }
 }
 
 impl WasiView for CallState {
@@ -371,6 +428,10 @@ impl Runtime {
             clock::Capped,
         >(&mut linker, capped_clock)?;
         linker.allow_shadowing(false);
+        bindings::history::add_to_linker::<CallState, wasmtime::component::HasSelf<CallState>>(
+            &mut linker,
+            |state| state,
+        )?;
 
         let stop = Arc::new(AtomicBool::new(false));
         let weak = engine.weak();
@@ -404,7 +465,8 @@ impl Runtime {
     }
 
     /// Loads a component, asks it to describe itself, and keeps it.
-    /// Returns its index. A component that imports a network interface is
+    /// Returns its index (the last one's, for the history component, which
+    /// is kept once per tool it serves). A component that imports a network interface is
     /// refused: the linker has wasmtime-wasi's sockets, but no call is ever
     /// granted a network, and a tool that needs one does not belong here.
     pub fn load(&mut self, component: &Component, source: String) -> wasmtime::Result<usize> {
@@ -431,6 +493,16 @@ impl Runtime {
                 network.join(", ")
             )));
         }
+        // The history interface answers about repositories and the deny
+        // list: only the built-in component of the history tools gets it.
+        let history = ty
+            .imports(&self.engine)
+            .any(|(name, _)| name == HISTORY_INTERFACE);
+        if history && (admission.is_some() || source != BUILT_IN) {
+            return Err(wasmtime::Error::msg(format!(
+                "imports {HISTORY_INTERFACE}, which only the built-in history component may"
+            )));
+        }
         let instance_pre = self.linker.instantiate_pre(component)?;
         let pre = bindings::ToolComponentPre::new(instance_pre).map_err(|_| {
             wasmtime::Error::msg(format!(
@@ -444,24 +516,43 @@ impl Runtime {
         let budget = admission
             .as_ref()
             .map_or_else(|| self.budget.clone(), |a| a.budget.clone());
-        let mut store = self.store(CallState::empty(budget.timeout), &budget);
-        let descriptor = pre
-            .instantiate(&mut store)?
-            .loom_fs_tool_tool()
-            .call_describe(&mut store)?;
         let (digest, entry) = match admission {
             Some(a) => (Some(a.digest), Some(a.entry)),
             None => (None, None),
         };
-        self.tools.push(Tool {
-            descriptor,
-            source,
-            digest,
-            entry,
-            budget,
-            pre,
-            call,
-        });
+        let serves: Vec<Option<&str>> = if history {
+            HISTORY_TOOLS.iter().copied().map(Some).collect()
+        } else {
+            vec![None]
+        };
+        for name in serves {
+            let mut state = CallState::empty(budget.timeout);
+            state.history = name.map(|tool| HistoryState {
+                tool: tool.to_string(),
+                roots: vec![],
+            });
+            let mut store = self.store(state, &budget);
+            let descriptor = pre
+                .instantiate(&mut store)?
+                .loom_fs_tool_tool()
+                .call_describe(&mut store)?;
+            if let Some(name) = name.filter(|n| *n != descriptor.name) {
+                return Err(wasmtime::Error::msg(format!(
+                    "asked to describe {name}, described {}",
+                    descriptor.name
+                )));
+            }
+            self.tools.push(Tool {
+                descriptor,
+                source: source.clone(),
+                digest: digest.clone(),
+                entry,
+                budget: budget.clone(),
+                history,
+                pre: pre.clone(),
+                call,
+            });
+        }
         Ok(self.tools.len() - 1)
     }
 }

@@ -179,6 +179,17 @@ impl Plan {
                 access: root_access(r.perms),
                 purpose: Purpose::Root(r.name.clone()),
             });
+            // The history tools read a repository above the root
+            // (`git_history = true`) there, for reading only.
+            if let Some(repository) = &r.repository
+                && !repository.git.path.starts_with(&r.path)
+            {
+                grants.push(Grant {
+                    path: repository.git.path.clone(),
+                    access: root_access(repository.git.perms),
+                    purpose: Purpose::Root(r.name.clone()),
+                });
+            }
         }
         let cache = cache.map(|dir| Grant {
             path: real(dir),

@@ -283,7 +283,12 @@ impl Toolbox {
             let admitted = loaded.entry.and_then(|i| config.components.get(i));
             let cap = admitted.and_then(|e| e.cap);
             let permission = capped(declared, cap);
-            let view = tool_roots(&config, admitted);
+            let mut view = tool_roots(&config, admitted);
+            // The history tools are offered the roots whose history the
+            // config lets them read, and none where there is none.
+            if loaded.history {
+                view.retain(|r| r.repository.is_some());
+            }
             let roots: Vec<String> = view
                 .iter()
                 .filter(|r| r.perms.contains(permission))

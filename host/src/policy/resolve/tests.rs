@@ -21,6 +21,7 @@ fn root(name: &str, path: &Path, role: Role, extra_deny: &[&str]) -> Arc<Root> {
         max_read_bytes: 1 << 20,
         min_free_bytes: 0,
         trash_max_bytes: 0,
+        repository: None,
     })
 }
 
@@ -206,6 +207,7 @@ fn permission_is_checked_first() {
         max_read_bytes: 1,
         min_free_bytes: 0,
         trash_max_bytes: 0,
+        repository: None,
     }));
     let d = resolve(&roots, "src", "x.txt", Permission::Write).unwrap_err();
     assert_eq!(

@@ -43,6 +43,7 @@ impl Fixture {
                     max_read_bytes: 1 << 20,
                     min_free_bytes: 0,
                     trash_max_bytes: 0,
+                    repository: None,
                 })
             })
             .collect();
