@@ -1,6 +1,6 @@
 //! The fields of a `stat` loom-fs compares, in one width on every Unix:
-//! `dev_t` is `u64` on Linux and `i32` on macOS, `mode_t` `u32` and `u16`,
-//! the nanoseconds `u64` and `i64`. Widening here keeps the comparisons
+//! `dev_t` is `u64` on Linux and `i32` on macOS, the nanoseconds `u64` and
+//! `i64`. Widening here keeps the comparisons
 //! (an inode kept in the trash, a copy's version) free of casts elsewhere.
 
 use rustix::fs::{FileType, Stat};
@@ -23,11 +23,6 @@ pub fn ctime(st: &Stat) -> (i64, u64) {
     (st.st_ctime as i64, st.st_ctime_nsec as u64)
 }
 
-/// The permission bits and type, as a `u32` whatever `mode_t` is.
-pub fn mode(st: &Stat) -> u32 {
-    st.st_mode
-}
-
 /// The file's type.
 pub fn file_type(st: &Stat) -> FileType {
     FileType::from_raw_mode(st.st_mode)
@@ -48,7 +43,6 @@ mod tests {
         assert_ne!(inode(&f), inode(&d));
         assert_eq!(file_type(&f), FileType::RegularFile);
         assert_eq!(file_type(&d), FileType::Directory);
-        assert_eq!(mode(&f) & 0o170000, 0o100000);
         let modified = std::fs::metadata(&file).unwrap().modified().unwrap();
         let since = modified.duration_since(std::time::UNIX_EPOCH).unwrap();
         assert_eq!(
