@@ -142,6 +142,11 @@ pub(super) fn serve(cli: &Cli) -> anyhow::Result<()> {
     for warning in below_reserve(&config) {
         eprintln!("warning: {warning}");
     }
+    if crate::sys::openat2::portable() {
+        eprintln!(
+            "resolution: the portable walk, not openat2 (LOOMFS_PORTABLE_RESOLVE=1, for tests)"
+        );
+    }
     let http = match cli.http.transport {
         Transport::Stdio => None,
         Transport::Http => {

@@ -9,3 +9,5 @@ pub mod openat2;
 pub mod sandbox;
 pub mod space;
 pub mod stat;
+#[cfg(target_os = "linux")]
+pub mod walk;

@@ -8,7 +8,36 @@
 //! (`runtime::fs::self_test`). These builds are type-checked, not run.
 
 #[cfg(target_os = "linux")]
-pub use rustix::fs::{ResolveFlags, openat2};
+pub use rustix::fs::ResolveFlags;
+
+/// `openat2` beneath `dir`: the kernel's, or with `LOOMFS_PORTABLE_RESOLVE=1`
+/// (a hidden switch, for the test suite's second pass) the portable walk of
+/// [`super::walk`], which answers the same. Every caller passes
+/// `RESOLVE_BENEATH`.
+#[cfg(target_os = "linux")]
+pub fn openat2<P: rustix::path::Arg>(
+    dir: impl std::os::fd::AsFd,
+    path: P,
+    flags: rustix::fs::OFlags,
+    mode: rustix::fs::Mode,
+    resolve: ResolveFlags,
+) -> rustix::io::Result<std::os::fd::OwnedFd> {
+    debug_assert!(resolve.contains(ResolveFlags::BENEATH));
+    if portable() {
+        let path = path.as_cow_c_str()?;
+        let no_symlinks = resolve.contains(ResolveFlags::NO_SYMLINKS);
+        return super::walk::beneath(dir.as_fd(), path.to_bytes(), flags, mode, no_symlinks);
+    }
+    rustix::fs::openat2(dir, path, flags, mode, resolve)
+}
+
+/// Whether the portable walk stands in for the kernel's `openat2`
+/// (`LOOMFS_PORTABLE_RESOLVE=1`, read once).
+#[cfg(target_os = "linux")]
+pub fn portable() -> bool {
+    static PORTABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *PORTABLE.get_or_init(|| std::env::var_os("LOOMFS_PORTABLE_RESOLVE").is_some_and(|v| v == "1"))
+}
 
 /// An open that reads nothing, only names the file (`O_PATH`). Off Linux,
 /// where nothing is served, a plain read-only open.
@@ -19,6 +48,12 @@ pub const O_PATH: rustix::fs::OFlags = rustix::fs::OFlags::RDONLY;
 
 #[cfg(not(target_os = "linux"))]
 pub use elsewhere::{ResolveFlags, openat2};
+
+/// The portable walk is not used off Linux yet (see [`super::walk`]).
+#[cfg(not(target_os = "linux"))]
+pub fn portable() -> bool {
+    false
+}
 
 #[cfg(not(target_os = "linux"))]
 mod elsewhere {
