@@ -7,13 +7,24 @@
 //! its own, never one above (tests excepted); `layers.rs` holds the order and
 //! checks it.
 
+//!
+//! Off Unix (Windows) only the two bottom layers build, `config` and
+//! `policy`, the Windows name rules included: everything above holds files
+//! by Unix descriptors, and the binary says it does not run there.
+
+#[cfg(unix)]
 pub mod cli;
 pub mod config;
 pub mod policy;
+#[cfg(unix)]
 pub mod runtime;
+#[cfg(unix)]
 pub mod server;
+#[cfg(unix)]
 pub mod store;
+#[cfg(unix)]
 pub mod sys;
+#[cfg(unix)]
 pub mod tools;
 
 #[cfg(test)]

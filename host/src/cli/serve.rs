@@ -66,11 +66,16 @@ pub(super) fn warnings_of(config: &Config, http: &HttpArgs, allow_root: bool) ->
     }
     if config.landlock {
         if !sandbox::available() {
-            out.push(
+            out.push(if cfg!(target_os = "linux") {
                 "landlock = true, but this kernel has no Landlock: the server would run \
                  without the kernel sandbox"
-                    .into(),
-            );
+                    .into()
+            } else {
+                format!(
+                    "landlock = true, but {}: the server would run without the kernel sandbox",
+                    sandbox::unavailable()
+                )
+            });
         }
         if let Some(dir) = sandbox::shared_audit_dir(config) {
             out.push(shared_audit_dir(&dir));
@@ -136,6 +141,11 @@ pub(super) fn serve(cli: &Cli) -> anyhow::Result<()> {
     }
     for warning in below_reserve(&config) {
         eprintln!("warning: {warning}");
+    }
+    if crate::sys::openat2::portable() {
+        eprintln!(
+            "resolution: the portable walk, not openat2 (LOOMFS_PORTABLE_RESOLVE=1, for tests)"
+        );
     }
     let http = match cli.http.transport {
         Transport::Stdio => None,

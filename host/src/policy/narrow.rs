@@ -113,8 +113,15 @@ fn file_uri_path(uri: &str) -> Option<PathBuf> {
         return None;
     }
     let decoded = percent_encoding::percent_decode_str(rest).collect::<Vec<u8>>();
-    use std::os::unix::ffi::OsStringExt;
-    let path = PathBuf::from(std::ffi::OsString::from_vec(decoded));
+    #[cfg(unix)]
+    let path = {
+        use std::os::unix::ffi::OsStringExt;
+        PathBuf::from(std::ffi::OsString::from_vec(decoded))
+    };
+    // Only for the type-check of the pure layers: the server does not run
+    // off Unix, and drive URIs (`file:///C:/…`) are not handled yet.
+    #[cfg(not(unix))]
+    let path = PathBuf::from(String::from_utf8(decoded).ok()?);
     // `..` in a client root is refused rather than interpreted.
     if path.components().any(|c| matches!(c, Component::ParentDir)) {
         return None;

@@ -59,7 +59,7 @@ pub fn std_streams() -> (
         Err(_) => Box::new(tokio::io::stdin()),
     };
     let (stdout, stderr) = (std::io::stdout(), std::io::stderr());
-    let file = |fd| rustix::fs::fstat(fd).map(|st| (st.st_dev, st.st_ino));
+    let file = |fd| rustix::fs::fstat(fd).map(|st| crate::sys::stat::inode(&st));
     let shared = matches!((file(stdout.as_fd()), file(stderr.as_fd())), (Ok(a), Ok(b)) if a == b);
     let output: Box<dyn AsyncWrite + Unpin + Send> = match shared {
         true => Box::new(tokio::io::stdout()),

@@ -354,13 +354,13 @@ fn open_lock_file(root: &Root) -> io::Result<LockFile> {
     };
     let file = rustix::fs::openat(&trash, LOCK_FILE, flags, Mode::from_raw_mode(0o600))?;
     let st = rustix::fs::fstat(&file)?;
-    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+    if crate::sys::stat::file_type(&st) != FileType::RegularFile {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
             "not a regular file",
         ));
     }
-    Ok((file, (st.st_dev, st.st_ino)))
+    Ok((file, crate::sys::stat::inode(&st)))
 }
 
 /// The bytes a call locks for `paths`: each path's own, exclusive, and

@@ -323,6 +323,26 @@ fn nested_tops(staging: &OwnedFd) -> io::Result<Vec<PathBuf>> {
         .collect())
 }
 
+/// The filesystem and mount a directory is on: device and mount ID.
+#[cfg(target_os = "linux")]
+fn mount_identity(fd: &OwnedFd) -> Option<(u32, u32, u64)> {
+    let st = rustix::fs::statx(
+        fd,
+        "",
+        rustix::fs::AtFlags::EMPTY_PATH,
+        rustix::fs::StatxFlags::BASIC_STATS | rustix::fs::StatxFlags::MNT_ID,
+    )
+    .ok()?;
+    Some((st.stx_dev_major, st.stx_dev_minor, st.stx_mnt_id))
+}
+
+/// Off Linux (no mount IDs), the device alone.
+#[cfg(not(target_os = "linux"))]
+fn mount_identity(fd: &OwnedFd) -> Option<(u64, u64, u64)> {
+    let st = rustix::fs::fstat(fd).ok()?;
+    Some((crate::sys::stat::inode(&st).0, 0, 0))
+}
+
 /// The top of the filesystem that holds the directory `dir` (relative to
 /// the root) or, where it is missing, its nearest existing parent, when
 /// that is another filesystem than the root's (a mount point inside it, a
@@ -332,16 +352,7 @@ fn nested_tops(staging: &OwnedFd) -> io::Result<Vec<PathBuf>> {
 /// too. `None` where it is the root's, or where it cannot be told.
 pub fn filesystem_top(root: &Root, dir: &Path) -> Option<PathBuf> {
     let root_fd = beneath::open_root(root).ok()?;
-    let identity = |fd: &OwnedFd| {
-        let st = rustix::fs::statx(
-            fd,
-            "",
-            rustix::fs::AtFlags::EMPTY_PATH,
-            rustix::fs::StatxFlags::BASIC_STATS | rustix::fs::StatxFlags::MNT_ID,
-        )
-        .ok()?;
-        Some((st.stx_dev_major, st.stx_dev_minor, st.stx_mnt_id))
-    };
+    let identity = mount_identity;
     let root_id = identity(&root_fd)?;
     let (mut at_id, mut top) = (root_id, None);
     let (mut cur, mut rel) = (root_fd, PathBuf::new());
@@ -350,7 +361,7 @@ pub fn filesystem_top(root: &Root, dir: &Path) -> Option<PathBuf> {
             return None;
         };
         // `O_PATH`: a directory the server may not list still tells.
-        let flags = rustix::fs::OFlags::PATH
+        let flags = crate::sys::openat2::O_PATH
             | rustix::fs::OFlags::DIRECTORY
             | rustix::fs::OFlags::NOFOLLOW
             | rustix::fs::OFlags::CLOEXEC;

@@ -14,8 +14,10 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Component, Path};
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
+
+use super::openat2::ResolveFlags;
 
 /// The names in the directory `dir` but `.` and `..`, in name order, each
 /// with its type as `lstat` gives it (never following a symlink). A name
@@ -31,7 +33,7 @@ pub fn names_in(dir: &OwnedFd) -> io::Result<Vec<(OsString, FileType)>> {
         let ty = match item.file_type() {
             // Some filesystems do not say in the listing.
             FileType::Unknown => match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
-                Ok(st) => FileType::from_raw_mode(st.st_mode),
+                Ok(st) => crate::sys::stat::file_type(&st),
                 Err(Errno::NOENT) => continue,
                 Err(e) => return Err(e.into()),
             },
@@ -62,7 +64,7 @@ pub fn beneath(dir: impl AsFd, rel: &Path) -> io::Result<OwnedFd> {
     let mut tries = 0;
     loop {
         // EAGAIN: a rename elsewhere raced the lookup; try again.
-        match rustix::fs::openat2(dir.as_fd(), rel, flags, Mode::empty(), resolve) {
+        match super::openat2::openat2(dir.as_fd(), rel, flags, Mode::empty(), resolve) {
             Err(Errno::AGAIN) if tries < 8 => tries += 1,
             done => return done.map_err(Into::into),
         }

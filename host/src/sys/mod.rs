@@ -5,5 +5,9 @@
 
 pub mod beneath;
 pub mod descriptors;
+pub mod openat2;
 pub mod sandbox;
 pub mod space;
+pub mod stat;
+#[cfg(target_os = "linux")]
+pub mod walk;

@@ -29,10 +29,16 @@
 //! `landlock_restrict_self` applies to the calling thread and the threads it
 //! starts afterwards, never to those already running: restrict before any
 //! thread starts (see [`lone_thread`]). It cannot be undone.
+//!
+//! Landlock is Linux's; no other platform has a twin loom-fs uses. Elsewhere
+//! the plan is still checked (`check` refuses an audit log in a root there
+//! too), [`available`] is false and [`Plan::restrict_self`] says that no
+//! kernel sandbox is available.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+#[cfg(target_os = "linux")]
 use landlock::{
     ABI, Access, AccessFs, BitFlags, CompatLevel, Compatible, LandlockStatus, PathBeneath, PathFd,
     Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, make_bitflags,
@@ -44,12 +50,15 @@ use crate::policy::{Permission, Perms};
 /// The newest Landlock ABI whose filesystem rights are handled: a kernel with
 /// an older one enforces what it knows (best effort) and the status says what
 /// is missing.
+#[cfg(target_os = "linux")]
 const HANDLED: ABI = ABI::V9;
 
 /// Opening a directory: every root needs it, since each call's roots are
 /// opened (as directories) to be handed to its guest.
+#[cfg(target_os = "linux")]
 const OPEN_DIR: BitFlags<AccessFs> = make_bitflags!(AccessFs::{ReadDir});
 
+#[cfg(target_os = "linux")]
 const READ: BitFlags<AccessFs> = make_bitflags!(AccessFs::{ReadFile | ReadDir});
 
 /// Moving entries: what a delete (a move into the trash), an atomic
@@ -58,12 +67,14 @@ const READ: BitFlags<AccessFs> = make_bitflags!(AccessFs::{ReadFile | ReadDir});
 /// directory and making one of its type in the other, so every type a tool
 /// may move is here but device nodes: making one would open the raw device
 /// to whoever can create it, so the kernel refuses moving them.
+#[cfg(target_os = "linux")]
 const MOVE: BitFlags<AccessFs> = make_bitflags!(AccessFs::{
     MakeReg | MakeDir | MakeSym | MakeFifo | MakeSock | RemoveFile | RemoveDir | Refer
 });
 
 /// Writing: changing contents and truncating, besides moving (a write
 /// replaces by rename and keeps the old content in the trash).
+#[cfg(target_os = "linux")]
 const WRITE: BitFlags<AccessFs> = make_bitflags!(AccessFs::{
     WriteFile | Truncate | MakeReg | MakeDir | MakeSym | MakeFifo | MakeSock | RemoveFile
         | RemoveDir | Refer
@@ -71,12 +82,15 @@ const WRITE: BitFlags<AccessFs> = make_bitflags!(AccessFs::{
 
 /// The audit log's directory: appending, truncating (`audit_log_backups = 0`),
 /// and the renames of rotation (creating the new file, replacing a backup).
+#[cfg(target_os = "linux")]
 const AUDIT: BitFlags<AccessFs> =
     make_bitflags!(AccessFs::{WriteFile | Truncate | MakeReg | RemoveFile});
 
 /// The cache: entries read (mapped), never written.
+#[cfg(target_os = "linux")]
 const CACHE: BitFlags<AccessFs> = make_bitflags!(AccessFs::{ReadFile | ReadDir});
 
+#[cfg(target_os = "linux")]
 const COMPONENT: BitFlags<AccessFs> = make_bitflags!(AccessFs::{ReadFile});
 
 /// What the kernel lets the process do in a root with `perms`.
@@ -85,6 +99,7 @@ const COMPONENT: BitFlags<AccessFs> = make_bitflags!(AccessFs::{ReadFile});
 /// never erases, so a delete is a move into the trash, and a write moves too
 /// (atomic replacement, the old content kept). The policing filesystem keeps
 /// the finer line between them.
+#[cfg(target_os = "linux")]
 pub fn root_access(perms: Perms) -> BitFlags<AccessFs> {
     let mut access = OPEN_DIR;
     if perms.contains(Permission::Read) {
@@ -122,11 +137,36 @@ impl fmt::Display for Purpose {
 /// One path the process keeps, and what it may do there (beneath it, for a
 /// directory).
 #[derive(Clone, Debug)]
+#[cfg_attr(
+    not(target_os = "linux"),
+    allow(dead_code, reason = "only Landlock reads the grants")
+)]
 struct Grant {
     path: PathBuf,
-    access: BitFlags<AccessFs>,
     purpose: Purpose,
+    /// A root's effective permissions (none for the other purposes).
+    perms: Perms,
 }
+
+impl Grant {
+    /// What the kernel lets the process do there.
+    #[cfg(target_os = "linux")]
+    fn access(&self) -> BitFlags<AccessFs> {
+        match self.purpose {
+            Purpose::Root(_) => root_access(self.perms),
+            Purpose::AuditLog => AUDIT,
+            Purpose::Cache => CACHE,
+            Purpose::Component => COMPONENT,
+        }
+    }
+}
+
+/// The Landlock ABI a kernel enforces: Linux's; a type with no value
+/// elsewhere, where nothing is ever enforced.
+#[cfg(target_os = "linux")]
+pub type Abi = ABI;
+#[cfg(not(target_os = "linux"))]
+pub type Abi = std::convert::Infallible;
 
 /// Why the sandbox could not be applied.
 #[derive(Debug, thiserror::Error)]
@@ -152,12 +192,17 @@ pub enum SandboxError {
         inside: bool,
     },
     /// The kernel refused the ruleset or the restriction.
+    #[cfg(target_os = "linux")]
     #[error("the kernel sandbox could not be applied: {0}")]
     Landlock(#[from] landlock::RulesetError),
 }
 
 /// The sandbox for a config: built before restricting, applied once.
 #[derive(Debug)]
+#[cfg_attr(
+    not(target_os = "linux"),
+    allow(dead_code, reason = "only Landlock reads the grants")
+)]
 pub struct Plan {
     grants: Vec<Grant>,
     /// Whether tools rename or link across directories (any root grants
@@ -176,8 +221,8 @@ impl Plan {
         for r in &config.roots {
             grants.push(Grant {
                 path: r.path.clone(),
-                access: root_access(r.perms),
                 purpose: Purpose::Root(r.name.clone()),
+                perms: r.perms,
             });
             // The history tools read a repository above the root
             // (`git_history = true`) there, for reading only.
@@ -193,13 +238,13 @@ impl Plan {
         }
         let cache = cache.map(|dir| Grant {
             path: real(dir),
-            access: CACHE,
             purpose: Purpose::Cache,
+            perms: Perms::NONE,
         });
         grants.extend(config.components.iter().map(|c| Grant {
             path: real(&c.path),
-            access: COMPONENT,
             purpose: Purpose::Component,
+            perms: Perms::NONE,
         }));
         // A signed component's signature is read at load too (after the
         // sandbox is on); one that is missing is refused then.
@@ -210,8 +255,8 @@ impl Plan {
                 .filter(|c| c.signed && c.signature_path().is_file())
                 .map(|c| Grant {
                     path: real(&c.signature_path()),
-                    access: COMPONENT,
                     purpose: Purpose::Component,
+                    perms: Perms::NONE,
                 }),
         );
         if let AuditTarget::File(log) = &config.audit
@@ -230,8 +275,8 @@ impl Plan {
             }
             grants.push(Grant {
                 path: dir,
-                access: AUDIT,
                 purpose: Purpose::AuditLog,
+                perms: Perms::NONE,
             });
         }
         // Granted only if it exists: a sandboxed server does not make it.
@@ -245,6 +290,7 @@ impl Plan {
 
     /// Restricts the calling thread, and every thread it starts from now on,
     /// to the grants. Irreversible. Call it before any other thread starts.
+    #[cfg(target_os = "linux")]
     pub fn restrict_self(self) -> Result<Status, SandboxError> {
         let mut ruleset = Ruleset::default();
         if self.renames {
@@ -267,7 +313,7 @@ impl Plan {
                     other => std::io::Error::other(other.to_string()),
                 },
             })?;
-            created = created.add_rule(PathBeneath::new(fd, grant.access))?;
+            created = created.add_rule(PathBeneath::new(fd, grant.access()))?;
         }
         let status = created.restrict_self()?;
         let abi = match status.landlock {
@@ -298,7 +344,14 @@ impl Plan {
         })
     }
 
+    /// No kernel sandbox off Linux: the server says so and runs without.
+    #[cfg(not(target_os = "linux"))]
+    pub fn restrict_self(self) -> Result<Status, SandboxError> {
+        Ok(Status::NotEnforced(unavailable()))
+    }
+
     /// "2 roots, the audit log and the cache".
+    #[cfg(target_os = "linux")]
     fn summary(&self) -> String {
         let count = |p: fn(&Purpose) -> bool| self.grants.iter().filter(|g| p(&g.purpose)).count();
         let roots = count(|p| matches!(p, Purpose::Root(_)));
@@ -349,6 +402,7 @@ fn overlap(a: &Path, b: &Path) -> bool {
 }
 
 /// What this kernel's Landlock cannot restrict, of what is handled.
+#[cfg(target_os = "linux")]
 fn missing(abi: ABI) -> Vec<&'static str> {
     let lacking = AccessFs::from_all(HANDLED) & !AccessFs::from_all(abi);
     [
@@ -368,7 +422,7 @@ pub enum Status {
     /// Restricted. `missing`: what this kernel's Landlock (`abi`) does not
     /// cover; `kept`: what the process still reaches, in words.
     Enforced {
-        abi: ABI,
+        abi: Abi,
         missing: Vec<&'static str>,
         kept: String,
     },
@@ -398,12 +452,27 @@ impl fmt::Display for Status {
 }
 
 /// Whether this kernel has Landlock (for `check`; nothing is restricted).
+#[cfg(target_os = "linux")]
 pub fn available() -> bool {
     Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(AccessFs::from_all(ABI::V1))
         .and_then(|r| r.create())
         .is_ok()
+}
+
+/// Landlock is Linux's: no kernel sandbox elsewhere.
+#[cfg(not(target_os = "linux"))]
+pub fn available() -> bool {
+    false
+}
+
+/// Why there is no kernel sandbox on this platform, in words.
+pub fn unavailable() -> String {
+    format!(
+        "no kernel sandbox is available on {}: Landlock is Linux's",
+        std::env::consts::OS
+    )
 }
 
 /// Whether the calling thread is the process's only one, as it must be when

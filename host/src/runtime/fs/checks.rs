@@ -291,7 +291,7 @@ impl PolicedFs<'_> {
         // entry it is and whatever the open asks of it.
         let real = self.guard.real(&h, probe.as_fd(), &rel, op)?;
         let st = rustix::fs::fstat(&probe).map_err(io_error)?;
-        let is_dir = match FileType::from_raw_mode(st.st_mode) {
+        let is_dir = match crate::sys::stat::file_type(&st) {
             FileType::RegularFile if directory => return Err(ErrorCode::NotDirectory.into()),
             FileType::RegularFile => false,
             FileType::Directory => true,
@@ -454,7 +454,7 @@ impl PolicedFs<'_> {
         let Probe::Found(found) = self.probe_at(fd, path, false)? else {
             return Ok(None);
         };
-        let is = |st: &rustix::fs::Stat| (st.st_dev, st.st_ino) == link.inode;
+        let is = |st: &rustix::fs::Stat| crate::sys::stat::inode(st) == link.inode;
         let in_trash = rustix::fs::fstat(&found).is_ok_and(|st| is(&st) && st.st_nlink > 1);
         // Still at its place: looked up beneath the root, never through a
         // symlink.
@@ -527,7 +527,7 @@ impl PolicedFs<'_> {
         let regular = |fd: &OwnedFd| {
             rustix::fs::fstat(fd)
                 .ok()
-                .filter(|st| FileType::from_raw_mode(st.st_mode) == FileType::RegularFile)
+                .filter(|st| crate::sys::stat::file_type(st) == FileType::RegularFile)
         };
         let (Probe::Found(from), Probe::Found(to)) = (
             self.probe_at(old_fd, old_path, false)?,
@@ -554,7 +554,7 @@ impl PolicedFs<'_> {
             return Ok(false);
         };
         Ok(rustix::fs::fstat(&found)
-            .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory))
+            .is_ok_and(|st| crate::sys::stat::file_type(&st) == FileType::Directory))
     }
 
     /// Whether `path` is a symlink whose target does not exist (or leaves the root).
@@ -567,7 +567,7 @@ impl PolicedFs<'_> {
             return Ok(false);
         };
         let is_link = rustix::fs::fstat(&link)
-            .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Symlink);
+            .is_ok_and(|st| crate::sys::stat::file_type(&st) == FileType::Symlink);
         Ok(is_link && !matches!(self.probe_at(fd, path, true)?, Probe::Found(_)))
     }
 

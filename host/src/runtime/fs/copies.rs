@@ -65,7 +65,7 @@ impl Copied {
     pub(super) fn of(st: &rustix::fs::Stat) -> Copied {
         Copied {
             size: st.st_size as u64,
-            mtime: (st.st_mtime, st.st_mtime_nsec),
+            mtime: crate::sys::stat::mtime(st),
         }
     }
 }
@@ -271,9 +271,9 @@ impl PolicedFs<'_> {
         stamp: &Path,
         standing: &rustix::fs::Stat,
     ) -> FsResult<()> {
-        let inode = (standing.st_dev, standing.st_ino);
+        let inode = crate::sys::stat::inode(standing);
         let copied = Copied::of(standing);
-        let is_link = match FileType::from_raw_mode(standing.st_mode) {
+        let is_link = match crate::sys::stat::file_type(standing) {
             FileType::Symlink => true,
             FileType::RegularFile => false,
             // A special file cannot be copied: it is never replaced here.
@@ -365,7 +365,7 @@ impl PolicedFs<'_> {
             };
             let unchanged = |f: &OwnedFd| {
                 rustix::fs::fstat(f).is_ok_and(|st| {
-                    (st.st_dev, st.st_ino) == (standing.st_dev, standing.st_ino)
+                    crate::sys::stat::inode(&st) == crate::sys::stat::inode(standing)
                         && Copied::of(&st) == Copied::of(standing)
                 })
             };
@@ -431,7 +431,7 @@ fn copy_file(
         Mode::empty(),
     )?;
     let same = |st: &rustix::fs::Stat| {
-        (st.st_dev, st.st_ino) == (standing.st_dev, standing.st_ino)
+        crate::sys::stat::inode(st) == crate::sys::stat::inode(standing)
             && Copied::of(st) == Copied::of(standing)
     };
     if !same(&rustix::fs::fstat(&from)?) {

@@ -186,7 +186,7 @@ impl fs::HostDescriptor for PolicedFs<'_> {
             && let Probe::Found(probe) = self.probe_at(&fd, &path, follow)?
             && let Ok(st) = rustix::fs::fstat(&probe)
         {
-            stat.type_ = wasi_type(st.st_mode);
+            stat.type_ = wasi_file_type(crate::sys::stat::file_type(&st));
         }
         Ok(as_seen(stat))
     }
@@ -291,7 +291,7 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         self.guard.not_mount_top(&old, Permission::Write)?;
         self.guard.staging_bounds(&old, &new, Permission::Write)?;
         let before = self.stat_of(&fd, &old_path, follow)?;
-        let inode = before.as_ref().map(|st| (st.st_dev, st.st_ino));
+        let inode = before.as_ref().map(crate::sys::stat::inode);
         let into_trash = self.guard.mounts[new.mount].trash;
         if into_trash {
             self.never_replace_in_trash(&new_descriptor, &new_path, &new)?;
@@ -594,7 +594,7 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         if ty == fs::DescriptorType::Unknown
             && let Ok(st) = rustix::fs::fstat(self.dir_fd(&fd)?)
         {
-            return Ok(wasi_type(st.st_mode));
+            return Ok(wasi_file_type(crate::sys::stat::file_type(&st)));
         }
         Ok(ty)
     }
@@ -669,7 +669,7 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         if stat.type_ == fs::DescriptorType::Unknown
             && let Ok(st) = rustix::fs::fstat(self.dir_fd(&fd)?)
         {
-            stat.type_ = wasi_type(st.st_mode);
+            stat.type_ = wasi_file_type(crate::sys::stat::file_type(&st));
         }
         Ok(as_seen(stat))
     }

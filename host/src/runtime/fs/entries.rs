@@ -122,7 +122,9 @@ impl fs::HostDirectoryEntryStream for PolicedFs<'_> {
                         name,
                         rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
                     )
-                    .map_or(fs::DescriptorType::Unknown, |st| wasi_type(st.st_mode))
+                    .map_or(fs::DescriptorType::Unknown, |st| {
+                        wasi_file_type(crate::sys::stat::file_type(&st))
+                    })
                 }
                 t => wasi_file_type(t),
             };

@@ -34,12 +34,15 @@ pub(super) struct Identity {
 
 impl Identity {
     pub(super) fn of(st: &rustix::fs::Stat) -> Identity {
+        let (dev, ino) = crate::sys::stat::inode(st);
+        let (modified, modified_ns) = crate::sys::stat::mtime(st);
+        let (changed, changed_ns) = crate::sys::stat::ctime(st);
         Identity {
-            dev: st.st_dev,
-            ino: st.st_ino,
+            dev,
+            ino,
             size: st.st_size,
-            modified: (i128::from(st.st_mtime), i128::from(st.st_mtime_nsec)),
-            changed: (i128::from(st.st_ctime), i128::from(st.st_ctime_nsec)),
+            modified: (i128::from(modified), i128::from(modified_ns)),
+            changed: (i128::from(changed), i128::from(changed_ns)),
         }
     }
 }

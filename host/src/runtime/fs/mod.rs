@@ -37,7 +37,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
-use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
+use rustix::fs::{FileType, Mode, OFlags};
 use rustix::path::DecInt;
 use wasmtime::component::{HasData, Resource};
 use wasmtime_wasi::OpenMode;

@@ -148,7 +148,7 @@ impl PolicedFs<'_> {
         // What the open itself would answer for anything but a file (a
         // special file was refused by the checks).
         let st = rustix::fs::fstat(&probe).map_err(io_error)?;
-        match FileType::from_raw_mode(st.st_mode) {
+        match crate::sys::stat::file_type(&st) {
             FileType::RegularFile => {}
             FileType::Directory => return Err(ErrorCode::IsDirectory.into()),
             FileType::Symlink => return Err(ErrorCode::Loop.into()),

@@ -3,6 +3,7 @@
 //! way, and the WASI names of file types. Decides nothing: callers do.
 
 use super::*;
+use crate::sys::openat2::{O_PATH, ResolveFlags, openat2};
 
 /// How a checked path is used: looked up as something that exists, or as a
 /// name about to be created (see [`FsGuard::denied`]).
@@ -67,8 +68,16 @@ pub(super) fn reopen(fd: BorrowedFd<'_>, access: OFlags) -> rustix::io::Result<O
 /// `/proc/self/fd`, opened once for the process (a lookup of `/proc/self`
 /// per call cost as much as the rest of a read's checks) and checked to be
 /// procfs with nothing mounted over it.
+#[cfg(target_os = "linux")]
 fn proc_self_fd() -> Option<BorrowedFd<'static>> {
     rustix_linux_procfs::proc_self_fd().ok()
+}
+
+/// No `/proc` off Linux: no real path, no reopen (and no serving, see
+/// [`self_test`]).
+#[cfg(not(target_os = "linux"))]
+fn proc_self_fd() -> Option<BorrowedFd<'static>> {
+    None
 }
 
 /// What probing a path found.
@@ -92,7 +101,7 @@ pub(super) enum Probe {
 /// Opens `path` under `dir` as `O_PATH`, never leaving `dir` (the same
 /// resolution cap-std applies to the real operation).
 pub(super) fn probe(dir: BorrowedFd<'_>, path: &str, follow: bool) -> Probe {
-    let mut flags = OFlags::PATH | OFlags::CLOEXEC;
+    let mut flags = O_PATH | OFlags::CLOEXEC;
     if !follow {
         flags |= OFlags::NOFOLLOW;
     }
@@ -100,7 +109,7 @@ pub(super) fn probe(dir: BorrowedFd<'_>, path: &str, follow: bool) -> Probe {
     use rustix::io::Errno;
     // openat2 returns EAGAIN when a rename raced the lookup of a path with `..`.
     for _ in 0..4 {
-        match rustix::fs::openat2(
+        match openat2(
             dir,
             path,
             flags,
@@ -160,7 +169,7 @@ pub(super) enum Direct {
 /// a symlink is on the way, and the probe itself when none is (one lookup
 /// for both, the common case).
 pub(super) fn without_symlinks(dir: BorrowedFd<'_>, path: &str, follow: bool) -> Direct {
-    let mut flags = OFlags::PATH | OFlags::CLOEXEC;
+    let mut flags = O_PATH | OFlags::CLOEXEC;
     if !follow {
         flags |= OFlags::NOFOLLOW;
     }
@@ -168,7 +177,7 @@ pub(super) fn without_symlinks(dir: BorrowedFd<'_>, path: &str, follow: bool) ->
     let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS;
     // Out of descriptors, it cannot tell: the steps are checked then, and
     // their probes say the call ran out (never a check skipped).
-    match rustix::fs::openat2(dir, path, flags, Mode::empty(), resolve) {
+    match openat2(dir, path, flags, Mode::empty(), resolve) {
         Ok(fd) => Direct::Found(fd),
         Err(e) if e == rustix::io::Errno::LOOP || is_exhaustion(e) => Direct::Symlink,
         Err(_) => Direct::Other,
@@ -181,9 +190,18 @@ pub(super) fn without_symlinks(dir: BorrowedFd<'_>, path: &str, follow: bool) ->
 /// the process's handle on `/proc/self/fd`: make it before the kernel
 /// sandbox, which would refuse that open.
 pub fn self_test() -> Result<(), String> {
+    if !cfg!(target_os = "linux") {
+        return Err(format!(
+            "loom-fs does not run on {} yet: it confines every path with Linux's \
+             openat2(RESOLVE_BENEATH) and /proc/self/fd, and has no portable confinement \
+             yet; it will not serve unconfined ({})",
+            std::env::consts::OS,
+            crate::sys::sandbox::unavailable()
+        ));
+    }
     // `O_PATH`, as the probes are: it reads nothing, so it also works in a
     // process the kernel sandbox has restricted to its roots.
-    let root = rustix::fs::open("/", OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
+    let root = rustix::fs::open("/", O_PATH | OFlags::CLOEXEC, Mode::empty())
         .map_err(|e| format!("cannot open /: {e}"))?;
     let Probe::Found(probe) = probe(root.as_fd(), ".", true) else {
         return Err(
@@ -201,18 +219,15 @@ pub fn self_test() -> Result<(), String> {
 pub(super) fn is_special(fd: BorrowedFd<'_>) -> bool {
     rustix::fs::fstat(fd).is_ok_and(|st| {
         matches!(
-            FileType::from_raw_mode(st.st_mode),
+            crate::sys::stat::file_type(&st),
             FileType::Fifo | FileType::Socket | FileType::CharacterDevice | FileType::BlockDevice
         )
     })
 }
 
-/// The WASI type of a mode, for the kinds wasmtime-wasi reports as `unknown`
-/// (it has no FIFO or socket type): guests see what the file really is.
-pub(super) fn wasi_type(mode: u32) -> fs::DescriptorType {
-    wasi_file_type(FileType::from_raw_mode(mode))
-}
-
+/// The WASI type of a file type, for the kinds wasmtime-wasi reports as
+/// `unknown` (it has no FIFO or socket type): guests see what the file
+/// really is.
 pub(super) fn wasi_file_type(t: FileType) -> fs::DescriptorType {
     match t {
         FileType::Fifo => fs::DescriptorType::Fifo,

@@ -46,9 +46,8 @@ impl PolicedFs<'_> {
         let lstat =
             |dir: &OwnedFd, name: &str| rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW);
         let incoming = lstat(&from_dir, &from_name).map_err(io_error)?;
-        let is_dir =
-            |st: &rustix::fs::Stat| FileType::from_raw_mode(st.st_mode) == FileType::Directory;
-        let inode = |st: &rustix::fs::Stat| (st.st_dev, st.st_ino);
+        let is_dir = |st: &rustix::fs::Stat| crate::sys::stat::file_type(st) == FileType::Directory;
+        let inode = |st: &rustix::fs::Stat| crate::sys::stat::inode(st);
         let read = self.guard.read.get(&(new.mount, new.rel.clone())).copied();
         // Twice at most: a name that appears between the look and the
         // rename is looked at again.
@@ -111,8 +110,8 @@ impl PolicedFs<'_> {
             // cannot, and an edit must not make a private file readable or
             // a script not executable. Never set-id bits: the guest wrote
             // the content.
-            if FileType::from_raw_mode(incoming.st_mode) == FileType::RegularFile
-                && FileType::from_raw_mode(standing.st_mode) == FileType::RegularFile
+            if crate::sys::stat::file_type(&incoming) == FileType::RegularFile
+                && crate::sys::stat::file_type(&standing) == FileType::RegularFile
             {
                 let mode = Mode::from_raw_mode(standing.st_mode & 0o777);
                 let _ = rustix::fs::chmodat(&from_dir, from_name.as_str(), mode, AtFlags::empty());
@@ -226,7 +225,7 @@ impl PolicedFs<'_> {
         self.keep_at_slot(at, stamp, |into, slot| {
             rustix::fs::linkat(dir, name, into, slot, rustix::fs::AtFlags::empty())
         })?;
-        self.guard.kept_inodes.insert((st.st_dev, st.st_ino));
+        self.guard.kept_inodes.insert(crate::sys::stat::inode(&st));
         Ok(())
     }
 

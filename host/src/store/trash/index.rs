@@ -89,7 +89,7 @@ impl TrashDir {
     /// Whether the stamp's directory is there (and is one).
     pub(super) fn has_dir(&self, stamp: &str) -> bool {
         rustix::fs::statat(&self.fd, stamp, AtFlags::SYMLINK_NOFOLLOW)
-            .is_ok_and(|st| rustix::fs::FileType::from_raw_mode(st.st_mode).is_dir())
+            .is_ok_and(|st| crate::sys::stat::file_type(&st).is_dir())
     }
 
     /// The stamp's index, `None` if it has none.

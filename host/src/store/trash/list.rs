@@ -236,7 +236,7 @@ pub(super) fn size_of(trash: &TrashDir, rel: &Path) -> Option<u64> {
     let name = rel.file_name()?;
     let parent = beneath(&trash.fd, rel.parent().unwrap_or(Path::new(""))).ok()?;
     let st = rustix::fs::statat(&parent, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
-    Some(match FileType::from_raw_mode(st.st_mode) {
+    Some(match crate::sys::stat::file_type(&st) {
         FileType::RegularFile => file_size(&st),
         FileType::Directory => open_dir(parent.as_fd(), name).map_or(0, |dir| size_in(&dir)),
         _ => 0,

@@ -119,13 +119,13 @@ pub(super) fn remove_stamp(root: &Root, trash: &TrashDir, stamp: &Stamp) -> Resu
     if stamp.dir {
         let name = OsStr::new(&stamp.name);
         match rustix::fs::statat(&trash.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Symlink => {
+            Ok(st) if crate::sys::stat::file_type(&st) == FileType::Symlink => {
                 return Err(TrashError::Symlink {
                     root: root.name.clone(),
                     path: shown,
                 });
             }
-            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {
+            Ok(st) if crate::sys::stat::file_type(&st) == FileType::Directory => {
                 remove_below(trash.fd.as_fd(), name)
                     .map_err(|e| io_error(root, format!("cannot remove {shown}"), e))?
             }
