@@ -231,8 +231,8 @@ impl Plan {
             {
                 grants.push(Grant {
                     path: repository.git.path.clone(),
-                    access: root_access(repository.git.perms),
                     purpose: Purpose::Root(r.name.clone()),
+                    perms: repository.git.perms,
                 });
             }
         }
