@@ -323,11 +323,7 @@ impl FsGuard {
         op: Permission,
         lookup: Lookup,
     ) -> FsError {
-        let refused = self.refuse(Some(mount), path, op, "deny");
-        match lookup {
-            Lookup::Existing => ErrorCode::NoEntry.into(),
-            Lookup::New => refused,
-        }
+        self.refused_unseen(mount, path, op, lookup, "deny")
     }
 
     /// Step 1: joins `path` to the handle's path lexically and checks it.
@@ -408,7 +404,20 @@ impl FsGuard {
         op: Permission,
         lookup: Lookup,
     ) -> FsError {
-        let refused = self.refuse(Some(mount), path, op, "client_roots");
+        self.refused_unseen(mount, path, op, lookup, "client_roots")
+    }
+
+    /// A refusal by `rule` that says nothing of what exists: recorded, and
+    /// answered as a missing name to a lookup, as `access` to a create.
+    fn refused_unseen(
+        &mut self,
+        mount: usize,
+        path: &Path,
+        op: Permission,
+        lookup: Lookup,
+        rule: &'static str,
+    ) -> FsError {
+        let refused = self.refuse(Some(mount), path, op, rule);
         match lookup {
             Lookup::Existing => ErrorCode::NoEntry.into(),
             Lookup::New => refused,
