@@ -30,10 +30,10 @@ pub struct Status {
 /// repository's top, `.git/info/exclude`).
 pub fn status(history: &History, root: &Path, view: &View<'_>) -> Result<Status, Error> {
     let repo = history.repo();
-    let mut hidden = BTreeSet::new();
-    let staged_files = index_files(history, view, &mut hidden)?;
+    let (mut hidden_staged, mut hidden_head) = (Files::new(), Files::new());
+    let staged_files = index_files(history, view, &mut hidden_staged)?;
     let head_files = match repo.head_commit() {
-        Ok(commit) => tree_files(&commit, view, &mut hidden)?,
+        Ok(commit) => tree_files(&commit, view, &mut hidden_head)?,
         Err(_) => BTreeMap::new(),
     };
     let mut status = Status::default();
@@ -67,22 +67,39 @@ pub fn status(history: &History, root: &Path, view: &View<'_>) -> Result<Status,
         }
     }
     status.untracked = untracked(root, view, &staged_files, history)?;
-    status.hidden = hidden.len();
+    // Only what changed between HEAD and the index: a hidden file's
+    // working-tree copy is never read, and an unchanged one is not counted
+    // (the count would tell how many hidden files there are).
+    status.hidden = changed(&hidden_head, &hidden_staged).count();
     Ok(status)
 }
 
+/// Files by root-relative path: (blob, mode bits).
+pub(crate) type Files = BTreeMap<String, (ObjectId, u32)>;
+
+/// The paths whose entry differs between `a` and `b` (added, removed or
+/// changed).
+fn changed<'a>(a: &'a Files, b: &'a Files) -> impl Iterator<Item = &'a String> {
+    let gone = a
+        .iter()
+        .filter(|(p, e)| b.get(*p) != Some(e))
+        .map(|(p, _)| p);
+    let new = b.keys().filter(|p| !a.contains_key(*p));
+    gone.chain(new)
+}
+
 /// The root-relative path of a repository path the view shows; a hidden
-/// one is noted (by its path, so the same file in the index and in HEAD
-/// counts once).
+/// one is noted in `hidden` with its entry, to count the hidden changes.
 fn visible(
     view: &View<'_>,
     path: &gix::bstr::BStr,
-    hidden: &mut BTreeSet<String>,
+    entry: (ObjectId, u32),
+    hidden: &mut Files,
 ) -> Option<String> {
     let lossy = String::from_utf8_lossy(path);
     let rel = view.relative(&lossy)?;
     if std::str::from_utf8(path).is_err() || view.is_hidden(rel) {
-        hidden.insert(rel.to_string());
+        hidden.insert(rel.to_string(), entry);
         return None;
     }
     Some(rel.to_string())
@@ -133,8 +150,8 @@ fn untracked(
 pub(crate) fn index_files(
     history: &History,
     view: &View<'_>,
-    hidden: &mut BTreeSet<String>,
-) -> Result<BTreeMap<String, (ObjectId, u32)>, Error> {
+    hidden: &mut Files,
+) -> Result<Files, Error> {
     let repo = history.repo();
     let damaged =
         |e: &dyn std::fmt::Display| Error::Repository(format!("cannot read the index: {e}"));
@@ -154,8 +171,9 @@ pub(crate) fn index_files(
     };
     let mut files = BTreeMap::new();
     for entry in index.entries() {
-        if let Some(rel) = visible(view, entry.path(&index), hidden) {
-            files.insert(rel, (entry.id, entry.mode.bits()));
+        let id = (entry.id, entry.mode.bits());
+        if let Some(rel) = visible(view, entry.path(&index), id, hidden) {
+            files.insert(rel, id);
         }
     }
     Ok(files)
@@ -165,8 +183,8 @@ pub(crate) fn index_files(
 pub(crate) fn tree_files(
     commit: &gix::Commit<'_>,
     view: &View<'_>,
-    hidden: &mut BTreeSet<String>,
-) -> Result<BTreeMap<String, (ObjectId, u32)>, Error> {
+    hidden: &mut Files,
+) -> Result<Files, Error> {
     let damaged = |e: &dyn std::fmt::Display| Error::Repository(format!("cannot read a tree: {e}"));
     let tree = commit.tree().map_err(|e| damaged(&e))?;
     let entries = tree
@@ -179,8 +197,9 @@ pub(crate) fn tree_files(
         if file.mode.is_tree() {
             continue;
         }
-        if let Some(rel) = visible(view, file.filepath.as_ref(), hidden) {
-            files.insert(rel, (file.oid, u32::from(file.mode.value())));
+        let id = (file.oid, u32::from(file.mode.value()));
+        if let Some(rel) = visible(view, file.filepath.as_ref(), id, hidden) {
+            files.insert(rel, id);
         }
     }
     Ok(files)
@@ -233,9 +252,9 @@ pub fn diff_worktree(
     view: &View<'_>,
 ) -> Result<(Vec<FileDiff>, usize), Error> {
     let commit = history.commit(from)?;
-    let mut hidden = BTreeSet::new();
-    let old = tree_files(&commit, view, &mut hidden)?;
-    let tracked = index_files(history, view, &mut hidden)?;
+    let (mut hidden_old, mut hidden_tracked) = (Files::new(), Files::new());
+    let old = tree_files(&commit, view, &mut hidden_old)?;
+    let tracked = index_files(history, view, &mut hidden_tracked)?;
     let hash = history.repo().object_hash();
     let mut files = Vec::new();
     let paths: BTreeSet<&String> = old.keys().chain(tracked.keys()).collect();
@@ -280,7 +299,11 @@ pub fn diff_worktree(
             hunks,
         });
     }
-    let hidden = hidden.iter().filter(|h| under(h, path)).count();
+    // A hidden file's working-tree copy is never read: what is counted is
+    // how it changed from `from` to the index.
+    let hidden = changed(&hidden_old, &hidden_tracked)
+        .filter(|h| under(h, path))
+        .count();
     Ok((files, hidden))
 }
 
