@@ -660,3 +660,48 @@ async fn a_sandboxed_server_reads_a_repository_above_its_root() {
     let r = call_ok(&client, "git_status", json!({"root": "r"})).await;
     assert_no_host_path(&env, &[&r]);
 }
+
+/// A log's files stop at the listing limit, over all its commits (one
+/// commit can change tens of thousands): the rest are counted, the answer
+/// says it was cut, and it is never refused as too large.
+#[tokio::test]
+async fn a_log_lists_files_up_to_the_listing_limit() {
+    let env = Env::new();
+    let repo = env.path("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    for n in 0..30 {
+        std::fs::write(repo.join(format!("f{n:02}.txt")), "one\n").unwrap();
+    }
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "thirty files"]);
+    std::fs::write(repo.join("f00.txt"), "two\n").unwrap();
+    git(&repo, &["commit", "-q", "-am", "one file"]);
+    let client =
+        start(&env.config(&format!("max_list_entries = 10\n{}", config("repo", "")))).await;
+    let r = call_ok(&client, "git_log", json!({"root": "r"})).await;
+    let s = structured(&r);
+    assert_eq!(s["truncated"], json!(true), "{}", text(&r));
+    let commits = s["commits"].as_array().unwrap();
+    assert_eq!(commits.len(), 2);
+    // Newest first: its one file, then nine of the thirty.
+    assert_eq!(commits[0]["files"].as_array().unwrap().len(), 1);
+    assert_eq!(commits[1]["files"].as_array().unwrap().len(), 9);
+    assert_eq!(commits[1]["files_not_listed"], json!(21));
+    assert!(
+        text(&r).contains("(21 more files not listed)"),
+        "{}",
+        text(&r)
+    );
+    assert!(
+        text(&r).contains("listing limit (10 entries)"),
+        "{}",
+        text(&r)
+    );
+    // Within the limit no file is left out (the log is cut by max_count).
+    let r = call_ok(&client, "git_log", json!({"root": "r", "max_count": 1})).await;
+    let commit = &structured(&r)["commits"][0];
+    assert_eq!(commit["files"].as_array().unwrap().len(), 1);
+    assert!(commit.get("files_not_listed").is_none(), "{commit}");
+    assert!(!text(&r).contains("not listed"), "{}", text(&r));
+}

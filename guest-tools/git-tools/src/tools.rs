@@ -144,6 +144,9 @@ pub struct Commit {
     subject: String,
     /// The files it changed against its first parent (none listed for a merge).
     files: Vec<FileChange>,
+    /// Changed files not listed: the server's listing limit was reached.
+    #[serde(skip_serializing_if = "is_zero")]
+    files_not_listed: u64,
     /// How many changed files the deny list hides.
     #[serde(skip_serializing_if = "is_zero")]
     hidden: u64,
@@ -153,7 +156,8 @@ pub struct Commit {
 pub struct LogResult {
     /// Newest first.
     commits: Vec<Commit>,
-    /// More commits matched than max_count.
+    /// More commits matched than max_count, or the files listed reached the
+    /// server's listing limit.
     #[serde(skip_serializing_if = "is_false")]
     truncated: bool,
 }
@@ -201,6 +205,9 @@ impl Tool for GitLog {
             .map_err(error)?;
         let mut text = String::new();
         let mut commits = Vec::new();
+        // The files listed, over all commits, stop at the listing limit (one
+        // commit can change tens of thousands).
+        let mut room = ctx.limits.max_entries as usize;
         for e in entries {
             let when = date(e.author_time, e.author_offset);
             text.push_str(&format!(
@@ -210,25 +217,29 @@ impl Tool for GitLog {
                 shown(&e.author_email),
                 shown(&e.subject)
             ));
-            let files: Vec<FileChange> = e
+            let listed = e.changes.len().min(room);
+            room -= listed;
+            let mut files = Vec::with_capacity(listed);
+            for (c, n) in e
                 .changes
                 .iter()
                 .zip(e.counts.iter().chain(std::iter::repeat(&None)))
-                .map(|(c, n)| file_change(&c.path, c.kind, *n))
-                .collect();
-            for f in &files {
-                let counts = match (f.added, f.removed) {
-                    (Some(a), Some(r)) => format!("+{a} -{r}"),
-                    _ => "binary".into(),
+                .take(listed)
+            {
+                let counts = match n {
+                    Some((a, r)) => format!("+{a} -{r}"),
+                    None => "binary".into(),
                 };
                 text.push_str(&format!(
                     "    {} {} {counts}\n",
-                    e.changes
-                        .iter()
-                        .find(|c| c.path == f.path)
-                        .map_or('M', |c| c.kind.letter()),
-                    shown(&f.path)
+                    c.kind.letter(),
+                    shown(&c.path)
                 ));
+                files.push(file_change(&c.path, c.kind, *n));
+            }
+            let not_listed = e.changes.len() - listed;
+            if not_listed > 0 {
+                text.push_str(&format!("    ({not_listed} more files not listed)\n"));
             }
             if let Some(line) = hidden_line(e.hidden) {
                 text.push_str(&format!("    {line}\n"));
@@ -240,23 +251,32 @@ impl Tool for GitLog {
                 date: when,
                 subject: e.subject,
                 files,
+                files_not_listed: not_listed as u64,
                 hidden: e.hidden as u64,
             });
         }
         if commits.is_empty() {
             text.push_str("No commit matches.\n");
         }
+        let files_cut = commits.iter().any(|c| c.files_not_listed > 0);
         let mut answer = Answer::new(
             text,
             LogResult {
                 commits,
-                truncated: more,
+                truncated: more || files_cut,
             },
         );
         if more {
             answer.text.push(format!(
                 "Truncated: more commits match than max_count ({max_count}); raise it (at most \
                  {MAX_COMMITS}) or narrow with path, since, author or grep."
+            ));
+        }
+        if files_cut {
+            answer.text.push(format!(
+                "Truncated: the files listed reached the server's listing limit ({} entries); \
+                 lower max_count or narrow with path.",
+                ctx.limits.max_entries
             ));
         }
         Ok(answer)
