@@ -705,3 +705,40 @@ async fn a_log_lists_files_up_to_the_listing_limit() {
     assert!(commit.get("files_not_listed").is_none(), "{commit}");
     assert!(!text(&r).contains("not listed"), "{}", text(&r));
 }
+
+/// A path or revision the tools did not find is named in their answer by
+/// the naming rule: a control character never reaches the text raw.
+#[tokio::test]
+async fn a_name_in_a_history_message_is_shown_escaped() {
+    let env = Env::new();
+    let repo = env.path("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("a.txt"), "one\n").unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "first"]);
+    let client = start(&env.config(&config("repo", ""))).await;
+    let odd = "x\u{1b}[31m\nred.txt";
+    for (tool, args) in [
+        ("git_show", json!({"root": "r", "rev": "HEAD", "path": odd})),
+        ("git_blame", json!({"root": "r", "path": odd})),
+        (
+            "git_show",
+            json!({"root": "r", "rev": "HEAD", "path": "a.txt/\u{7}"}),
+        ),
+    ] {
+        let r = call(&client, tool, args).await;
+        assert_eq!(r.is_error, Some(true), "{tool}");
+        let said = text(&r);
+        assert!(said.contains("no such file"), "{tool}: {said}");
+        assert!(
+            !said.chars().any(|c| c.is_control() && c != '\n'),
+            "{tool}: {said:?}"
+        );
+        assert!(
+            !said.contains("x\u{1b}") && !said.contains("\nred"),
+            "{said:?}"
+        );
+        scan(&said);
+    }
+}

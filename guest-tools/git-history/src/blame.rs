@@ -8,6 +8,7 @@ use crate::diff::{is_binary, line_diff};
 use crate::{Error, History, View};
 use gix::ObjectId;
 use imara_diff::InternedInput;
+use loomfs_names::shown;
 use std::collections::{BinaryHeap, HashMap};
 
 /// One line of a blame.
@@ -41,7 +42,7 @@ pub fn blame(
     view: &View<'_>,
 ) -> Result<(Vec<BlameLine>, Vec<u8>), Error> {
     let rel = path.trim_matches('/');
-    let missing = || Error::NotFound(format!("{rel}: no such file at {rev}"));
+    let missing = || Error::NotFound(format!("{}: no such file at {}", shown(rel), shown(rev)));
     let bad_path = rel.is_empty()
         || rel
             .split('/')
@@ -56,7 +57,8 @@ pub fn blame(
     let text = read(history, blob)?;
     if is_binary(&text) {
         return Err(Error::Refused(format!(
-            "{rel}: binary file, no lines to blame"
+            "{}: binary file, no lines to blame",
+            shown(rel)
         )));
     }
     let count = text.split_inclusive(|&b| b == b'\n').count() as u32;

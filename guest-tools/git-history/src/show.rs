@@ -4,6 +4,7 @@
 use crate::diff::{self, Change, tree_changes};
 use crate::log::subject;
 use crate::{Error, History, View, under};
+use loomfs_names::shown;
 
 /// One changed file of a commit.
 #[derive(Debug)]
@@ -94,7 +95,7 @@ pub fn show_file(
 ) -> Result<Vec<u8>, Error> {
     let commit = history.commit(rev)?;
     let rel = path.trim_matches('/');
-    let missing = || Error::NotFound(format!("{rel}: no such file at {rev}"));
+    let missing = || Error::NotFound(format!("{}: no such file at {}", shown(rel), shown(rev)));
     if rel.is_empty()
         || rel == "."
         || rel
@@ -115,12 +116,16 @@ pub fn show_file(
         .ok_or_else(missing)?;
     if entry.mode().is_tree() {
         return Err(Error::NotFound(format!(
-            "{rel}: a directory at {rev}, not a file"
+            "{}: a directory at {}, not a file",
+            shown(rel),
+            shown(rev)
         )));
     }
     if !entry.mode().is_blob_or_symlink() {
         return Err(Error::NotFound(format!(
-            "{rel}: a submodule at {rev}, not a file"
+            "{}: a submodule at {}, not a file",
+            shown(rel),
+            shown(rev)
         )));
     }
     let object = entry
