@@ -84,6 +84,8 @@ struct Started {
     client: Session,
     heard: mpsc::UnboundedReceiver<Heard>,
     roots: Arc<Mutex<Vec<String>>>,
+    /// The server's process id (to kill it mid-call).
+    pid: u32,
 }
 
 async fn start_listening(config: &std::path::Path, client_roots: Vec<String>) -> Started {
@@ -93,6 +95,7 @@ async fn start_listening(config: &std::path::Path, client_roots: Vec<String>) ->
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn loom-fs-mcp");
+    let pid = transport.id().expect("the server's pid");
     let client = Listener {
         heard: tx,
         roots: Arc::clone(&roots),
@@ -104,6 +107,7 @@ async fn start_listening(config: &std::path::Path, client_roots: Vec<String>) ->
         client,
         heard,
         roots,
+        pid,
     }
 }
 
@@ -965,4 +969,109 @@ async fn narrow_refuses_history_below_a_root_and_serves_it_for_the_root() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let log = call_ok(&client, "git_log", json!({"root": "ws"})).await;
     assert!(text(&log).contains("first"), "{}", text(&log));
+}
+
+/// Under `narrow`, the policing filesystem's checks of the client roots sit
+/// on every mutating path: overwrites of one file sent at once inside the
+/// client root each keep the version they replaced (checked on disk), and a
+/// kill -9 in the middle of a second burst leaves the file whole, every
+/// version whole where it is, and nothing outside the area touched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn narrow_parallel_overwrites_and_a_kill_lose_nothing() {
+    let (env, config) = tree("client_roots = \"narrow\"");
+    let outside = snapshot_dir(&env.path("ws"))
+        .into_iter()
+        .filter(|(p, _)| !p.starts_with("src") && !p.starts_with(".mcp-trash"))
+        .collect::<Vec<_>>();
+    let version = |k: usize| format!("version {k}\n").repeat(k * 997 % 4000 + 1);
+    let src = format!("file://{}", env.path("ws/src").display());
+    let Started { client, pid, .. } = start_listening(&config, vec![src.clone()]).await;
+    let before = std::fs::read_to_string(env.path("ws/src/lib.rs")).unwrap();
+    let sent: Vec<String> = (1..=8).map(version).collect();
+    let results = futures::future::join_all(sent.iter().map(|c| {
+        call(
+            &client,
+            "write_file",
+            json!({"root": "ws", "path": "src/lib.rs", "content": c}),
+        )
+    }))
+    .await;
+    let mut seen = vec![std::fs::read_to_string(env.path("ws/src/lib.rs")).unwrap()];
+    for r in &results {
+        assert_ne!(r.is_error, Some(true), "{}", text(r));
+        let previous = structured(r)["previous"].as_str().expect("a kept version");
+        seen.push(std::fs::read_to_string(env.path(&format!("ws/{previous}"))).unwrap());
+    }
+    let mut expected = sent.clone();
+    expected.push(before);
+    expected.sort();
+    seen.sort();
+    assert!(seen == expected, "a version lost or kept twice");
+
+    // A second burst, and the server killed while it runs.
+    let last = std::fs::read_to_string(env.path("ws/src/lib.rs")).unwrap();
+    let second: Vec<String> = (9..=24).map(version).collect();
+    let client = Arc::new(client);
+    let calls: Vec<_> = second
+        .iter()
+        .map(|c| {
+            let client = Arc::clone(&client);
+            let args = json!({"root": "ws", "path": "src/lib.rs", "content": c});
+            tokio::spawn(async move {
+                let _ = client
+                    .call_tool(
+                        rmcp::model::CallToolRequestParams::new("write_file")
+                            .with_arguments(args.as_object().unwrap().clone()),
+                    )
+                    .await;
+            })
+        })
+        .collect();
+    // At a random point of the burst.
+    tokio::time::sleep(Duration::from_millis(fastrand::u64(0..40))).await;
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    for c in calls {
+        let _ = c.await;
+    }
+    // The file is one whole version; every file in the trash is one whole
+    // version; outside the client root nothing changed.
+    let mut versions: Vec<String> = second.clone();
+    versions.extend(sent.iter().cloned());
+    versions.push(last.clone());
+    versions.push("pub fn f() {}\n".to_string());
+    let now = std::fs::read_to_string(env.path("ws/src/lib.rs")).unwrap();
+    assert!(versions.contains(&now), "torn: {} bytes", now.len());
+    for (path, content) in snapshot_dir(&env.path("ws/.mcp-trash")) {
+        let Some(content) = content else { continue };
+        let text = String::from_utf8_lossy(&content).into_owned();
+        if path.extension().is_some_and(|e| e == "json")
+            || path.starts_with(".locks")
+            || path.starts_with(".size")
+        {
+            continue;
+        }
+        if path.starts_with(".staging") {
+            continue;
+        }
+        assert!(versions.contains(&text), "{} torn", path.display());
+    }
+    // Every version the second burst replaced is somewhere: the file, or
+    // the trash (none replaced and lost).
+    let everywhere: Vec<String> = snapshot_dir(&env.path("ws"))
+        .into_iter()
+        .filter_map(|(_, c)| c.map(|c| String::from_utf8_lossy(&c).into_owned()))
+        .collect();
+    assert!(
+        everywhere.contains(&last),
+        "the version before the kill is lost"
+    );
+    let after = snapshot_dir(&env.path("ws"))
+        .into_iter()
+        .filter(|(p, _)| !p.starts_with("src") && !p.starts_with(".mcp-trash"))
+        .collect::<Vec<_>>();
+    assert_eq!(after, outside);
 }
