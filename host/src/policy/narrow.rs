@@ -104,22 +104,17 @@ fn lexical(path: &str) -> Option<PathBuf> {
     Some(out)
 }
 
-/// The absolute path of a `file://` URI (`file:///p`, `file://localhost/p`),
-/// percent-decoded; `None` for anything else.
+/// The absolute path of a `file://` URI (`file:///p`, `file://localhost/p`;
+/// on Windows `file:///C:/p`), percent-decoded; `None` for anything else.
 fn file_uri_path(uri: &str) -> Option<PathBuf> {
-    let rest = uri.strip_prefix("file://")?;
-    let rest = rest.strip_prefix("localhost").unwrap_or(rest);
-    if !rest.starts_with('/') || rest.contains(['?', '#']) {
-        return None;
-    }
-    let decoded = percent_encoding::percent_decode_str(rest).collect::<Vec<u8>>();
+    let decoded = file_uri_bytes(uri, cfg!(windows))?;
     #[cfg(unix)]
     let path = {
         use std::os::unix::ffi::OsStringExt;
         PathBuf::from(std::ffi::OsString::from_vec(decoded))
     };
     // Only for the type-check of the pure layers: the server does not run
-    // off Unix, and drive URIs (`file:///C:/…`) are not handled yet.
+    // off Unix.
     #[cfg(not(unix))]
     let path = PathBuf::from(String::from_utf8(decoded).ok()?);
     // `..` in a client root is refused rather than interpreted.
@@ -127,6 +122,37 @@ fn file_uri_path(uri: &str) -> Option<PathBuf> {
         return None;
     }
     Some(path)
+}
+
+/// The path bytes of a `file://` URI, percent-decoded. Under Windows rules
+/// (`windows`) the path must start with a drive (`file:///C:/p`, the colon
+/// possibly encoded as `%3A`), and is given without the URI's leading slash
+/// (`C:/p`); a URI naming a host other than `localhost` (a UNC share) or a
+/// path without a drive names nothing there. Elsewhere the path is the
+/// URI's as written (`file:///C:/p` is the Unix path `/C:/p`).
+fn file_uri_bytes(uri: &str, windows: bool) -> Option<Vec<u8>> {
+    let rest = uri.strip_prefix("file://")?;
+    let rest = rest.strip_prefix("localhost").unwrap_or(rest);
+    if !rest.starts_with('/') || rest.contains(['?', '#']) {
+        return None;
+    }
+    let decoded = percent_encoding::percent_decode_str(rest).collect::<Vec<u8>>();
+    if !windows {
+        return Some(decoded);
+    }
+    // `/C:/…` or `/C:` alone: a letter, a colon, then a separator or the end.
+    match decoded.as_slice() {
+        [b'/', drive, b':', tail @ ..]
+            if drive.is_ascii_alphabetic() && matches!(tail.first(), None | Some(b'/' | b'\\')) =>
+        {
+            let mut path = decoded[1..].to_vec();
+            if tail.is_empty() {
+                path.push(b'/');
+            }
+            Some(path)
+        }
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -199,5 +225,36 @@ mod tests {
         }
         // No client roots: nothing.
         assert!(!Narrowing::of_client_roots(&roots, &[]).reaches("a"));
+    }
+
+    #[test]
+    fn drive_uris_name_drive_paths_under_windows_rules_only() {
+        let windows = |uri: &str| file_uri_bytes(uri, true).map(|b| String::from_utf8(b).unwrap());
+        let unix = |uri: &str| file_uri_bytes(uri, false).map(|b| String::from_utf8(b).unwrap());
+        assert_eq!(
+            windows("file:///C:/Users/me").as_deref(),
+            Some("C:/Users/me")
+        );
+        assert_eq!(
+            windows("file:///c%3A/Users/me%20too").as_deref(),
+            Some("c:/Users/me too")
+        );
+        assert_eq!(windows("file://localhost/D:/x").as_deref(), Some("D:/x"));
+        assert_eq!(windows("file:///E:").as_deref(), Some("E:/"));
+        // Not a drive, a drive-relative path, a UNC share, a device path.
+        for uri in [
+            "file:///Users/me",
+            "file:///C:foo",
+            "file:///CD:/x",
+            "file:///1:/x",
+            "file://server/share/x",
+            "file:////server/share",
+            "file:///%5C%5C.%5CC:/x",
+        ] {
+            assert_eq!(windows(uri), None, "{uri}");
+        }
+        // Elsewhere a drive URI is an ordinary absolute path.
+        assert_eq!(unix("file:///C:/Users/me").as_deref(), Some("/C:/Users/me"));
+        assert_eq!(unix("file:///Users/me").as_deref(), Some("/Users/me"));
     }
 }
