@@ -742,3 +742,56 @@ async fn a_name_in_a_history_message_is_shown_escaped() {
         scan(&said);
     }
 }
+
+/// A history path is relative to the root, as every tool's: an absolute one
+/// (the root's own host path among them) or one that climbs above the root
+/// is refused naming the rule, never answered as if it matched nothing
+/// ("No differences", an empty log).
+#[tokio::test]
+async fn an_absolute_or_climbing_history_path_is_refused_naming_the_rule() {
+    let env = Env::new();
+    let repo = env.path("repo");
+    make_repository(&repo);
+    let client = start(&env.config(&config("repo", ""))).await;
+    let host = repo.join("src").to_string_lossy().to_string();
+    let mut results = Vec::new();
+    for (path, rule) in [
+        (host.as_str(), "absolute_path"),
+        ("/src", "absolute_path"),
+        ("..", "confinement"),
+        ("src/../../repo/src", "confinement"),
+    ] {
+        for (tool, args) in [
+            ("git_log", json!({"root": "r", "path": path})),
+            (
+                "git_diff",
+                json!({"root": "r", "from": "HEAD~3", "path": path}),
+            ),
+            (
+                "git_show",
+                json!({"root": "r", "rev": "HEAD", "path": path}),
+            ),
+            ("git_blame", json!({"root": "r", "path": path})),
+        ] {
+            let r = call(&client, tool, args).await;
+            assert!(is_error(&r), "{tool} {path}: {}", text(&r));
+            assert!(
+                text(&r).contains(&format!("(rule {rule})")),
+                "{tool} {path}: {}",
+                text(&r)
+            );
+            results.push(r);
+        }
+    }
+    // Within the root, `.` and `..` are taken as written elsewhere.
+    let plain = call_ok(&client, "git_log", json!({"root": "r", "path": "src"})).await;
+    let spelled = call_ok(
+        &client,
+        "git_log",
+        json!({"root": "r", "path": "./x/../src/"}),
+    )
+    .await;
+    assert_eq!(structured(&plain), structured(&spelled));
+    assert!(!structured(&plain)["commits"].as_array().unwrap().is_empty());
+    assert_no_host_path(&env, &results.iter().collect::<Vec<_>>());
+}

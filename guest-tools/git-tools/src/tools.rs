@@ -31,6 +31,36 @@ fn root_only(about: About) -> About {
     }])
 }
 
+/// A path argument of a history tool, relative to the root as every tool's
+/// paths are, with `.` dropped and `..` taken back. An absolute path, or one
+/// that climbs above the root, is refused naming the rule (as `resolve()`
+/// refuses them for the other tools) rather than matching nothing.
+fn relative(path: &str) -> Result<String, ToolError> {
+    // Not echoed: an absolute path is the client's view of the host.
+    if path.starts_with('/') {
+        return Err(ToolError::Refused(
+            "absolute paths are refused; give a path relative to the root (rule absolute_path)"
+                .into(),
+        ));
+    }
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                if parts.pop().is_none() {
+                    return Err(ToolError::Refused(format!(
+                        "'{}' climbs above the root (rule confinement)",
+                        shown(path)
+                    )));
+                }
+            }
+            name => parts.push(name),
+        }
+    }
+    Ok(parts.join("/"))
+}
+
 /// A root's repository, opened for one call.
 struct Repo<'c> {
     history: History,
@@ -190,10 +220,11 @@ impl Tool for GitLog {
             })?),
             None => None,
         };
+        let path = relative(args.path.as_deref().unwrap_or(""))?;
         let repo = Repo::open(&ctx, &args.root)?;
         let query = LogQuery {
             rev: args.rev.as_deref().unwrap_or("HEAD"),
-            path: args.path.as_deref().unwrap_or(""),
+            path: &path,
             max_count: max_count as usize,
             since,
             author: args.author.as_deref(),
@@ -367,8 +398,9 @@ impl Tool for GitShow {
     }
 
     fn call(ctx: Context, args: ShowArgs) -> Result<Answer<ShowResult>, ToolError> {
+        let path = args.path.as_deref().map(relative).transpose()?;
         let repo = Repo::open(&ctx, &args.root)?;
-        match &args.path {
+        match &path {
             Some(path) => show_text(&repo, &args, path),
             None => {
                 let shown_commit = repo
@@ -556,8 +588,9 @@ impl Tool for GitDiff {
     }
 
     fn call(ctx: Context, args: DiffArgs) -> Result<Answer<DiffResult>, ToolError> {
+        let path = relative(args.path.as_deref().unwrap_or(""))?;
+        let path = path.as_str();
         let repo = Repo::open(&ctx, &args.root)?;
-        let path = args.path.as_deref().unwrap_or("");
         let (files, hidden): (Vec<FileDiff>, usize) = repo
             .with_view(|view| match &args.to {
                 Some(to) => diff_revisions(&repo.history, &args.from, to, path, view),
@@ -670,12 +703,13 @@ impl Tool for GitBlame {
     }
 
     fn call(ctx: Context, args: BlameArgs) -> Result<Answer<BlameResult>, ToolError> {
+        let rel = relative(&args.path)?;
+        let rel = rel.as_str();
         let repo = Repo::open(&ctx, &args.root)?;
         let rev = args.rev.as_deref().unwrap_or("HEAD");
         let (blamed, bytes) = repo
-            .with_view(|view| blame(&repo.history, rev, &args.path, view))
+            .with_view(|view| blame(&repo.history, rev, rel, view))
             .map_err(error)?;
-        let rel = args.path.trim_matches('/');
         let text = String::from_utf8_lossy(&bytes);
         let contents: Vec<&str> = text.lines().collect();
         let total = blamed.len() as u64;
@@ -849,5 +883,39 @@ impl Tool for GitStatus {
             ));
         }
         Ok(answer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_history_path_is_relative_and_stays_in_the_root() {
+        for (path, want) in [
+            ("", ""),
+            (".", ""),
+            ("src", "src"),
+            ("./src/", "src"),
+            ("a//b/./c", "a/b/c"),
+            ("a/../b", "b"),
+            ("a/b/..", "a"),
+        ] {
+            assert_eq!(relative(path).unwrap(), want, "{path}");
+        }
+        for (path, rule) in [
+            ("/", "absolute_path"),
+            ("/etc/passwd", "absolute_path"),
+            ("..", "confinement"),
+            ("a/../..", "confinement"),
+            ("../x", "confinement"),
+        ] {
+            match relative(path) {
+                Err(ToolError::Refused(m)) => {
+                    assert!(m.contains(&format!("(rule {rule})")), "{path}: {m}")
+                }
+                other => panic!("{path}: {other:?}"),
+            }
+        }
     }
 }
