@@ -102,6 +102,29 @@ struct Plain {
     exact: HashSet<Box<[u8]>>,
     prefixes: Vec<Box<[u8]>>,
     suffixes: Vec<Box<[u8]>>,
+    /// The bytes a name matching some pattern can start with (in lower
+    /// case), and those it can end with: most names are passed on these
+    /// two alone.
+    firsts: Bytes,
+    lasts: Bytes,
+}
+
+/// A set of bytes.
+#[derive(Debug, Clone, Copy, Default)]
+struct Bytes([u128; 2]);
+
+impl Bytes {
+    fn insert(&mut self, b: u8) {
+        self.0[usize::from(b >> 7)] |= 1 << (b & 127);
+    }
+
+    fn all(&mut self) {
+        self.0 = [u128::MAX; 2];
+    }
+
+    fn contains(&self, b: u8) -> bool {
+        self.0[usize::from(b >> 7)] & (1 << (b & 127)) != 0
+    }
 }
 
 impl Plain {
@@ -111,17 +134,37 @@ impl Plain {
             return false;
         }
         let lower = glob.to_ascii_lowercase().into_bytes();
-        match lower.iter().filter(|&&b| b == b'*').count() {
-            0 => self.exact.insert(lower.into()),
-            1 if lower[0] == b'*' => {
+        let (first, last) = (lower.first().copied(), lower.last().copied());
+        match (lower.iter().filter(|&&b| b == b'*').count(), first, last) {
+            (0, Some(first), _) => {
+                self.firsts.insert(first);
+                self.exact.insert(lower.into());
+            }
+            (1, Some(b'*'), _) => {
+                match lower.get(1..).and_then(|end| end.last()) {
+                    Some(&last) => self.lasts.insert(last),
+                    None => self.lasts.all(),
+                }
                 self.suffixes.push(lower[1..].into());
-                true
             }
-            1 if lower[lower.len() - 1] == b'*' => {
+            (1, Some(first), Some(b'*')) => {
+                self.firsts.insert(first);
                 self.prefixes.push(lower[..lower.len() - 1].into());
-                true
             }
-            _ => false,
+            _ => return false,
+        }
+        true
+    }
+
+    /// Whether `name`, an ASCII name, might match a plain pattern: false
+    /// when its first and last bytes start and end none.
+    fn may_match(&self, name: &[u8]) -> bool {
+        match (name.first(), name.last()) {
+            (Some(first), Some(last)) => {
+                self.firsts.contains(first.to_ascii_lowercase())
+                    || self.lasts.contains(last.to_ascii_lowercase())
+            }
+            _ => true,
         }
     }
 
@@ -192,17 +235,20 @@ impl DenyList {
         if !bytes.is_ascii() || bytes.contains(&b'/') {
             return self.names.is_match(Path::new(&*folded(name)));
         }
-        // Most names are short: lower-cased on the stack.
-        let mut short = [0u8; 64];
-        let lower: Cow<'_, [u8]> = match short.get_mut(..bytes.len()) {
-            Some(buf) => {
-                buf.copy_from_slice(bytes);
-                buf.make_ascii_lowercase();
-                Cow::Borrowed(buf)
-            }
-            None => Cow::Owned(bytes.to_ascii_lowercase()),
+        let plain = self.plain.may_match(bytes) && {
+            // Most names are short: lower-cased on the stack.
+            let mut short = [0u8; 64];
+            let lower: Cow<'_, [u8]> = match short.get_mut(..bytes.len()) {
+                Some(buf) => {
+                    buf.copy_from_slice(bytes);
+                    buf.make_ascii_lowercase();
+                    Cow::Borrowed(buf)
+                }
+                None => Cow::Owned(bytes.to_ascii_lowercase()),
+            };
+            self.plain.matches(&lower)
         };
-        self.plain.matches(&lower) || (!self.others.is_empty() && self.others.is_match(name))
+        plain || (!self.others.is_empty() && self.others.is_match(name))
     }
 }
 
@@ -475,6 +521,8 @@ mod tests {
                 "{name:?}"
             );
         }
+        let every = list(&["*"]);
+        assert!(every.hides(OsStr::new("f0000.txt")) && every.hides(OsStr::new("A")));
         // The built-in list is plain throughout: no regex for an ASCII name.
         assert!(list(&[]).others.is_empty());
         assert_eq!(d.others.len(), 8);
