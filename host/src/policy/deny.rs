@@ -20,11 +20,10 @@
 //! case-insensitive glob to a regular expression, so the patterns that are a
 //! plain name or a name with one `*` at either end (the whole built-in list)
 //! are also kept as lower-case bytes ([`Plain`]), which decide an ASCII
-//! name by a lookup and a few prefix and suffix compares; globset matches
+//! name by a few byte compares (none for most names); globset matches
 //! only the other patterns then, and every name that is not ASCII.
 
 use std::borrow::Cow;
-use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::path::{Component, Path};
 
@@ -99,7 +98,7 @@ pub struct DenyList {
 /// holds no `/` for `*` to stop at), decided by comparing bytes.
 #[derive(Debug, Clone, Default)]
 struct Plain {
-    exact: HashSet<Box<[u8]>>,
+    exact: Vec<Box<[u8]>>,
     prefixes: Vec<Box<[u8]>>,
     suffixes: Vec<Box<[u8]>>,
     /// The bytes a name matching some pattern can start with (in lower
@@ -138,7 +137,7 @@ impl Plain {
         match (lower.iter().filter(|&&b| b == b'*').count(), first, last) {
             (0, Some(first), _) => {
                 self.firsts.insert(first);
-                self.exact.insert(lower.into());
+                self.exact.push(lower.into());
             }
             (1, Some(b'*'), _) => {
                 match lower.get(1..).and_then(|end| end.last()) {
@@ -156,23 +155,24 @@ impl Plain {
         true
     }
 
-    /// Whether `name`, an ASCII name, might match a plain pattern: false
-    /// when its first and last bytes start and end none.
-    fn may_match(&self, name: &[u8]) -> bool {
-        match (name.first(), name.last()) {
-            (Some(first), Some(last)) => {
-                self.firsts.contains(first.to_ascii_lowercase())
-                    || self.lasts.contains(last.to_ascii_lowercase())
-            }
-            _ => true,
-        }
-    }
-
-    /// Whether `lower`, an ASCII name in lower case, matches a plain pattern.
-    fn matches(&self, lower: &[u8]) -> bool {
-        self.exact.contains(lower)
-            || self.prefixes.iter().any(|p| lower.starts_with(p))
-            || self.suffixes.iter().any(|s| lower.ends_with(s))
+    /// Whether `name`, an ASCII name, matches a plain pattern, in any case.
+    /// Most names are passed on their first and last bytes alone.
+    fn matches(&self, name: &[u8]) -> bool {
+        let (Some(first), Some(last)) = (name.first(), name.last()) else {
+            return self.suffixes.iter().any(|s| s.is_empty());
+        };
+        let like = |a: &[u8], b: &[u8]| a.eq_ignore_ascii_case(b);
+        (self.firsts.contains(first.to_ascii_lowercase())
+            && (self.exact.iter().any(|e| like(e, name))
+                || self
+                    .prefixes
+                    .iter()
+                    .any(|p| name.get(..p.len()).is_some_and(|n| like(n, p)))))
+            || (self.lasts.contains(last.to_ascii_lowercase())
+                && self
+                    .suffixes
+                    .iter()
+                    .any(|s| name.len() >= s.len() && like(&name[name.len() - s.len()..], s)))
     }
 }
 
@@ -235,19 +235,7 @@ impl DenyList {
         if !bytes.is_ascii() || bytes.contains(&b'/') {
             return self.names.is_match(Path::new(&*folded(name)));
         }
-        let plain = self.plain.may_match(bytes) && {
-            // Most names are short: lower-cased on the stack.
-            let mut short = [0u8; 64];
-            let lower: Cow<'_, [u8]> = match short.get_mut(..bytes.len()) {
-                Some(buf) => {
-                    buf.copy_from_slice(bytes);
-                    buf.make_ascii_lowercase();
-                    Cow::Borrowed(buf)
-                }
-                None => Cow::Owned(bytes.to_ascii_lowercase()),
-            };
-            self.plain.matches(&lower)
-        };
+        let plain = self.plain.matches(bytes);
         plain || (!self.others.is_empty() && self.others.is_match(name))
     }
 }
