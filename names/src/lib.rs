@@ -99,7 +99,9 @@ fn is_format(c: char) -> bool {
 /// Whether `name` must be shown as a JSON literal: it holds a character of
 /// [`is_escaped`], or it would read as one (it starts and ends with `"`).
 pub fn needs_quotes(name: &str) -> bool {
-    name.chars().any(is_escaped) || looks_quoted(name)
+    // Printable ASCII holds nothing escaped: most names are told by bytes.
+    let printable = name.bytes().all(|b| matches!(b, b' '..=b'~'));
+    (!printable && name.chars().any(is_escaped)) || looks_quoted(name)
 }
 
 /// Whether `shown` (a form [`shown`] returned) is a quoted one, to be read
@@ -149,6 +151,17 @@ pub fn push_unicode_escape(out: &mut String, c: char) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What `needs_quotes` takes for granted of printable ASCII.
+    #[test]
+    fn printable_ascii_is_never_escaped() {
+        for c in ' '..='~' {
+            assert!(!is_escaped(c), "{c:?}");
+        }
+        for c in ['\u{7f}', '\u{1f}', '\0'] {
+            assert!(is_escaped(c) && needs_quotes(&format!("a{c}")), "{c:?}");
+        }
+    }
 
     #[test]
     fn plain_names_are_shown_as_they_are() {

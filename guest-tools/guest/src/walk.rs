@@ -169,7 +169,7 @@ fn entries(dir: &Descriptor) -> Option<(Vec<(String, Kind)>, u64)> {
     loop {
         match stream.read_directory_entry() {
             Ok(Some(e)) => {
-                entries.push((e.name, Kind::from_wasi(Some(e.type_))));
+                entries.push((sort_key(&e.name), e.name, Kind::from_wasi(Some(e.type_))));
                 in_a_row = 0;
             }
             Ok(None) => break,
@@ -182,8 +182,25 @@ fn entries(dir: &Descriptor) -> Option<(Vec<(String, Kind)>, u64)> {
             }
         }
     }
-    entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    // Most names differ in their first bytes: compared as one number first.
+    entries.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+    let entries = entries
+        .into_iter()
+        .map(|(_, name, kind)| (name, kind))
+        .collect();
     Some((entries, failed))
+}
+
+/// The first 8 bytes of `name`, big-endian, zeros after a shorter name: in
+/// the order of the names themselves where they differ (a name holds no
+/// NUL, so a shorter name that is a prefix of another sorts first, as a
+/// byte comparison puts it), equal where only the bytes after them can
+/// tell.
+fn sort_key(name: &str) -> u64 {
+    let mut first = [0u8; 8];
+    let n = name.len().min(8);
+    first[..n].copy_from_slice(&name.as_bytes()[..n]);
+    u64::from_be_bytes(first)
 }
 
 /// A directory waiting to be read: where the guest finds it, its
@@ -269,7 +286,11 @@ pub fn breadth_first(
             let rel = if dir_rel == "." {
                 name.clone()
             } else {
-                format!("{dir_rel}/{name}")
+                let mut rel = String::with_capacity(dir_rel.len() + 1 + name.len());
+                rel.push_str(&dir_rel);
+                rel.push('/');
+                rel.push_str(name);
+                rel
             };
             let ignored = apply
                 && (dir_ignored
@@ -317,4 +338,44 @@ fn start_error(start: &Path, rel: &str) -> ToolError {
         || ToolError::Io(format!("'{}' could not be read", shown(rel))),
         |e| io_error(rel, &e),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Wherever the keys of two names differ, they order them as the names
+    /// themselves.
+    #[test]
+    fn sort_keys_order_as_names() {
+        let names = [
+            "",
+            "a",
+            "a.",
+            "a.b",
+            "ab",
+            "abcdefgh",
+            "abcdefgh1",
+            "abcdefgi",
+            "abcdefg",
+            "B",
+            "b",
+            "f0001.txt",
+            "f0010.txt",
+            "f001.txt",
+            "é",
+            "éa",
+            "z",
+            "~",
+            "Ω",
+        ];
+        for a in names {
+            for b in names {
+                let (ka, kb) = (sort_key(a), sort_key(b));
+                if ka != kb {
+                    assert_eq!(ka.cmp(&kb), a.cmp(b), "{a:?} {b:?}");
+                }
+            }
+        }
+    }
 }

@@ -202,7 +202,10 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Listing>, ToolError> {
             next = Some(Cursor::at(e, 0));
             return Flow::Stop;
         }
-        let mut path = e.rel.strip_prefix(&prefix).unwrap_or(&e.rel).to_string();
+        let rel = e.rel.strip_prefix(&prefix).unwrap_or(&e.rel);
+        // Room for a directory's `/`.
+        let mut path = String::with_capacity(rel.len() + 1);
+        path.push_str(rel);
         match e.kind {
             Kind::File => {}
             Kind::Directory => path.push('/'),
@@ -236,7 +239,11 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Listing>, ToolError> {
         }
         Flow::Continue
     })?;
-    let entries = sorted(entries, keys, args.sort_by);
+    // One level comes from the walk sorted by name, which is the tree's order.
+    let entries = match (args.sort_by, depth) {
+        (SortBy::Name, 1) => entries,
+        _ => sorted(entries, keys, args.sort_by),
+    };
     ignored.sort_by(|a, b| tree_order(a, b));
 
     let next_cursor = next.and_then(|n| n.next_after(cursor));
@@ -308,11 +315,21 @@ fn sorted(entries: Vec<Entry>, keys: Vec<SortKey>, by: SortBy) -> Vec<Entry> {
 }
 
 /// Orders paths as a tree: by component, so `a/x` sorts right after `a/`.
+/// Compared byte by byte with `/` as the lowest byte, which is the same
+/// order (a name holds neither `/` nor NUL, so where two paths first
+/// differ, a `/` or the end on one side means its component ended first),
+/// without splitting.
 fn tree_order(a: &str, b: &str) -> Ordering {
-    fn trim(p: &str) -> &str {
-        p.strip_suffix('/').unwrap_or(p)
+    fn trim(p: &str) -> &[u8] {
+        p.strip_suffix('/').unwrap_or(p).as_bytes()
     }
-    trim(a).split('/').cmp(trim(b).split('/'))
+    let rank = |c: u8| if c == b'/' { 0 } else { c };
+    let (a, b) = (trim(a), trim(b));
+    let same = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    match (a.get(same), b.get(same)) {
+        (Some(&x), Some(&y)) => rank(x).cmp(&rank(y)),
+        _ => a.len().cmp(&b.len()),
+    }
 }
 
 /// An entry's type: from `types`, or its path (a directory's ends in `/`).
@@ -444,4 +461,31 @@ fn render(listing: &Listing, cursor: Option<Cursor>, by: SortBy) -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The byte comparison orders paths as comparing them component by
+    /// component does.
+    #[test]
+    fn tree_order_is_by_component() {
+        let by_component = |a: &str, b: &str| {
+            let (a, b) = (
+                a.strip_suffix('/').unwrap_or(a),
+                b.strip_suffix('/').unwrap_or(b),
+            );
+            a.split('/').cmp(b.split('/'))
+        };
+        let paths = [
+            "a", "a/", "a/x", "a/x/", "a/x/y", "a.b", "a-b", "a b", "a!/x", "a0", "ab", "ab/c",
+            "a/b.c", "a/b/c", "b", "B", "é", "é/a", "éa", "a/é", "a.b/c", "a/!", "a/ ",
+        ];
+        for a in paths {
+            for b in paths {
+                assert_eq!(tree_order(a, b), by_component(a, b), "{a:?} {b:?}");
+            }
+        }
+    }
 }

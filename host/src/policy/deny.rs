@@ -14,6 +14,14 @@
 //! in NFC, so `café` spelled with a combining accent (NFD, as macOS writes
 //! names) meets the pattern `café` however it was typed, as on a
 //! normalisation-insensitive volume, where both spellings are one file.
+//!
+//! Every directory entry a guest reads and every component of every path it
+//! opens is matched, so the common case is kept cheap: globset compiles a
+//! case-insensitive glob to a regular expression, so the patterns that are a
+//! plain name or a name with one `*` at either end (the whole built-in list)
+//! are also kept as lower-case bytes ([`Plain`]), which decide an ASCII
+//! name by a few byte compares (none for most names); globset matches
+//! only the other patterns then, and every name that is not ASCII.
 
 use std::borrow::Cow;
 use std::ffi::OsStr;
@@ -74,24 +82,127 @@ pub enum DenyError {
 /// A compiled deny list, matched per path component.
 #[derive(Debug, Clone)]
 pub struct DenyList {
+    /// Every pattern: which one denies a name, and whether a name that is
+    /// not ASCII is denied.
     names: GlobSet,
+    /// The plain patterns, for ASCII names.
+    plain: Plain,
+    /// The patterns that are not plain, for ASCII names.
+    others: GlobSet,
     patterns: Vec<String>,
+}
+
+/// The patterns that are a name, `*NAME` or `NAME*` with no other glob
+/// syntax, in ASCII lower case: what globset's case-insensitive regex
+/// decides for an ASCII name (its `(?i)` folds ASCII case only, and a name
+/// holds no `/` for `*` to stop at), decided by comparing bytes.
+#[derive(Debug, Clone, Default)]
+struct Plain {
+    exact: Vec<Box<[u8]>>,
+    prefixes: Vec<Box<[u8]>>,
+    suffixes: Vec<Box<[u8]>>,
+    /// The bytes a name matching some pattern can start with (in lower
+    /// case), and those it can end with: most names are passed on these
+    /// two alone.
+    firsts: Bytes,
+    lasts: Bytes,
+}
+
+/// A set of bytes.
+#[derive(Debug, Clone, Copy, Default)]
+struct Bytes([u128; 2]);
+
+impl Bytes {
+    fn insert(&mut self, b: u8) {
+        self.0[usize::from(b >> 7)] |= 1 << (b & 127);
+    }
+
+    fn all(&mut self) {
+        self.0 = [u128::MAX; 2];
+    }
+
+    fn contains(&self, b: u8) -> bool {
+        self.0[usize::from(b >> 7)] & (1 << (b & 127)) != 0
+    }
+}
+
+impl Plain {
+    /// Takes `glob` (a pattern as compiled) if it is plain; false if not.
+    fn add(&mut self, glob: &str) -> bool {
+        if !glob.is_ascii() || glob.contains(['?', '[', ']', '{', '}', '\\']) {
+            return false;
+        }
+        let lower = glob.to_ascii_lowercase().into_bytes();
+        let (first, last) = (lower.first().copied(), lower.last().copied());
+        match (lower.iter().filter(|&&b| b == b'*').count(), first, last) {
+            (0, Some(first), _) => {
+                self.firsts.insert(first);
+                self.exact.push(lower.into());
+            }
+            (1, Some(b'*'), _) => {
+                match lower.get(1..).and_then(|end| end.last()) {
+                    Some(&last) => self.lasts.insert(last),
+                    None => self.lasts.all(),
+                }
+                self.suffixes.push(lower[1..].into());
+            }
+            (1, Some(first), Some(b'*')) => {
+                self.firsts.insert(first);
+                self.prefixes.push(lower[..lower.len() - 1].into());
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// Whether `name`, an ASCII name, matches a plain pattern, in any case.
+    /// Most names are passed on their first and last bytes alone.
+    fn matches(&self, name: &[u8]) -> bool {
+        let (Some(first), Some(last)) = (name.first(), name.last()) else {
+            return self.suffixes.iter().any(|s| s.is_empty());
+        };
+        let like = |a: &[u8], b: &[u8]| a.eq_ignore_ascii_case(b);
+        (self.firsts.contains(first.to_ascii_lowercase())
+            && (self.exact.iter().any(|e| like(e, name))
+                || self
+                    .prefixes
+                    .iter()
+                    .any(|p| name.get(..p.len()).is_some_and(|n| like(n, p)))))
+            || (self.lasts.contains(last.to_ascii_lowercase())
+                && self
+                    .suffixes
+                    .iter()
+                    .any(|s| name.len() >= s.len() && like(&name[name.len() - s.len()..], s)))
+    }
 }
 
 impl DenyList {
     /// Compiles the built-in patterns plus `extra`, in order.
     pub fn new<'a>(extra: impl IntoIterator<Item = &'a str>) -> Result<DenyList, DenyError> {
         let mut names = GlobSetBuilder::new();
+        let mut plain = Plain::default();
+        let mut others = GlobSetBuilder::new();
         let mut patterns = Vec::new();
         for pattern in BUILTIN_DENY.iter().copied().chain(extra) {
-            names.add(compile(pattern)?);
+            let glob = compile(pattern)?;
+            if !plain.add(glob.glob()) {
+                others.add(glob.clone());
+            }
+            names.add(glob);
             patterns.push(pattern.to_string());
         }
-        let names = names.build().map_err(|e| DenyError::Invalid {
-            pattern: String::new(),
-            reason: e.to_string(),
-        })?;
-        Ok(DenyList { names, patterns })
+        let built = |set: GlobSetBuilder| {
+            set.build().map_err(|e| DenyError::Invalid {
+                pattern: String::new(),
+                reason: e.to_string(),
+            })
+        };
+        Ok(DenyList {
+            names: built(names)?,
+            plain,
+            others: built(others)?,
+            patterns,
+        })
     }
 
     /// The pattern denying a single entry name, if any.
@@ -120,7 +231,12 @@ impl DenyList {
     /// Whether a directory entry called `name` must be hidden from listings
     /// and walks.
     pub fn hides(&self, name: &OsStr) -> bool {
-        self.names.is_match(Path::new(&*folded(name)))
+        let bytes = name.as_encoded_bytes();
+        if !bytes.is_ascii() || bytes.contains(&b'/') {
+            return self.names.is_match(Path::new(&*folded(name)));
+        }
+        let plain = self.plain.matches(bytes);
+        plain || (!self.others.is_empty() && self.others.is_match(name))
     }
 }
 
@@ -300,6 +416,104 @@ mod tests {
         assert!(d.hides(OsStr::new("SECRETS")));
         assert!(d.hides(OsStr::new("ID_RSA.pub")));
         assert!(!d.hides(OsStr::new("main.rs")));
+    }
+
+    /// The plain patterns' byte compares decide exactly what globset's
+    /// regex does, for plain and other patterns side by side, whatever the
+    /// case of the name.
+    #[test]
+    fn plain_patterns_decide_as_globset_does() {
+        let extra = [
+            "*.sqlite3",
+            "Secrets",
+            "GEHEIM*",
+            "a?c",
+            "[xy]z",
+            "*mid*",
+            "x*y",
+            "café*",
+            "*.Ünï",
+            "{one,two}",
+            "lit\\*",
+        ];
+        let d = list(&extra);
+        let mut names: Vec<String> = [
+            ".env",
+            ".ENV.local",
+            ".env.",
+            "env",
+            "a.PEM",
+            ".pem",
+            "pem",
+            "id_rsa",
+            "ID_RSA.pub",
+            "xid_rsa",
+            "._",
+            "._x",
+            "_.x",
+            "db.SQLITE3",
+            "secrets",
+            "SECRETS",
+            "secret",
+            "geheimnis",
+            "Geheim",
+            "abc",
+            "aXc",
+            "ac",
+            "xz",
+            "yz",
+            "zz",
+            "amidst",
+            "mid",
+            "xay",
+            "xy",
+            "yx",
+            "café-x",
+            "CAFÉ",
+            "a.ünï",
+            "one",
+            "two",
+            "onetwo",
+            "lit*",
+            "lit",
+            "node_modules",
+            "Node_Modules",
+            "node_modules2",
+            ".DS_STORE",
+            "shadow",
+            "",
+        ]
+        .map(String::from)
+        .to_vec();
+        names.push("x".repeat(100) + ".key");
+        names.push("y".repeat(100));
+        // Pseudo-random ASCII names from the patterns' own letters.
+        let letters = b"._-*?envpmkyidrsaSECRTGHxyzcmIDKPENV";
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..5000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let len = 1 + (x % 9) as usize;
+            names.push(
+                (0..len)
+                    .map(|i| letters[((x >> (i * 5)) % letters.len() as u64) as usize] as char)
+                    .collect(),
+            );
+        }
+        for name in &names {
+            let name = OsStr::new(name);
+            assert_eq!(
+                d.hides(name),
+                d.names.is_match(Path::new(&*folded(name))),
+                "{name:?}"
+            );
+        }
+        let every = list(&["*"]);
+        assert!(every.hides(OsStr::new("f0000.txt")) && every.hides(OsStr::new("A")));
+        // The built-in list is plain throughout: no regex for an ASCII name.
+        assert!(list(&[]).others.is_empty());
+        assert_eq!(d.others.len(), 8);
     }
 
     #[test]

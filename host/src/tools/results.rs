@@ -186,8 +186,14 @@ pub(super) fn to_result(
     let Some(text) = output.structured else {
         return (CallToolResult::success(content), bytes);
     };
-    match json_values(&text) {
-        Ok(values) if values.saturating_mul(JSON_VALUE_COST) > max_output => {
+    // Every value takes a byte of the text at least: a text that short
+    // cannot hold too many, and is not counted.
+    let counted = match (text.len() as u64).saturating_mul(JSON_VALUE_COST) > max_output {
+        true => Some(json_values(&text)),
+        false => None,
+    };
+    match counted {
+        Some(Ok(values)) if values.saturating_mul(JSON_VALUE_COST) > max_output => {
             return (
                 error_result(format!(
                     "the tool's structured result holds {values} JSON values, more than \

@@ -80,7 +80,7 @@ impl fs::HostDirectoryEntryStream for PolicedFs<'_> {
         &mut self,
         stream: Resource<fs::DirectoryEntryStream>,
     ) -> FsResult<Option<fs::DirectoryEntry>> {
-        let Some(h) = self.guard.streams.get(&stream.rep()).cloned() else {
+        let Some(h) = self.guard.streams.get(&stream.rep()) else {
             return Err(self.guard.refuse(
                 None,
                 Path::new(""),

@@ -334,13 +334,14 @@ impl FsGuard {
         op: Permission,
         lookup: Lookup,
     ) -> FsResult<PathBuf> {
-        let shown = h.rel.join(path);
+        // The path as a refusal names it (made only then).
+        let shown = || h.rel.join(path);
         // A trash has no role of its own: each operation is gated by `not_trash`.
         if !self.mounts[h.mount].trash && !self.perms(h.mount).contains(op) {
-            return Err(self.refuse(Some(h.mount), &shown, op, "permission"));
+            return Err(self.refuse(Some(h.mount), &shown(), op, "permission"));
         }
         let Some(rel) = join_lexically(&h.rel, Path::new(path)) else {
-            return Err(self.refuse(Some(h.mount), &shown, op, "confinement"));
+            return Err(self.refuse(Some(h.mount), &shown(), op, "confinement"));
         };
         if self.mounts[h.mount].trash {
             // Through a trash mount only this call's part of the trash is
