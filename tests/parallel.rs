@@ -57,11 +57,13 @@ fn staged(env: &Env, root: &str) -> Vec<PathBuf> {
     if !dir.exists() {
         return vec![];
     }
-    snapshot_dir(&dir)
-        .into_iter()
-        .map(|(p, _)| p)
-        // A server's own (empty) directory stays while it runs.
-        .filter(|p| p.components().count() > 1)
+    let all: Vec<PathBuf> = snapshot_dir(&dir).into_iter().map(|(p, _)| p).collect();
+    let holds = |p: &PathBuf| all.iter().any(|q| q != p && q.starts_with(p));
+    all.iter()
+        // A server's own directory stays while it runs, and so do the
+        // call directories it keeps, empty, for its next calls.
+        .filter(|p| p.components().count() > 2 || p.components().count() == 2 && holds(p))
+        .cloned()
         .collect()
 }
 

@@ -253,8 +253,9 @@ impl Env {
     /// Every file under `rel` with its content. The host's own state in a
     /// root is no change a tool made and is left out: the lock file, the
     /// trash's byte count, the staging area with its (empty) server
-    /// directories, and a `.mcp-trash` that holds nothing else. Anything in
-    /// a server's staging directory (a call's leftovers) is kept in.
+    /// directories and the empty call directories a server keeps for its
+    /// next calls, and a `.mcp-trash` that holds nothing else. Anything in
+    /// a call directory (a call's leftovers) is kept in.
     pub fn snapshot_of(&self, rel: &str) -> Vec<(PathBuf, Option<Vec<u8>>)> {
         let all = snapshot_dir(&self.path(rel));
         let names = |p: &Path| -> Vec<String> {
@@ -271,6 +272,18 @@ impl Env {
             })
         };
         let kept: Vec<_> = all.into_iter().filter(|(p, _)| !host_state(p)).collect();
+        let holds_more = |dir: &Path| kept.iter().any(|(q, _)| q != dir && q.starts_with(dir));
+        let call_dir = |p: &Path| {
+            let n = names(p);
+            n.iter()
+                .position(|c| c == ".mcp-trash")
+                .is_some_and(|t| n.len() == t + 4 && n[t + 1] == ".staging")
+        };
+        let kept: Vec<_> = kept
+            .iter()
+            .filter(|(p, c)| !(call_dir(p) && c.is_none() && !holds_more(p)))
+            .cloned()
+            .collect();
         let holds_more = |dir: &Path| kept.iter().any(|(q, _)| q != dir && q.starts_with(dir));
         kept.iter()
             .filter(|(p, c)| !(p.ends_with(".mcp-trash") && c.is_none() && !holds_more(p)))

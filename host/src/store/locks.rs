@@ -312,6 +312,17 @@ const HOLD_WAIT: Duration = Duration::from_secs(2);
 /// caller goes on unlocked (and says so).
 pub fn hold(root: &Root, label: &str) -> Option<OwnedFd> {
     let (file, _) = open_lock_file(root).ok()?;
+    hold_file(file, root, label)
+}
+
+/// [`hold`], with the lock file found in `trash`, the root's trash
+/// directory the caller holds open (no lookup of the root by path again).
+pub fn hold_in(trash: BorrowedFd<'_>, root: &Root, label: &str) -> Option<OwnedFd> {
+    let (file, _) = open_lock_file_in(trash, may_make(root)).ok()?;
+    hold_file(file, root, label)
+}
+
+fn hold_file(file: OwnedFd, root: &Root, label: &str) -> Option<OwnedFd> {
     let offset = LABELS | byte_of(OsStr::new(label).as_bytes());
     let until = std::time::Instant::now() + HOLD_WAIT;
     let mut pause = Duration::from_millis(1);
@@ -345,14 +356,22 @@ type LockFile = (OwnedFd, (u64, u64));
 
 fn open_lock_file(root: &Root) -> io::Result<LockFile> {
     let root_fd = beneath::open_root(root)?;
-    let mut flags = OFlags::RDWR | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
     let trash = if may_make(root) {
-        flags |= OFlags::CREATE;
         beneath::make_dir(root_fd.as_fd(), OsStr::new(TRASH_DIR))?
     } else {
         beneath::beneath(&root_fd, Path::new(TRASH_DIR))?
     };
-    let file = rustix::fs::openat(&trash, LOCK_FILE, flags, Mode::from_raw_mode(0o600))?;
+    open_lock_file_in(trash.as_fd(), may_make(root))
+}
+
+/// The lock file in the trash directory `trash`, made if missing when
+/// `make`.
+fn open_lock_file_in(trash: BorrowedFd<'_>, make: bool) -> io::Result<LockFile> {
+    let mut flags = OFlags::RDWR | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    if make {
+        flags |= OFlags::CREATE;
+    }
+    let file = rustix::fs::openat(trash, LOCK_FILE, flags, Mode::from_raw_mode(0o600))?;
     let st = rustix::fs::fstat(&file)?;
     if crate::sys::stat::file_type(&st) != FileType::RegularFile {
         return Err(io::Error::new(

@@ -18,11 +18,12 @@
 //! (`<root>/<top>/.mcp-trash/.staging/<server>/<call>/`, denied like every
 //! `.mcp-trash`), and the place of that area is noted in the root's own
 //! (`.mcp-trash/.staging/nested`) for the sweep to find it. Every call also
-//! gets a directory of the host's own on the root's filesystem,
-//! `<call>-keep`, beside the root's: a copy on its way into the trash (where
-//! a hard link would cross filesystems) is written there and renamed into
-//! the trash only once it is whole, so a kill never leaves a partial copy
-//! in the trash.
+//! has a directory of the host's own on the root's filesystem,
+//! `<call>-keep`, beside the root's, made by the first copy that needs it
+//! (most calls keep by a hard link and never make it): a copy on its way
+//! into the trash (where a hard link would cross filesystems) is written
+//! there and renamed into the trash only once it is whole, so a kill never
+//! leaves a partial copy in the trash.
 //!
 //! `<server>` is one per running server process (and root, and filesystem),
 //! made at its first call that writes there, and `flock`ed for as long as the
@@ -38,13 +39,13 @@
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use rustix::fs::{FileType, FlockOperation, Mode};
+use rustix::fs::{AtFlags, FileType, FlockOperation, Mode};
 use rustix::io::Errno;
 
 use crate::policy::Root;
@@ -85,6 +86,10 @@ struct Area {
     parent: OwnedFd,
     name: String,
     path: PathBuf,
+    /// Call directories emptied by the calls that had them, for the next
+    /// calls: a directory made and removed per call made every new inode
+    /// on the filesystem slow to find (ext4 skips recently freed ones).
+    free: Mutex<Vec<String>>,
 }
 
 /// Tries at making a locked area before giving up: each try that fails
@@ -98,8 +103,9 @@ impl Drop for Area {
 }
 
 /// One call's staging directories in one root: the guest's, and the
-/// host's own for copies on their way into the trash; removed, with
-/// whatever the call left in them, when dropped.
+/// host's own for copies on their way into the trash. When dropped, the
+/// guest's is emptied of whatever the call left in it and kept for the
+/// next call (removed where it cannot be emptied), the host's removed.
 pub struct CallDir {
     guest: Place,
     keep: Place,
@@ -110,6 +116,8 @@ struct Place {
     area: Arc<Area>,
     name: String,
     path: PathBuf,
+    /// Emptied and kept for another call when dropped, not removed.
+    reused: bool,
 }
 
 impl CallDir {
@@ -130,10 +138,26 @@ impl CallDir {
 
 impl Drop for Place {
     fn drop(&mut self) {
-        if let Err(e) = remove_below(self.area.dir.as_fd(), OsStr::new(&self.name)) {
+        let name = OsStr::new(&self.name);
+        if self.reused && empty(self.area.dir.as_fd(), name).is_ok() {
+            let mut free = self.area.free.lock().unwrap_or_else(|p| p.into_inner());
+            free.push(std::mem::take(&mut self.name));
+            return;
+        }
+        if let Err(e) = remove_below(self.area.dir.as_fd(), name) {
             tracing::warn!("cannot remove the staging directory of a call: {e}");
         }
     }
+}
+
+/// Removes everything in the directory `name` in `dir` (not followed
+/// through a symlink), leaving it there, empty.
+fn empty(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<()> {
+    let sub = open_dir(dir, name)?;
+    for (child, _) in names_in(&sub)? {
+        remove_below(sub.as_fd(), &child)?;
+    }
+    Ok(())
 }
 
 impl Default for Staging {
@@ -162,7 +186,6 @@ impl Staging {
     /// the guest's is on the root's filesystem too, and says why in the log.
     pub fn call_dir(&self, root: &Root, on: Option<&Path>) -> io::Result<CallDir> {
         let n = self.next_call.fetch_add(1, Ordering::Relaxed);
-        let keep = self.place(root, Path::new(""), format!("{n}{KEEP_SUFFIX}"))?;
         let guest = match on {
             Some(top) => match self.place(root, top, n.to_string()) {
                 Ok(place) => place,
@@ -178,12 +201,39 @@ impl Staging {
             },
             None => self.place(root, Path::new(""), n.to_string())?,
         };
+        // Named now (in the area the guest's made again if it was gone),
+        // made by the first copy that needs it ([`open_keep`]): most calls
+        // link what they keep and never do.
+        let area = self.area(root, Path::new(""), false)?;
+        let name = format!("{n}{KEEP_SUFFIX}");
+        let keep = Place {
+            path: area.path.join(&name),
+            area,
+            name,
+            reused: false,
+        };
         Ok(CallDir { guest, keep })
     }
 
-    /// The new directory `name` in this server's area at `top` of `root`.
+    /// An empty directory in this server's area at `top` of `root`: one
+    /// an earlier call emptied, else the new directory `name`.
     fn place(&self, root: &Root, top: &Path, name: String) -> io::Result<Place> {
         let area = self.area(root, top, false)?;
+        loop {
+            let Some(free) = area.free.lock().unwrap_or_else(|p| p.into_inner()).pop() else {
+                break;
+            };
+            // Still there (not removed by hand with the area): reused.
+            let st = rustix::fs::statat(&area.dir, free.as_str(), AtFlags::SYMLINK_NOFOLLOW);
+            if st.is_ok_and(|st| crate::sys::stat::file_type(&st) == FileType::Directory) {
+                return Ok(Place {
+                    path: area.path.join(&free),
+                    area,
+                    name: free,
+                    reused: true,
+                });
+            }
+        }
         let made = match rustix::fs::mkdirat(&area.dir, name.as_str(), Mode::from_raw_mode(0o700)) {
             // The area was removed under us (by hand): make it again.
             Err(Errno::NOENT) => {
@@ -198,6 +248,7 @@ impl Staging {
             path: area.path.join(&name),
             area,
             name,
+            reused: true,
         })
     }
 
@@ -241,6 +292,7 @@ impl Staging {
                     .join(&name),
                 parent: staging,
                 name,
+                free: Mutex::default(),
             });
             areas.insert(key, Arc::clone(&area));
             return Ok(area);
@@ -249,6 +301,28 @@ impl Staging {
             io::ErrorKind::WouldBlock,
             "another server kept taking the staging directory",
         ))
+    }
+}
+
+/// A call's keep directory (`rel`, relative to the root, as
+/// [`CallDir::keep_rel`] gives it), opened beneath the root without
+/// following a symlink, and made (in its server's area, which must be
+/// there) if it is not yet: the call's [`CallDir`] removes it.
+pub fn open_keep(root: &Root, rel: &Path) -> io::Result<OwnedFd> {
+    let root_fd = beneath::open_root(root)?;
+    match beneath::beneath(&root_fd, rel) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let (Some(area), Some(name)) = (rel.parent(), rel.file_name()) else {
+                return Err(e);
+            };
+            let area = beneath::beneath(&root_fd, area)?;
+            match rustix::fs::mkdirat(&area, name, Mode::from_raw_mode(0o700)) {
+                Ok(()) | Err(Errno::EXIST) => {}
+                Err(e) => return Err(e.into()),
+            }
+            open_dir(area.as_fd(), name).map_err(Into::into)
+        }
+        opened => opened,
     }
 }
 
@@ -421,7 +495,8 @@ fn sweep_area(root: &Root, staging: &OwnedFd, dry_run: bool, swept: &mut Swept) 
                 match rustix::fs::flock(&server, FlockOperation::NonBlockingLockExclusive) {
                     // Gone: its lock was free. Held while removing, so that
                     // no one else counts it twice. Counted only if it left
-                    // calls.
+                    // calls (or the empty call directories it kept for its
+                    // next calls: a call's may be empty too).
                     Ok(()) => {
                         let left = !names_in(&server)?.is_empty();
                         if !dry_run {
@@ -455,7 +530,7 @@ mod tests {
     }
 
     #[test]
-    fn a_call_dir_is_made_and_removed_with_its_contents() {
+    fn a_call_dir_is_emptied_when_dropped_and_reused() {
         let tmp = tempfile::TempDir::new().unwrap();
         let root = root(tmp.path());
         let staging = Staging::new();
@@ -467,11 +542,28 @@ mod tests {
         std::fs::create_dir(dir.path().join("tree")).unwrap();
         std::fs::write(dir.path().join("tree/partial"), "half").unwrap();
         let path = dir.path().to_path_buf();
+        let keep = tmp.path().join(dir.keep_rel());
+        drop(open_keep(&root, &dir.keep_rel()).unwrap());
+        std::fs::write(keep.join("copy-1"), "half").unwrap();
         let other = staging.call_dir(&root, None).unwrap();
         assert_ne!(other.path(), path);
         drop(dir);
-        assert!(!path.exists());
+        // Emptied, kept for the next call; its keep directory removed.
+        assert!(path.is_dir() && std::fs::read_dir(&path).unwrap().next().is_none());
+        assert!(!keep.exists());
         assert!(other.path().exists());
+        let again = staging.call_dir(&root, None).unwrap();
+        assert_eq!(again.path(), path);
+        assert_ne!(tmp.path().join(again.keep_rel()), keep);
+        // One that is no longer a directory is not given out again.
+        drop(again);
+        std::fs::remove_dir(&path).unwrap();
+        std::os::unix::fs::symlink(tmp.path(), &path).unwrap();
+        let fresh = staging.call_dir(&root, None).unwrap();
+        assert_ne!(fresh.path(), path);
+        assert!(fresh.path().is_dir());
+        std::fs::remove_file(&path).unwrap();
+        drop(fresh);
         // Removed by hand while the server runs: made again.
         drop(other);
         std::fs::remove_dir_all(tmp.path().join(".mcp-trash/.staging")).unwrap();
@@ -514,7 +606,11 @@ mod tests {
                 .starts_with(tmp.path().join("sub/.mcp-trash/.staging"))
         );
         let keep = tmp.path().join(dir.keep_rel());
-        assert!(keep.starts_with(tmp.path().join(".mcp-trash/.staging")) && keep.is_dir());
+        // Its keep directory is made by the first copy that needs it.
+        assert!(keep.starts_with(tmp.path().join(".mcp-trash/.staging")) && !keep.exists());
+        drop(open_keep(&root, &dir.keep_rel()).unwrap());
+        drop(open_keep(&root, &dir.keep_rel()).unwrap());
+        assert!(keep.is_dir());
         let listed =
             std::fs::read_to_string(tmp.path().join(".mcp-trash/.staging/nested")).unwrap();
         assert_eq!(listed, "737562\n");
@@ -527,8 +623,9 @@ mod tests {
             listed
         );
         let (guest, kept) = (dir.path().to_path_buf(), keep.clone());
+        std::fs::write(guest.join("temp"), "x").unwrap();
         drop(dir);
-        assert!(!guest.exists() && !kept.exists());
+        assert!(!guest.join("temp").exists() && !kept.exists());
         // A killed server's leftovers there.
         let dead = tmp.path().join("sub/.mcp-trash/.staging/1-dead");
         std::fs::create_dir_all(dead.join("7")).unwrap();

@@ -75,43 +75,20 @@ impl Toolbox {
                 Some("reserve"),
             );
         }
-        // Room in each root's trash for what the call would keep, refused
-        // before anything changes when it would pass the budget (not asked
-        // where no root the call changes has one: no thread hop for it).
+        // Room in each root's trash for what the call would keep (not
+        // asked where no root the call changes has one), reserved on the
+        // guest's thread before anything changes (file I/O: one thread hop
+        // for both).
         let budgeted = resolved
             .iter()
             .any(|r| r.root().trash_max_bytes > 0 && r.op() != Permission::Read);
-        let reservation = match &stamp {
-            Some(stamp) if budgeted => {
-                let (stamp, needs_of) = (stamp.clone(), resolved.clone());
-                let paths = paths.to_vec();
-                let in_flight = trash::in_flight(limits.tool_timeout);
-                let reserved = tokio::task::spawn_blocking(move || {
-                    trash::reserve(&kept_estimate(&needs_of, &paths), &stamp, in_flight)
-                })
-                .await;
-                match reserved {
-                    Ok(Ok(reservation)) => Some(reservation),
-                    Ok(Err((root, over))) => {
-                        self.audit_refused(tool, &resolved, "trash_budget", client);
-                        return Called::failed(
-                            format!(
-                                "{}; nothing was changed. To go on, {}",
-                                over.text(&root),
-                                trash::OverBudget::WAY_OUT
-                            ),
-                            Some("trash_budget"),
-                        );
-                    }
-                    Err(e) => {
-                        tracing::error!(tool, "the trash budget check panicked: {e}");
-                        return Called::failed(
-                            "the tool failed unexpectedly; the server log has details".into(),
-                            None,
-                        );
-                    }
-                }
-            }
+        let budget = match &stamp {
+            Some(stamp) if budgeted => Some((
+                stamp.clone(),
+                resolved.clone(),
+                paths.to_vec(),
+                trash::in_flight(limits.tool_timeout),
+            )),
             _ => None,
         };
         let slot = match self.slots.take(&request.cancel, waits_until).await {
@@ -150,6 +127,15 @@ impl Toolbox {
             .collect();
         let outcome = tokio::task::spawn_blocking(move || {
             let _slot = slot;
+            // Refused before anything changes when it would pass the budget.
+            let reservation = match budget {
+                Some((stamp, needs_of, paths, in_flight)) => Some(trash::reserve(
+                    &kept_estimate(&needs_of, &paths),
+                    &stamp,
+                    in_flight,
+                )?),
+                None => None,
+            };
             let stamp = request.stamp.clone();
             let staged = match stamp {
                 Some(_) => this.stage(&mut request.mounts, &writes, &request.activity),
@@ -168,12 +154,23 @@ impl Toolbox {
             if let Some(reservation) = reservation {
                 reservation.settle();
             }
-            (outcome, locked)
+            Ok((outcome, locked))
         })
         .await;
         let elapsed = started.elapsed();
         let (outcome, _locked) = match outcome {
-            Ok(outcome) => outcome,
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err((root, over))) => {
+                self.audit_refused(tool, &resolved, "trash_budget", client);
+                return Called::failed(
+                    format!(
+                        "{}; nothing was changed. To go on, {}",
+                        over.text(&root),
+                        trash::OverBudget::WAY_OUT
+                    ),
+                    Some("trash_budget"),
+                );
+            }
             Err(e) => {
                 tracing::error!(tool, "tool call panicked: {e}");
                 return Called::failed(

@@ -83,8 +83,7 @@ impl FsGuard {
         else {
             return Ok(None);
         };
-        let root = crate::sys::beneath::open_root(&self.mounts[mount].root)?;
-        crate::sys::beneath::beneath(&root, rel).map(Some)
+        crate::store::staging::open_keep(&self.mounts[mount].root, rel).map(Some)
     }
 
     /// A fresh name in the keep directory.

@@ -32,6 +32,7 @@
 //! otherwise each call that deletes counts the trash by a walk.
 
 use super::*;
+use std::os::unix::fs::FileExt as _;
 
 /// The count's file, in the trash (denied to every tool; no trash mount
 /// reaches it).
@@ -184,15 +185,17 @@ pub fn reserve(
     };
     let expires = unix_secs(SystemTime::now() + in_flight);
     for (root, needed) in needs.iter().filter(|(r, _)| r.trash_max_bytes > 0) {
-        let _held = locks::hold(root, SIZE_LOCK);
-        let mut count = match Count::read(root) {
+        let trash = count_dir(root);
+        let trash = trash.as_ref();
+        let _held = trash.and_then(|t| locks::hold_in(t.fd.as_fd(), root, SIZE_LOCK));
+        let mut count = match trash.and_then(Count::read_in) {
             Some(count) => count.expired_folded(),
             None => Count::taken(root),
         };
         if *needed > 0 && count.total().saturating_add(*needed) > root.trash_max_bytes {
             count = Count::taken(root);
             if count.total().saturating_add(*needed) > root.trash_max_bytes {
-                count.write(root);
+                count.write_in(trash, root);
                 // The roots reserved already give theirs back (dropped).
                 return Err((
                     root.name.clone(),
@@ -210,7 +213,7 @@ pub fn reserve(
             bytes: *needed,
             expires,
         });
-        count.write(root);
+        count.write_in(trash, root);
         reservation.roots.push(Arc::clone(root));
     }
     Ok(reservation)
@@ -226,8 +229,10 @@ impl Reservation {
 
     fn give_back(&mut self) {
         for root in std::mem::take(&mut self.roots) {
-            let _held = locks::hold(&root, SIZE_LOCK);
-            let Some(mut count) = Count::read(&root) else {
+            let trash = count_dir(&root);
+            let trash = trash.as_ref();
+            let _held = trash.and_then(|t| locks::hold_in(t.fd.as_fd(), &root, SIZE_LOCK));
+            let Some(mut count) = trash.and_then(Count::read_in) else {
                 // Gone or torn: a walk counts this call's entry with the
                 // rest (where there is a count to write: not in a root this
                 // server may only delete in, where each call walks).
@@ -241,13 +246,11 @@ impl Reservation {
                 .held
                 .retain(|h| !(h.stamp == self.stamp && h.pid == pid));
             let before = count.total();
-            let kept = TrashDir::open(&root)
-                .ok()
-                .flatten()
-                .and_then(|trash| size_of(&trash, Path::new(&self.stamp)))
+            let kept = trash
+                .and_then(|trash| size_of(trash, Path::new(&self.stamp)))
                 .unwrap_or(0);
             count.kept = count.kept.saturating_add(kept);
-            count.write(&root);
+            count.write_in(trash, &root);
             let was = Usage {
                 size: before,
                 budget: root.trash_max_bytes,
@@ -402,7 +405,11 @@ impl Count {
     /// The count file of `root`, `None` if it is missing, unreadable or
     /// not as written here (a write cut short): then a walk is the count.
     fn read(root: &Root) -> Option<Count> {
-        let trash = TrashDir::open(root).ok()??;
+        Count::read_in(&TrashDir::open(root).ok()??)
+    }
+
+    /// [`Count::read`] in the root's trash directory, open.
+    fn read_in(trash: &TrashDir) -> Option<Count> {
         let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
         let file = File::from(rustix::fs::openat(&trash.fd, SIZE_FILE, flags, Mode::empty()).ok()?);
         if !file.metadata().ok()?.is_file() {
@@ -413,23 +420,44 @@ impl Count {
         Count::parse(&text)
     }
 
-    /// Writes the count (emptied first, so a write cut short reads as no
-    /// count, never a wrong one). Made only in a root the server may write
-    /// in. A failure is logged: the next reader walks.
+    /// Writes the count over the old one in place, then cuts what is left
+    /// of a longer old one. Not emptied first: on ext4 a file cut to
+    /// nothing and written again is flushed to disk when closed
+    /// (`auto_da_alloc`), which cost two disk writes a call. The count is
+    /// changed under its lock, a few dozen bytes in one `pwrite` (so a
+    /// reader never sees it half-written, and a kill leaves it whole); a
+    /// kill before the cut leaves the old tail: a line cut anywhere reads
+    /// as no count (a walk), whole old reservations only make it run high,
+    /// never low. A write that fails empties it (no count, never a wrong
+    /// one). Made only in a root the server may write in. A failure is
+    /// logged: the next reader walks.
     fn write(&self, root: &Root) {
+        self.write_in(None, root);
+    }
+
+    /// [`Count::write`] in the root's trash directory, where the caller
+    /// holds it open.
+    fn write_in(&self, trash: Option<&TrashDir>, root: &Root) {
         let written = (|| -> io::Result<()> {
             let may_make = root.perms.contains(Permission::Write);
-            let trash = match TrashDir::open(root)? {
+            let opened;
+            let trash = match trash {
                 Some(trash) => trash,
-                None if may_make => {
-                    let root_fd = crate::sys::beneath::open_root(root)?;
-                    crate::sys::beneath::make_dir(root_fd.as_fd(), OsStr::new(TRASH_DIR))?;
-                    match TrashDir::open(root)? {
+                None => {
+                    opened = match TrashDir::open(root)? {
                         Some(trash) => trash,
+                        None if may_make => {
+                            let root_fd = crate::sys::beneath::open_root(root)?;
+                            crate::sys::beneath::make_dir(root_fd.as_fd(), OsStr::new(TRASH_DIR))?;
+                            match TrashDir::open(root)? {
+                                Some(trash) => trash,
+                                None => return Ok(()),
+                            }
+                        }
                         None => return Ok(()),
-                    }
+                    };
+                    &opened
                 }
-                None => return Ok(()),
             };
             let mut flags = OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
             if may_make {
@@ -440,20 +468,48 @@ impl Count {
                     Err(Errno::NOENT) if !may_make => return Ok(()),
                     fd => fd?,
                 };
-            let mut file = File::from(fd);
-            if !file.metadata()?.is_file() {
+            let file = File::from(fd);
+            let meta = file.metadata()?;
+            if !meta.is_file() {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
                     "not a regular file",
                 ));
             }
-            file.set_len(0)?;
-            file.write_all(self.render().as_bytes())
+            let text = self.render();
+            let len = text.len() as u64;
+            let written = file.write_all_at(text.as_bytes(), 0).and_then(|()| {
+                if meta.len() > len {
+                    file.set_len(len)
+                } else {
+                    Ok(())
+                }
+            });
+            if written.is_err() {
+                let _ = file.set_len(0);
+            }
+            written
         })();
         if let Err(e) = written {
             tracing::warn!(root = %root.name, "cannot write {TRASH_DIR}/{SIZE_FILE}: {e}; the next call counts the trash again");
         }
     }
+}
+
+/// `root`'s trash directory, opened once for a step of the count (its
+/// lock, its read, its write: no lookup of the root by path for each), and
+/// made if missing where the server makes files of its own, as the lock
+/// and the write would. `None` where it is not there: each then finds its
+/// own way, as alone.
+fn count_dir(root: &Root) -> Option<TrashDir> {
+    let root_fd = crate::sys::beneath::open_root(root).ok()?;
+    let fd = match beneath(&root_fd, Path::new(TRASH_DIR)) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound && root.perms.contains(Permission::Write) => {
+            crate::sys::beneath::make_dir(root_fd.as_fd(), OsStr::new(TRASH_DIR))
+        }
+        opened => opened,
+    };
+    Some(TrashDir { fd: fd.ok()? })
 }
 
 /// Bytes held by `root`'s stamp directories but those in `skip`.

@@ -177,7 +177,7 @@ pub fn record(root: &Root, stamp: &str, kept: &[Kept]) -> io::Result<()> {
         return Ok(());
     }
     // Another server on this root may be adding to the same stamp's index.
-    let _held = locks::hold(root, &format!("index {stamp}"));
+    let _held = locks::hold_in(trash.fd.as_fd(), root, &format!("index {stamp}"));
     // A call that kept nothing here (a keep that failed: a full disk) may
     // have made its entry's directories: they go, so a failed call leaves
     // nothing behind in the trash either. Only empty ones are removed.
