@@ -492,6 +492,12 @@ async fn a_dead_servers_staging_files_go_at_the_next_start() {
     // A live server's area: locked by a process that holds it open.
     let live = env.path("ws/.mcp-trash/.staging/4243-live");
     std::fs::create_dir_all(live.join("1")).unwrap();
+    std::fs::write(live.join("1/.loom-fs-write-fedcba9876543210"), "half").unwrap();
+    // A dead server that was idle: only the emptied call directories it
+    // kept for reuse. Removed, and not counted as unfinished work.
+    let idle = env.path("ws/.mcp-trash/.staging/4244-idle");
+    std::fs::create_dir_all(idle.join("1")).unwrap();
+    std::fs::create_dir_all(idle.join("2")).unwrap();
     let holder = std::fs::File::open(&live).unwrap();
     rustix::fs::flock(&holder, rustix::fs::FlockOperation::LockExclusive).unwrap();
     let config = env.config(WORKSPACE);
@@ -500,7 +506,11 @@ async fn a_dead_servers_staging_files_go_at_the_next_start() {
     let _ = tools(&client).await;
     assert!(!dead.exists(), "a dead server's staging files stayed");
     assert!(
-        live.join("1").exists(),
+        !idle.exists(),
+        "an idle dead server's call directories stayed"
+    );
+    assert!(
+        live.join("1/.loom-fs-write-fedcba9876543210").exists(),
         "a live server's staging files were removed"
     );
     client.cancel().await.unwrap();

@@ -275,9 +275,11 @@ impl Env {
         let holds_more = |dir: &Path| kept.iter().any(|(q, _)| q != dir && q.starts_with(dir));
         let call_dir = |p: &Path| {
             let n = names(p);
-            n.iter()
-                .position(|c| c == ".mcp-trash")
-                .is_some_and(|t| n.len() == t + 4 && n[t + 1] == ".staging")
+            n.iter().position(|c| c == ".mcp-trash").is_some_and(|t| {
+                // A guest's call directory, kept empty for reuse; never
+                // a `<call>-keep` one, which goes with its call.
+                n.len() == t + 4 && n[t + 1] == ".staging" && !n[t + 3].ends_with("-keep")
+            })
         };
         let kept: Vec<_> = kept
             .iter()

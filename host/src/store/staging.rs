@@ -29,8 +29,9 @@
 //! made at its first call that writes there, and `flock`ed for as long as the
 //! process lives: the kernel drops that lock when the process dies, however
 //! it dies, so anyone can tell a live server's directory from one a killed
-//! server left. A call's directory is removed when the call ends, whatever
-//! it left, and a server's when it ends. What a killed server left is
+//! server left. A call's directory is emptied when the call ends, whatever
+//! it left, and kept for a later call of the same server; a server's
+//! directory is removed when it ends. What a killed server left is
 //! removed at the next start and by `trash purge` ([`sweep`]): every
 //! directory whose lock is free. A live server's directory is never
 //! touched by another process (its calls may run as long as its own
@@ -483,6 +484,23 @@ pub fn sweep(root: &Root, dry_run: bool) -> io::Result<Swept> {
     Ok(swept)
 }
 
+/// Whether a stopped server's directory holds anything but the empty call
+/// directories it kept for reuse.
+fn unfinished(server: &OwnedFd) -> io::Result<bool> {
+    for (call, ty) in names_in(server)? {
+        if ty != FileType::Directory {
+            return Ok(true);
+        }
+        match open_dir(server.as_fd(), &call) {
+            Ok(dir) if names_in(&dir)?.is_empty() => {}
+            Ok(_) => return Ok(true),
+            Err(Errno::NOENT) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(false)
+}
+
 /// [`sweep`] in one staging area.
 fn sweep_area(root: &Root, staging: &OwnedFd, dry_run: bool, swept: &mut Swept) -> io::Result<()> {
     for (name, ty) in names_in(staging)? {
@@ -495,10 +513,10 @@ fn sweep_area(root: &Root, staging: &OwnedFd, dry_run: bool, swept: &mut Swept) 
                 match rustix::fs::flock(&server, FlockOperation::NonBlockingLockExclusive) {
                     // Gone: its lock was free. Held while removing, so that
                     // no one else counts it twice. Counted only if it left
-                    // calls (or the empty call directories it kept for its
-                    // next calls: a call's may be empty too).
+                    // something unfinished: the empty call directories it
+                    // kept for its next calls are not.
                     Ok(()) => {
-                        let left = !names_in(&server)?.is_empty();
+                        let left = unfinished(&server)?;
                         if !dry_run {
                             remove_below(staging.as_fd(), &name)?;
                         }
