@@ -553,8 +553,7 @@ impl PolicedFs<'_> {
         let Probe::Found(found) = self.probe_at(fd, path, false)? else {
             return Ok(false);
         };
-        Ok(rustix::fs::fstat(&found)
-            .is_ok_and(|st| crate::sys::stat::file_type(&st) == FileType::Directory))
+        Ok(super::handles::is_directory(found.as_fd()))
     }
 
     /// Whether `path` is a symlink whose target does not exist (or leaves the root).

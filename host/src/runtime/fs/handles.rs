@@ -507,6 +507,7 @@ impl FsGuard {
     }
 }
 
-fn is_directory(fd: BorrowedFd<'_>) -> bool {
-    rustix::fs::fstat(fd).is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory)
+/// Whether `fd` is a directory.
+pub(super) fn is_directory(fd: BorrowedFd<'_>) -> bool {
+    rustix::fs::fstat(fd).is_ok_and(|st| crate::sys::stat::file_type(&st) == FileType::Directory)
 }
