@@ -138,19 +138,14 @@ async fn parallel_overwrites_keep_every_version_once() {
             })
             .collect();
         let results = together(&client, calls).await;
-        let mut seen = vec![std::fs::read_to_string(env.path("ws/w.txt")).unwrap()];
-        for r in &results {
-            assert!(!is_error(r), "{}", text(r));
-            let previous = structured(r)["previous"].as_str().expect("a kept version");
-            seen.push(std::fs::read_to_string(env.path(&format!("ws/{previous}"))).unwrap());
-        }
-        let mut expected = sent.clone();
-        expected.push(before);
-        expected.sort();
-        seen.sort();
-        assert!(
-            seen == expected,
-            "round {round}: a version lost or kept twice"
+        assert_every_version_kept_once(
+            &env,
+            "ws",
+            "w.txt",
+            before,
+            &sent,
+            &results,
+            &format!("round {round}"),
         );
     }
     assert!(staged(&env, "ws").is_empty());

@@ -996,17 +996,7 @@ async fn narrow_parallel_overwrites_and_a_kill_lose_nothing() {
         )
     }))
     .await;
-    let mut seen = vec![std::fs::read_to_string(env.path("ws/src/lib.rs")).unwrap()];
-    for r in &results {
-        assert_ne!(r.is_error, Some(true), "{}", text(r));
-        let previous = structured(r)["previous"].as_str().expect("a kept version");
-        seen.push(std::fs::read_to_string(env.path(&format!("ws/{previous}"))).unwrap());
-    }
-    let mut expected = sent.clone();
-    expected.push(before);
-    expected.sort();
-    seen.sort();
-    assert!(seen == expected, "a version lost or kept twice");
+    assert_every_version_kept_once(&env, "ws", "src/lib.rs", before, &sent, &results, "narrow");
 
     // A second burst, and the server killed while it runs.
     let last = std::fs::read_to_string(env.path("ws/src/lib.rs")).unwrap();

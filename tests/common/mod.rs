@@ -596,6 +596,33 @@ pub fn assert_refused(r: &CallToolResult, needle: &str) {
     assert!(t.contains(needle), "expected {needle:?} in {t:?}");
 }
 
+/// Overwrites of `root/file` sent at once: from disk, not from the replies,
+/// what stands at the path and every version the calls say they kept, set
+/// against what was there `before` and what was `sent`. Each call must have
+/// succeeded and kept exactly the version it replaced: none lost, none kept
+/// twice.
+pub fn assert_every_version_kept_once(
+    env: &Env,
+    root: &str,
+    file: &str,
+    before: String,
+    sent: &[String],
+    results: &[CallToolResult],
+    what: &str,
+) {
+    let mut seen = vec![fs::read_to_string(env.path(&format!("{root}/{file}"))).unwrap()];
+    for r in results {
+        assert!(!is_error(r), "{what}: {}", text(r));
+        let previous = structured(r)["previous"].as_str().expect("a kept version");
+        seen.push(fs::read_to_string(env.path(&format!("{root}/{previous}"))).unwrap());
+    }
+    let mut expected = sent.to_vec();
+    expected.push(before);
+    expected.sort();
+    seen.sort();
+    assert!(seen == expected, "{what}: a version lost or kept twice");
+}
+
 pub fn structured(r: &CallToolResult) -> &Value {
     r.structured_content.as_ref().expect("structured content")
 }
