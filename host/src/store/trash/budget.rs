@@ -443,21 +443,13 @@ impl Count {
             let opened;
             let trash = match trash {
                 Some(trash) => trash,
-                None => {
-                    opened = match TrashDir::open(root)? {
-                        Some(trash) => trash,
-                        None if may_make => {
-                            let root_fd = crate::sys::beneath::open_root(root)?;
-                            crate::sys::beneath::make_dir(root_fd.as_fd(), OsStr::new(TRASH_DIR))?;
-                            match TrashDir::open(root)? {
-                                Some(trash) => trash,
-                                None => return Ok(()),
-                            }
-                        }
-                        None => return Ok(()),
-                    };
-                    &opened
-                }
+                None => match TrashDir::open_or_make(root)? {
+                    Some(trash) => {
+                        opened = trash;
+                        &opened
+                    }
+                    None => return Ok(()),
+                },
             };
             let mut flags = OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
             if may_make {
@@ -499,17 +491,10 @@ impl Count {
 /// `root`'s trash directory, opened once for a step of the count (its
 /// lock, its read, its write: no lookup of the root by path for each), and
 /// made if missing where the server makes files of its own, as the lock
-/// and the write would. `None` where it is not there: each then finds its
-/// own way, as alone.
+/// and the write would. `None` where it is not there or cannot be opened:
+/// each step then finds its own way, as alone (the count, by a walk).
 fn count_dir(root: &Root) -> Option<TrashDir> {
-    let root_fd = crate::sys::beneath::open_root(root).ok()?;
-    let fd = match beneath(&root_fd, Path::new(TRASH_DIR)) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound && root.perms.contains(Permission::Write) => {
-            crate::sys::beneath::make_dir(root_fd.as_fd(), OsStr::new(TRASH_DIR))
-        }
-        opened => opened,
-    };
-    Some(TrashDir { fd: fd.ok()? })
+    TrashDir::open_or_make(root).ok().flatten()
 }
 
 /// Bytes held by `root`'s stamp directories but those in `skip`.

@@ -65,6 +65,28 @@ impl TrashDir {
         }
     }
 
+    /// [`TrashDir::open`], making `.mcp-trash` first where it is missing and
+    /// the server may write in the root (as a lock or a count written there
+    /// would). `None` where the root, or a trash it may not make, is not
+    /// there.
+    pub(super) fn open_or_make(root: &Root) -> io::Result<Option<TrashDir>> {
+        let root_fd = match crate::sys::beneath::open_root(root) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            opened => opened?,
+        };
+        match beneath(&root_fd, Path::new(TRASH_DIR)) {
+            Ok(fd) => Ok(Some(TrashDir { fd })),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if !root.perms.contains(Permission::Write) {
+                    return Ok(None);
+                }
+                let fd = crate::sys::beneath::make_dir(root_fd.as_fd(), OsStr::new(TRASH_DIR))?;
+                Ok(Some(TrashDir { fd }))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// [`TrashDir::open`], saying which way a trash that cannot be opened
     /// is wrong.
     pub(super) fn open_checked(root: &Root) -> Result<Option<TrashDir>, TrashError> {
