@@ -591,7 +591,7 @@ async fn a_file_size_limit_is_named_and_the_server_goes_on() {
 /// links) is kept by a copy. An overwrite stopped in the middle of that
 /// copy (here by `tool_timeout_ms`) leaves no partial copy in the trash,
 /// and the trash index lists none; the original is intact. The call cannot
-/// be paused mid-copy from outside, so the timeout grows by a quarter each
+/// be paused mid-copy from outside, so the timeout grows by an eighth each
 /// attempt, from before the copy starts until a call replaces the file
 /// (stopped after its publish, or not stopped): copying 48 MiB takes most
 /// of such a call, so several attempts stop it mid-copy (without the fix,
@@ -610,9 +610,9 @@ async fn an_overwrite_stopped_mid_copy_leaves_no_partial_copy_in_the_trash() {
     env.write("ws/sub/big.txt", &big);
     let new = "new content\n";
     let (mut stopped, mut finished) = (0, false);
-    let mut timeout_ms = 40;
+    let mut timeout_ms = 24;
     while timeout_ms < 30_000 {
-        timeout_ms += timeout_ms / 4;
+        timeout_ms += timeout_ms / 8;
         let config = env.config(&format!(
             "audit_log = \"audit.log\"\nmin_free_bytes = 0\ntool_timeout_ms = {timeout_ms}\n\
              [[roots]]\nname = \"ws\"\npath = \"ws\"\nrole = \"workspace\"\n"

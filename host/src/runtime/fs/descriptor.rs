@@ -550,7 +550,17 @@ impl fs::HostDescriptor for PolicedFs<'_> {
     ) -> FsResult<Resource<streams::OutputStream>> {
         let h = self.tracked(&fd, Permission::Write)?;
         let copy = self.guard.copy_writers.get(&fd.rep()).cloned();
-        let stream = fs::HostDescriptor::write_via_stream(&mut self.fs, fd, offset)?;
+        // wasmtime-wasi's checks, then a stream that writes on this thread
+        // (see `file_output`).
+        let file = match self.fs.table.get(&fd)? {
+            Descriptor::File(f) if f.perms.write_not_permitted() => {
+                return Err(ErrorCode::NotPermitted.into());
+            }
+            Descriptor::File(f) => Arc::clone(&f.file),
+            Descriptor::Dir(_) => return Err(ErrorCode::BadDescriptor.into()),
+        };
+        let stream: wasmtime_wasi::p2::DynOutputStream = Box::new(FileOutput::new(file, offset));
+        let stream = self.fs.table.push(stream)?;
         self.metered_output(stream, &h, copy)
     }
 

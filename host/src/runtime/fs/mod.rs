@@ -59,12 +59,14 @@ mod checks;
 mod copies;
 mod descriptor;
 mod entries;
+mod file_output;
 mod handles;
 mod ops;
 mod probe;
 mod publish;
 
 use copies::TrashCopy;
+use file_output::FileOutput;
 pub use handles::*;
 pub use probe::*;
 

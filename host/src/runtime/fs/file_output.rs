@@ -1,0 +1,164 @@
+//! A file's write stream that writes on the guest's own thread.
+//!
+//! wasmtime-wasi's file stream hands each `write` to tokio's blocking pool
+//! and takes its result at the next `check-write`: two thread hand-offs for
+//! every write a guest makes through a stream (how Rust's `std::fs::File`
+//! writes under WASI p2), on a thread that is a blocking one already (a
+//! guest runs on its own, and its context allows blocking it:
+//! `allow_blocking_current_thread`). This stream writes at once, at its
+//! offset (appends keep wasmtime-wasi's stream: no tool appends through a
+//! stream, and its Linux `pwritev2` has an untidy fallback elsewhere). A failed
+//! write is kept and reported by the next `check-write` or `flush`, which
+//! then close the stream, as wasmtime-wasi's does; the error keeps the OS's
+//! code, so the meter around the stream still names a full disk.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt as _;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError, StreamResult};
+
+/// How much a `check-write` permits: wasmtime-wasi's own figure.
+const CAPACITY: usize = 64 * 1024;
+
+pub(super) struct FileOutput {
+    file: Arc<File>,
+    /// Where the next write goes.
+    offset: u64,
+    state: State,
+}
+
+enum State {
+    Ready,
+    Failed(io::Error),
+    Closed,
+}
+
+impl FileOutput {
+    pub(super) fn new(file: Arc<File>, offset: u64) -> FileOutput {
+        FileOutput {
+            file,
+            offset,
+            state: State::Ready,
+        }
+    }
+
+    fn write_all(&mut self, mut buf: &[u8]) -> io::Result<()> {
+        while !buf.is_empty() {
+            let n = self.file.write_at(buf, self.offset)?;
+            if n == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+            self.offset += n as u64;
+            buf = &buf[n..];
+        }
+        Ok(())
+    }
+
+    /// Ready for more, or the error of the write that failed (the stream
+    /// closed after it is told).
+    fn settled(&mut self) -> StreamResult<()> {
+        match std::mem::replace(&mut self.state, State::Closed) {
+            State::Ready => {
+                self.state = State::Ready;
+                Ok(())
+            }
+            State::Failed(e) => Err(StreamError::LastOperationFailed(e.into())),
+            State::Closed => Err(StreamError::Closed),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl OutputStream for FileOutput {
+    fn write(&mut self, bytes: Bytes) -> StreamResult<()> {
+        match self.state {
+            State::Ready => {}
+            State::Closed => return Err(StreamError::Closed),
+            State::Failed(_) => {
+                return Err(StreamError::Trap(wasmtime::format_err!(
+                    "write not permitted: check_write not called first"
+                )));
+            }
+        }
+        if let Err(e) = self.write_all(&bytes) {
+            self.state = State::Failed(e);
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> StreamResult<()> {
+        // Nothing is held back: each write reached the file when made.
+        self.settled()
+    }
+
+    fn check_write(&mut self) -> StreamResult<usize> {
+        self.settled().map(|()| CAPACITY)
+    }
+
+    async fn cancel(&mut self) {}
+}
+
+#[async_trait::async_trait]
+impl Pollable for FileOutput {
+    async fn ready(&mut self) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file_in(dir: &tempfile::TempDir) -> Arc<File> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(dir.path().join("f"))
+            .unwrap();
+        Arc::new(file)
+    }
+
+    #[test]
+    fn writes_land_at_their_offset_and_in_order() {
+        let dir = tempfile::TempDir::new().unwrap();
+        std::fs::write(dir.path().join("f"), b"0123456789").unwrap();
+        let mut out = FileOutput::new(file_in(&dir), 2);
+        assert_eq!(out.check_write().unwrap(), CAPACITY);
+        out.write(Bytes::from_static(b"ab")).unwrap();
+        out.write(Bytes::from_static(b"cd")).unwrap();
+        out.flush().unwrap();
+        assert_eq!(std::fs::read(dir.path().join("f")).unwrap(), b"01abcd6789");
+    }
+
+    #[test]
+    fn a_failed_write_is_told_once_with_its_os_error_then_the_stream_is_closed() {
+        let dir = tempfile::TempDir::new().unwrap();
+        std::fs::write(dir.path().join("f"), b"").unwrap();
+        // Opened read-only: the write fails with EBADF.
+        let file = Arc::new(File::open(dir.path().join("f")).unwrap());
+        let mut out = FileOutput::new(file, 0);
+        out.write(Bytes::from_static(b"data")).unwrap();
+        // A second write before the error is taken is the guest's mistake.
+        assert!(matches!(
+            out.write(Bytes::from_static(b"more")),
+            Err(StreamError::Trap(_))
+        ));
+        match out.check_write() {
+            Err(StreamError::LastOperationFailed(e)) => {
+                let os = e
+                    .downcast_ref::<io::Error>()
+                    .and_then(io::Error::raw_os_error);
+                assert_eq!(os, Some(rustix::io::Errno::BADF.raw_os_error()));
+            }
+            other => panic!("expected the write's error, got {other:?}"),
+        }
+        assert!(matches!(out.check_write(), Err(StreamError::Closed)));
+        assert!(matches!(out.flush(), Err(StreamError::Closed)));
+        assert!(matches!(
+            out.write(Bytes::from_static(b"x")),
+            Err(StreamError::Closed)
+        ));
+        assert_eq!(std::fs::read(dir.path().join("f")).unwrap(), b"");
+    }
+}
