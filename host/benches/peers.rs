@@ -19,7 +19,9 @@
 //! spawning `cat` and reading a line back (for spawn → `initialize`);
 //! loom-fs's `list_roots`, answered by its host alone, the protocol floor
 //! (for `read_file` and `get_file_info`); a native temporary file, write,
-//! fsync, rename of the same 4 KiB (for `write_file`); `find -prune` and
+//! fsync, rename of the same 4 KiB (for `write_file`), and the same with the
+//! directory's fsync after it, as durable as loom-fs's write (a second row,
+//! `write_4k_dur`); `find -prune` and
 //! `grep -rl --exclude-dir` as whole processes on the noisy tree (for glob
 //! and `contains`). After the table: `read_file` throughput with 8 requests
 //! in flight on one session, and each server's RSS after start and after
@@ -334,6 +336,9 @@ enum Floor {
     ListRoots,
     /// Temporary file, write, fsync, rename, in the same directory.
     NativeWrite,
+    /// The same, then the directory's fsync: the rename durable too, as
+    /// loom-fs's write is.
+    DurableWrite,
     Find,
     Grep,
 }
@@ -344,6 +349,7 @@ impl Floor {
             Floor::Cat => "cat",
             Floor::ListRoots => "list_roots",
             Floor::NativeWrite => "tmp+fsync+rename",
+            Floor::DurableWrite => "tmp+fsync+rename+dir fsync",
             Floor::Find => "find -prune",
             Floor::Grep => "grep -rl --exclude-dir",
         }
@@ -387,6 +393,7 @@ const WORKLOADS: &[Workload] = &[
     w(Work::List1000, "list_1000", "list 1,000 entries", 20, None),
     w(Work::Tree5000, "tree_5000", "tree depth 3, 5,010 entries", 10, None),
     w(Work::Write4k, "write_4k", "write_file 4 KiB overwrite", 30, Some(Floor::NativeWrite)),
+    w(Work::Write4k, "write_4k_dur", "write_file 4 KiB, durable floor", 30, Some(Floor::DurableWrite)),
     w(Work::Edit100k, "edit_100k", "edit_file 1 line in 100 KiB", 30, None),
     w(Work::Glob, "glob", "glob *.py, noisy tree", 10, Some(Floor::Find)),
     w(Work::Contains, "contains", "contains token, noisy tree", 10, Some(Floor::Grep)),
@@ -593,13 +600,19 @@ fn sample_floor(floor: Floor, dir: &Path, loom: &mut Session) -> (Duration, usiz
         Floor::ListRoots => {
             return sample_call(loom, "list_roots", &json!({}));
         }
-        Floor::NativeWrite => {
+        Floor::NativeWrite | Floor::DurableWrite => {
             let tmp = dir.join("w/.native.tmp");
             let mut f = std::fs::File::create(&tmp).unwrap();
             f.write_all(PAGE_4K.as_bytes()).unwrap();
             f.sync_all().unwrap();
             drop(f);
             std::fs::rename(&tmp, dir.join("w/native.txt")).unwrap();
+            if floor == Floor::DurableWrite {
+                std::fs::File::open(dir.join("w"))
+                    .unwrap()
+                    .sync_all()
+                    .unwrap();
+            }
             (0, true)
         }
         Floor::Find => {
