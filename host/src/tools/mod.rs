@@ -44,6 +44,7 @@ use crate::sys::descriptors;
 use crate::sys::space;
 use slots::{SlotError, Slots};
 
+mod guests;
 mod prepare;
 mod resources;
 mod results;
@@ -243,6 +244,8 @@ pub struct Toolbox {
     staging: Staging,
     /// The watcher of the roots while some session watches them.
     hub: tokio::sync::Mutex<std::sync::Weak<watch::Hub>>,
+    /// The threads the guests run on.
+    guests: guests::GuestThreads,
 }
 
 /// A component whose self-description cannot be served.
@@ -375,6 +378,7 @@ impl Toolbox {
             locks: PathLocks::new(),
             staging: Staging::new(),
             hub: Default::default(),
+            guests: Default::default(),
         })
     }
 

@@ -125,38 +125,40 @@ impl Toolbox {
             .filter(|r| r.op() == Permission::Write)
             .map(|r| (r.root().name.clone(), r.real_rel().to_path_buf()))
             .collect();
-        let outcome = tokio::task::spawn_blocking(move || {
-            let _slot = slot;
-            // Refused before anything changes when it would pass the budget.
-            let reservation = match budget {
-                Some((stamp, needs_of, paths, in_flight)) => Some(trash::reserve(
-                    &kept_estimate(&needs_of, &paths),
-                    &stamp,
-                    in_flight,
-                )?),
-                None => None,
-            };
-            let stamp = request.stamp.clone();
-            let staged = match stamp {
-                Some(_) => this.stage(&mut request.mounts, &writes, &request.activity),
-                None => Ok(Vec::new()),
-            };
-            let outcome = match staged {
-                Ok(_staged) => this.runtime.call(index, request),
-                Err(message) => runtime::CallOutcome::setup(message),
-            };
-            // Its index is written before its locks go: the next call on
-            // these places finds it. File I/O, so on this thread.
-            if let Some(stamp) = &stamp {
-                trash::record_call(&indexed, stamp, &outcome.kept);
-            }
-            // What it kept is counted before its locks go too.
-            if let Some(reservation) = reservation {
-                reservation.settle();
-            }
-            Ok((outcome, locked))
-        })
-        .await;
+        let outcome = self
+            .guests
+            .run(move || {
+                let _slot = slot;
+                // Refused before anything changes when it would pass the budget.
+                let reservation = match budget {
+                    Some((stamp, needs_of, paths, in_flight)) => Some(trash::reserve(
+                        &kept_estimate(&needs_of, &paths),
+                        &stamp,
+                        in_flight,
+                    )?),
+                    None => None,
+                };
+                let stamp = request.stamp.clone();
+                let staged = match stamp {
+                    Some(_) => this.stage(&mut request.mounts, &writes, &request.activity),
+                    None => Ok(Vec::new()),
+                };
+                let outcome = match staged {
+                    Ok(_staged) => this.runtime.call(index, request),
+                    Err(message) => runtime::CallOutcome::setup(message),
+                };
+                // Its index is written before its locks go: the next call on
+                // these places finds it. File I/O, so on this thread.
+                if let Some(stamp) = &stamp {
+                    trash::record_call(&indexed, stamp, &outcome.kept);
+                }
+                // What it kept is counted before its locks go too.
+                if let Some(reservation) = reservation {
+                    reservation.settle();
+                }
+                Ok((outcome, locked))
+            })
+            .await;
         let elapsed = started.elapsed();
         let (outcome, _locked) = match outcome {
             Ok(Ok(outcome)) => outcome,
@@ -171,8 +173,10 @@ impl Toolbox {
                     Some("trash_budget"),
                 );
             }
-            Err(e) => {
-                tracing::error!(tool, "tool call panicked: {e}");
+            Err(_) => {
+                // Its thread dropped the answer: the guest's side panicked
+                // (the panic is on stderr).
+                tracing::error!(tool, "tool call panicked");
                 return Called::failed(
                     "the tool failed unexpectedly; the server log has details".into(),
                     None,
