@@ -29,7 +29,7 @@ use wasip2::filesystem::types::{
     Descriptor, DescriptorFlags, DescriptorType, ErrorCode, OpenFlags, PathFlags,
 };
 
-use crate::sys;
+use crate::{sys, walk};
 
 /// The ignore files, in the order they are read in each directory. The
 /// first is the one that takes precedence.
@@ -203,19 +203,28 @@ impl Loader {
     /// nobody named. A directory that cannot be listed is counted.
     fn listed_in(&mut self, dir: &Path) -> [bool; 2] {
         let mut listed = [false; 2];
-        let entries = match std::fs::read_dir(dir) {
-            Ok(entries) => entries,
-            Err(_) => {
-                self.unreadable += 1;
-                return listed;
-            }
+        // Read with `wasi:filesystem` itself: each entry comes with its
+        // type (std's `read_dir` asks the host for every entry's metadata).
+        let stream = sys::open_dir(dir, true).and_then(|d| d.read_directory());
+        let Ok(stream) = stream else {
+            self.unreadable += 1;
+            return listed;
         };
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            if let Some(i) = FILE_NAMES.iter().position(|n| name == *n)
-                && entry.file_type().is_ok_and(|t| t.is_file())
-            {
-                listed[i] = true;
+        let mut in_a_row = 0;
+        while in_a_row < walk::MAX_FAILED_ENTRIES {
+            match stream.read_directory_entry() {
+                Ok(Some(entry)) => {
+                    in_a_row = 0;
+                    if let Some(i) = FILE_NAMES.iter().position(|n| entry.name == *n)
+                        && entry.type_ == DescriptorType::RegularFile
+                    {
+                        listed[i] = true;
+                    }
+                }
+                Ok(None) => break,
+                // An entry that cannot be read (a name that is not UTF-8)
+                // is no ignore file.
+                Err(_) => in_a_row += 1,
             }
         }
         listed

@@ -47,22 +47,27 @@ pub struct Entry<'a> {
     /// within the walk (always false unless the walk applies them).
     pub ignored: bool,
     /// The directory being read (open, and where the guest finds it), and
-    /// the entry's name in it.
+    /// where the entry's name starts in `rel` (its last component).
     dir: &'a Descriptor,
     dir_full: &'a Path,
-    name: &'a str,
+    name_at: usize,
 }
 
 impl Entry<'_> {
+    /// The entry's name in its directory.
+    fn name(&self) -> &str {
+        &self.rel[self.name_at..]
+    }
+
     /// Where the guest finds the entry by path (built on demand: most
     /// visitors use the open directory instead).
     pub fn full(&self) -> PathBuf {
-        self.dir_full.join(self.name)
+        self.dir_full.join(self.name())
     }
 
     /// The entry's own metadata (a symlink's, not its target's).
     pub fn stat(&self) -> Option<DescriptorStat> {
-        self.dir.stat_at(PathFlags::empty(), self.name).ok()
+        self.dir.stat_at(PathFlags::empty(), self.name()).ok()
     }
 
     /// Opens the entry for reading, relative to its directory (a symlink
@@ -70,7 +75,7 @@ impl Entry<'_> {
     pub fn open(&self) -> Result<Descriptor, ErrorCode> {
         self.dir.open_at(
             PathFlags::empty(),
-            self.name,
+            self.name(),
             OpenFlags::empty(),
             DescriptorFlags::READ,
         )
@@ -158,7 +163,7 @@ impl Stats {
 }
 
 /// Most failed entries in a row before a directory read is given up.
-const MAX_FAILED_ENTRIES: u64 = 64;
+pub(crate) const MAX_FAILED_ENTRIES: u64 = 64;
 
 /// The sorted entries of a directory, `(name, kind)`, and how many entries
 /// failed (skipped, the read goes on past them).
@@ -282,28 +287,30 @@ pub fn breadth_first(
         } else {
             rules
         };
-        for (name, kind) in &entries {
+        for (name, kind) in entries {
+            let name_len = name.len();
+            // The name itself is the path of an entry of the root.
             let rel = if dir_rel == "." {
-                name.clone()
+                name
             } else {
                 let mut rel = String::with_capacity(dir_rel.len() + 1 + name.len());
                 rel.push_str(&dir_rel);
                 rel.push('/');
-                rel.push_str(name);
+                rel.push_str(&name);
                 rel
             };
             let ignored = apply
                 && (dir_ignored
-                    || Rules::is_ignored(rules.as_ref(), &rel, *kind == Kind::Directory));
+                    || Rules::is_ignored(rules.as_ref(), &rel, kind == Kind::Directory));
             let entry = Entry {
+                name_at: rel.len() - name_len,
                 rel,
                 depth: depth + 1,
                 index,
-                kind: *kind,
+                kind,
                 ignored,
                 dir: &dir,
                 dir_full: &dir_full,
-                name,
             };
             index += 1;
             match visit(&entry) {
@@ -314,7 +321,7 @@ pub fn breadth_first(
                 }
                 Flow::Prune => {}
                 Flow::Continue => {
-                    if *kind == Kind::Directory && depth + 1 < max_depth {
+                    if kind == Kind::Directory && depth + 1 < max_depth {
                         queue.push_back(Pending {
                             full: entry.full(),
                             rel: entry.rel,
