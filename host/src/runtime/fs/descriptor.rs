@@ -514,8 +514,8 @@ impl fs::HostDescriptor for PolicedFs<'_> {
             Mode::empty(),
         )
         .map_err(|e| self.os_error(e))?;
-        let dir = rustix::fs::Dir::new(own).map_err(|e| self.os_error(e))?;
-        let stream = self.fs.table.push(DirStream(dir))?;
+        let stream = DirStream::new(own).map_err(|e| self.os_error(e))?;
+        let stream = self.fs.table.push(stream)?;
         self.guard.streams.insert(stream.rep(), h);
         self.guard.activity.count_dir_read();
         Ok(Resource::new_own(stream.rep()))

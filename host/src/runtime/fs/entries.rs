@@ -3,6 +3,7 @@
 //! every denied name so a listing never shows one.
 
 use super::*;
+use std::os::unix::ffi::OsStrExt;
 
 /// What a guest is told about a directory: its type and times, but a link
 /// count of 1 and a size of 0 whatever the filesystem says (and a symlink's
@@ -95,43 +96,66 @@ impl fs::HostDirectoryEntryStream for PolicedFs<'_> {
             .area
             .as_ref()
             .filter(|a| a.place(&h.rel) != Place::Inside);
-        let DirStream(dir) = self.fs.table.get_mut(&DirStream::of(&stream))?;
+        let rel = &h.rel;
+        let s = self.fs.table.get_mut(&DirStream::of(&stream))?;
         loop {
-            let entry = match dir.read() {
-                None => return Ok(None),
-                Some(entry) => entry.map_err(io_error)?,
-            };
-            let name = entry.file_name().to_bytes();
-            if name == b"." || name == b".." {
-                continue;
+            if let Some(&(end, type_)) = s.ahead.get(s.given) {
+                s.given += 1;
+                let name = &s.names[s.start..end];
+                s.start = end;
+                return match type_ {
+                    Some(type_) => Ok(Some(fs::DirectoryEntry {
+                        type_,
+                        name: name.to_string(),
+                    })),
+                    None => Err(ErrorCode::IllegalByteSequence.into()),
+                };
             }
-            let Ok(name) = std::str::from_utf8(name) else {
-                return Err(ErrorCode::IllegalByteSequence.into());
-            };
-            // Denied names are never seen, let alone looked at.
-            if deny.hides(OsStr::new(name))
-                || area.is_some_and(|a| !a.shows(&h.rel, OsStr::new(name)))
-            {
-                continue;
+            if s.done {
+                // Nothing more to hold.
+                (s.names, s.ahead) = Default::default();
+                return Ok(None);
             }
-            let type_ = match entry.file_type() {
-                FileType::Unknown => {
-                    // An entry name is one component: no traversal is possible.
-                    rustix::fs::statat(
-                        dir.fd().map_err(io_error)?,
-                        name,
-                        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
-                    )
-                    .map_or(fs::DescriptorType::Unknown, |st| {
-                        wasi_file_type(crate::sys::stat::file_type(&st))
-                    })
+            // The next read's entries, those the guest may see.
+            s.names.clear();
+            s.ahead.clear();
+            (s.given, s.start) = (0, 0);
+            let (names, ahead) = (&mut s.names, &mut s.ahead);
+            let more = s
+                .source
+                .read(&mut self.guard.scratch, |dir, name, file_type| {
+                    let os = OsStr::from_bytes(name);
+                    // Denied names are never seen, let alone looked at (nor
+                    // told apart by their bytes).
+                    if deny.hides(os) || area.is_some_and(|a| !a.shows(rel, os)) {
+                        return;
+                    }
+                    let Ok(name) = std::str::from_utf8(name) else {
+                        ahead.push((names.len(), None));
+                        return;
+                    };
+                    let type_ = match file_type {
+                        // An entry name is one component: no traversal is
+                        // possible.
+                        FileType::Unknown => {
+                            rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+                                .map_or(fs::DescriptorType::Unknown, |st| {
+                                    wasi_file_type(crate::sys::stat::file_type(&st))
+                                })
+                        }
+                        t => wasi_file_type(t),
+                    };
+                    names.push_str(name);
+                    ahead.push((names.len(), Some(type_)));
+                });
+            match more {
+                Ok(more) => s.done = !more,
+                // What failed is not read again.
+                Err(e) => {
+                    s.done = true;
+                    return Err(io_error(e));
                 }
-                t => wasi_file_type(t),
-            };
-            return Ok(Some(fs::DirectoryEntry {
-                type_,
-                name: name.to_string(),
-            }));
+            }
         }
     }
 
