@@ -46,6 +46,7 @@ use crate::store::{Kept, TRASH_DIR};
 use crate::sys::descriptors;
 
 mod call;
+pub use call::Spent;
 
 /// How often the epoch advances: the granularity of deadlines and cancellation.
 const TICK: Duration = Duration::from_millis(10);

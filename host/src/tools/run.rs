@@ -125,38 +125,49 @@ impl Toolbox {
             .filter(|r| r.op() == Permission::Write)
             .map(|r| (r.root().name.clone(), r.real_rel().to_path_buf()))
             .collect();
+        // The answer goes back as soon as the outcome is known; the spent
+        // instance is dropped after it on the same thread (its memory
+        // reset, off the answer's path), and the slot with it: no more
+        // instances alive than slots.
         let outcome = self
             .guests
-            .run(move || {
-                let _slot = slot;
-                // Refused before anything changes when it would pass the budget.
-                let reservation = match budget {
-                    Some((stamp, needs_of, paths, in_flight)) => Some(trash::reserve(
-                        &kept_estimate(&needs_of, &paths),
-                        &stamp,
-                        in_flight,
-                    )?),
-                    None => None,
-                };
-                let stamp = request.stamp.clone();
-                let staged = match stamp {
-                    Some(_) => this.stage(&mut request.mounts, &writes, &request.activity),
-                    None => Ok(Vec::new()),
-                };
-                let outcome = match staged {
-                    Ok(_staged) => this.runtime.call(index, request),
-                    Err(message) => runtime::CallOutcome::setup(message),
-                };
-                // Its index is written before its locks go: the next call on
-                // these places finds it. File I/O, so on this thread.
-                if let Some(stamp) = &stamp {
-                    trash::record_call(&indexed, stamp, &outcome.kept);
-                }
-                // What it kept is counted before its locks go too.
-                if let Some(reservation) = reservation {
-                    reservation.settle();
-                }
-                Ok((outcome, locked))
+            .run_then(move || {
+                let mut spent = runtime::Spent::none();
+                let answer = (|| {
+                    // Refused before anything changes when it would pass the budget.
+                    let reservation = match budget {
+                        Some((stamp, needs_of, paths, in_flight)) => Some(trash::reserve(
+                            &kept_estimate(&needs_of, &paths),
+                            &stamp,
+                            in_flight,
+                        )?),
+                        None => None,
+                    };
+                    let stamp = request.stamp.clone();
+                    let staged = match stamp {
+                        Some(_) => this.stage(&mut request.mounts, &writes, &request.activity),
+                        None => Ok(Vec::new()),
+                    };
+                    let outcome = match staged {
+                        Ok(_staged) => {
+                            let (outcome, left) = this.runtime.call_spent(index, request);
+                            spent = left;
+                            outcome
+                        }
+                        Err(message) => runtime::CallOutcome::setup(message),
+                    };
+                    // Its index is written before its locks go: the next call on
+                    // these places finds it. File I/O, so on this thread.
+                    if let Some(stamp) = &stamp {
+                        trash::record_call(&indexed, stamp, &outcome.kept);
+                    }
+                    // What it kept is counted before its locks go too.
+                    if let Some(reservation) = reservation {
+                        reservation.settle();
+                    }
+                    Ok((outcome, locked))
+                })();
+                (answer, (spent, slot))
             })
             .await;
         let elapsed = started.elapsed();

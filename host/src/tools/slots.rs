@@ -1,9 +1,9 @@
 //! Call slots: a bound on how many guests run at once.
 //!
-//! Each running guest holds up to `tool_memory_bytes` and a blocking thread,
+//! Each running guest holds up to `tool_memory_bytes` and a guest thread,
 //! so `max_concurrent_calls` slots bound the server's memory whatever the
 //! client sends. A call takes a slot before its guest starts and gives it back
-//! when the guest is done (the permit travels with the blocking thread, so a
+//! when the guest is done (the permit travels with the guest's thread, so a
 //! guest that outlives its caller still holds its slot). A call beyond the
 //! bound waits its turn, for at most the tool timeout, then is refused as
 //! `busy`; a cancelled call stops waiting at once. Calls never wait behind
