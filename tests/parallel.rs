@@ -637,6 +637,77 @@ fn a_wait_for_a_lock_ends_at_the_deadline_or_when_cancelled() {
     );
 }
 
+/// A write still running when the session ends (stdin closed) finishes
+/// before the process does: the server waits for its guest, and the new
+/// content is on disk once it has exited. Plain JSON-RPC lines over stdio.
+#[test]
+fn a_write_in_flight_when_stdin_closes_lands_before_the_exit() {
+    use std::io::{BufRead, BufReader, Write};
+    let env = Env::new();
+    env.write("ws/a.txt", "old\n");
+    let hook = Hook::new(&env);
+    let config = env.config(
+        "audit_log = \"audit.log\"\n[[roots]]\nname = \"ws\"\npath = \"ws\"\nrole = \"workspace\"\n",
+    );
+    let mut child = command()
+        .arg("--config")
+        .arg(&config)
+        .env("LOOMFS_TEST_HOOK_DIR", &hook.dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"}}})
+    )
+    .unwrap();
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.contains("\"id\":0"), "{line}");
+    hook.arm();
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "write_file", "arguments": {"root": "ws", "path": "a.txt", "content": "new\n"}}})
+    )
+    .unwrap();
+    for _ in 0..3000 {
+        if hook.is_paused() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(hook.is_paused(), "no publish reached the hook");
+    // The session ends with the write held at its publish. Past the 5 s
+    // the server gives its last answers to be written, it still waits.
+    drop(stdin);
+    std::thread::sleep(Duration::from_secs(6));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the server exited with a write in flight"
+    );
+    hook.go();
+    assert_exits_cleanly(&mut child);
+    assert_eq!(
+        std::fs::read_to_string(env.path("ws/a.txt")).unwrap(),
+        "new\n",
+        "the write was lost"
+    );
+}
+
 /// Another process's lock is waited for. The test holds, as another server
 /// would, the byte that stands for `e.txt` in the root's `.mcp-trash/.locks`
 /// (an OFD lock on the first 62 bits of the path's SHA-256, see

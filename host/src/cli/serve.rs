@@ -107,6 +107,8 @@ pub(super) fn exposure(http: &HttpArgs) -> Option<String> {
 pub(super) fn serve(cli: &Cli) -> anyhow::Result<()> {
     refuse_root(cli)?;
     let config = load_config(cli)?;
+    // A call may wait for a slot, then run, each up to the tool timeout.
+    let drain = config.limits.tool_timeout * 2 + std::time::Duration::from_secs(1);
     let budget = descriptor_budget(&config, raise_open_file_limit());
     let audit = open_audit(&config)?;
     // Kept to close the log at exit: lines still waiting to be written (a
@@ -209,7 +211,7 @@ pub(super) fn serve(cli: &Cli) -> anyhow::Result<()> {
         })
         .context("cannot start the component loader")?;
     // Under stdio the one client's lines are read, dispatched and answered
-    // on this thread alone (guests run on blocking threads either way):
+    // on this thread alone (guests run on their own threads either way):
     // a call's answer then goes out without waking a second worker, one
     // thread hand-off fewer per call, and a 4 KiB `read_file` costs a
     // fifth less CPU (see ARCHITECTURE.md, Performance). HTTP serves many
@@ -224,13 +226,18 @@ pub(super) fn serve(cli: &Cli) -> anyhow::Result<()> {
             .build(),
     };
     let rt = rt.context("cannot start the async runtime")?;
+    let server = Server::new(loaded);
+    let guests = server.clone();
     let served = match http {
         None => {
             eprintln!("serving MCP over stdio");
-            rt.block_on(serve_stdio(Server::new(loaded)))
+            rt.block_on(serve_stdio(server))
         }
-        Some(options) => rt.block_on(serve_http(Server::new(loaded), options)),
+        Some(options) => rt.block_on(serve_http(server, options)),
     };
+    // A guest still running finishes before the process ends (as long as
+    // a call may wait for a slot and then run).
+    rt.block_on(guests.guests_finished(drain));
     audit_at_exit.close();
     served
 }

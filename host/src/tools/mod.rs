@@ -386,6 +386,12 @@ impl Toolbox {
         &self.config
     }
 
+    /// Guests running, or dropping what their call left: calls whose
+    /// handler may be gone (the session ended) and that still finish.
+    pub fn guests_busy(&self) -> usize {
+        self.guests.busy()
+    }
+
     /// The listed tools, in a stable order.
     pub fn tools(&self) -> Vec<Tool> {
         self.entries.iter().map(|e| e.tool.clone()).collect()

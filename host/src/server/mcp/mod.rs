@@ -191,6 +191,20 @@ impl Server {
         self.in_flight.load(Ordering::SeqCst)
     }
 
+    /// Waits, for at most `limit`, until no guest runs: a session's end
+    /// drops the handlers of its calls, not their guests, which finish
+    /// (publishing or rolling back what they wrote) on threads the process
+    /// would not wait for at exit.
+    pub async fn guests_finished(&self, limit: Duration) {
+        let Some(toolbox) = self.toolbox.borrow().clone() else {
+            return;
+        };
+        let deadline = tokio::time::Instant::now() + limit;
+        while toolbox.guests_busy() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     /// The toolbox, waiting for it to be loaded.
     async fn toolbox(&self) -> Result<Arc<Toolbox>, ErrorData> {
         let mut ready = self.toolbox.clone();
