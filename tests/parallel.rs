@@ -529,23 +529,20 @@ async fn a_dead_servers_staging_files_go_at_the_next_start() {
     );
 }
 
-/// A call waiting for a lock waits at most the tool timeout, then is
-/// refused naming the place and the limit (audited as `locked`); a call
-/// cancelled while it waits never runs. Plain JSON-RPC lines over stdio,
-/// so that the cancellation reaches the server after its request.
-#[test]
-fn a_wait_for_a_lock_ends_at_the_deadline_or_when_cancelled() {
-    use std::io::{BufRead, BufReader, Write};
-    let env = Env::new();
-    env.write("ws/a.txt", "one\n");
-    let hook = Hook::new(&env);
-    let config = env.config(
-        "audit_log = \"audit.log\"\ntool_timeout_ms = 1500\n\
-         [[roots]]\nname = \"ws\"\npath = \"ws\"\nrole = \"workspace\"\n",
-    );
+/// The server with the hook over plain JSON-RPC lines on stdio, its
+/// handshake done: the process, its stdin and its stdout.
+fn stdio_hooked(
+    config: &Path,
+    hook: &Hook,
+) -> (
+    std::process::Child,
+    std::process::ChildStdin,
+    std::io::BufReader<std::process::ChildStdout>,
+) {
+    use std::io::{BufRead, Write};
     let mut child = command()
         .arg("--config")
-        .arg(&config)
+        .arg(config)
         .env("LOOMFS_TEST_HOOK_DIR", &hook.dir)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -553,18 +550,42 @@ fn a_wait_for_a_lock_ends_at_the_deadline_or_when_cancelled() {
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"}}});
+    writeln!(stdin, "{initialize}").unwrap();
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.contains("\"id\":0"), "{line}");
+    (child, stdin, stdout)
+}
+
+/// A call waiting for a lock waits at most the tool timeout, then is
+/// refused naming the place and the limit (audited as `locked`); a call
+/// cancelled while it waits never runs. Plain JSON-RPC lines over stdio,
+/// so that the cancellation reaches the server after its request.
+#[test]
+fn a_wait_for_a_lock_ends_at_the_deadline_or_when_cancelled() {
+    use std::io::{BufRead, Write};
+    let env = Env::new();
+    env.write("ws/a.txt", "one\n");
+    let hook = Hook::new(&env);
+    let config = env.config(
+        "audit_log = \"audit.log\"\ntool_timeout_ms = 1500\n\
+         [[roots]]\nname = \"ws\"\npath = \"ws\"\nrole = \"workspace\"\n",
+    );
+    let (mut child, mut stdin, mut stdout) = stdio_hooked(&config, &hook);
     let mut send = |v: Value| writeln!(stdin, "{v}").unwrap();
     let tool = |id: u32, name: &str, args: Value| {
         json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
             "params": {"name": name, "arguments": args}})
     };
-    send(
-        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "t", "version": "0"}}}),
-    );
-    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     hook.arm();
     send(tool(
         1,
@@ -572,8 +593,6 @@ fn a_wait_for_a_lock_ends_at_the_deadline_or_when_cancelled() {
         json!({"root": "ws", "path": "a.txt", "content": "A1\n"}),
     ));
     let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    assert!(line.contains("\"id\":0"), "{line}");
     for _ in 0..3000 {
         if hook.is_paused() {
             break;
@@ -642,40 +661,14 @@ fn a_wait_for_a_lock_ends_at_the_deadline_or_when_cancelled() {
 /// content is on disk once it has exited. Plain JSON-RPC lines over stdio.
 #[test]
 fn a_write_in_flight_when_stdin_closes_lands_before_the_exit() {
-    use std::io::{BufRead, BufReader, Write};
+    use std::io::Write;
     let env = Env::new();
     env.write("ws/a.txt", "old\n");
     let hook = Hook::new(&env);
     let config = env.config(
         "audit_log = \"audit.log\"\n[[roots]]\nname = \"ws\"\npath = \"ws\"\nrole = \"workspace\"\n",
     );
-    let mut child = command()
-        .arg("--config")
-        .arg(&config)
-        .env("LOOMFS_TEST_HOOK_DIR", &hook.dir)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    writeln!(
-        stdin,
-        "{}",
-        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "t", "version": "0"}}})
-    )
-    .unwrap();
-    writeln!(
-        stdin,
-        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
-    )
-    .unwrap();
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    assert!(line.contains("\"id\":0"), "{line}");
+    let (mut child, mut stdin, _stdout) = stdio_hooked(&config, &hook);
     hook.arm();
     writeln!(
         stdin,
