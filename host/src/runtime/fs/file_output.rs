@@ -45,18 +45,6 @@ impl FileOutput {
         }
     }
 
-    fn write_all(&mut self, mut buf: &[u8]) -> io::Result<()> {
-        while !buf.is_empty() {
-            let n = self.file.write_at(buf, self.offset)?;
-            if n == 0 {
-                return Err(io::ErrorKind::WriteZero.into());
-            }
-            self.offset += n as u64;
-            buf = &buf[n..];
-        }
-        Ok(())
-    }
-
     /// Ready for more, or the error of the write that failed (the stream
     /// closed after it is told).
     fn settled(&mut self) -> StreamResult<()> {
@@ -83,8 +71,11 @@ impl OutputStream for FileOutput {
                 )));
             }
         }
-        if let Err(e) = self.write_all(&bytes) {
-            self.state = State::Failed(e);
+        // std's loop over short writes, EINTR retried; after a failure the
+        // stream closes, so the offset no longer matters.
+        match self.file.write_all_at(&bytes, self.offset) {
+            Ok(()) => self.offset += bytes.len() as u64,
+            Err(e) => self.state = State::Failed(e),
         }
         Ok(())
     }
