@@ -8,12 +8,13 @@
 //! `allow_blocking_current_thread`). This stream writes at once, at its
 //! offset (appends keep wasmtime-wasi's stream: no tool appends through a
 //! stream, and its Linux `pwritev2` has an untidy fallback elsewhere). A failed
-//! write is kept and reported by the next `check-write` or `flush`, which
-//! then close the stream, as wasmtime-wasi's does; the error keeps the OS's
-//! code, so the meter around the stream still names a full disk.
+//! write fails that `write` itself, with the OS's code (so the meter around
+//! the stream names a full disk and counts the write as nothing written),
+//! and closes the stream. wasmtime-wasi's, whose writes are done later on
+//! another thread, can only tell a failure at the next `check-write` or
+//! `flush`: a guest that dropped its stream without one never learnt it.
 
 use std::fs::File;
-use std::io;
 use std::os::unix::fs::FileExt as _;
 use std::sync::Arc;
 
@@ -32,7 +33,6 @@ pub(super) struct FileOutput {
 
 enum State {
     Ready,
-    Failed(io::Error),
     Closed,
 }
 
@@ -45,15 +45,10 @@ impl FileOutput {
         }
     }
 
-    /// Ready for more, or the error of the write that failed (the stream
-    /// closed after it is told).
-    fn settled(&mut self) -> StreamResult<()> {
-        match std::mem::replace(&mut self.state, State::Closed) {
-            State::Ready => {
-                self.state = State::Ready;
-                Ok(())
-            }
-            State::Failed(e) => Err(StreamError::LastOperationFailed(e.into())),
+    /// Ready for more, unless a write failed (the stream closed then).
+    fn settled(&self) -> StreamResult<()> {
+        match self.state {
+            State::Ready => Ok(()),
             State::Closed => Err(StreamError::Closed),
         }
     }
@@ -62,22 +57,19 @@ impl FileOutput {
 #[async_trait::async_trait]
 impl OutputStream for FileOutput {
     fn write(&mut self, bytes: Bytes) -> StreamResult<()> {
-        match self.state {
-            State::Ready => {}
-            State::Closed => return Err(StreamError::Closed),
-            State::Failed(_) => {
-                return Err(StreamError::Trap(wasmtime::format_err!(
-                    "write not permitted: check_write not called first"
-                )));
-            }
-        }
+        self.settled()?;
         // std's loop over short writes, EINTR retried; after a failure the
         // stream closes, so the offset no longer matters.
         match self.file.write_all_at(&bytes, self.offset) {
-            Ok(()) => self.offset += bytes.len() as u64,
-            Err(e) => self.state = State::Failed(e),
+            Ok(()) => {
+                self.offset += bytes.len() as u64;
+                Ok(())
+            }
+            Err(e) => {
+                self.state = State::Closed;
+                Err(StreamError::LastOperationFailed(e.into()))
+            }
         }
-        Ok(())
     }
 
     fn flush(&mut self) -> StreamResult<()> {
@@ -100,6 +92,7 @@ impl Pollable for FileOutput {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io;
 
     fn file_in(dir: &tempfile::TempDir) -> Arc<File> {
         let file = std::fs::OpenOptions::new()
@@ -123,19 +116,15 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_write_is_told_once_with_its_os_error_then_the_stream_is_closed() {
+    fn a_failed_write_is_told_by_that_write_with_its_os_error_then_the_stream_is_closed() {
         let dir = tempfile::TempDir::new().unwrap();
         std::fs::write(dir.path().join("f"), b"").unwrap();
         // Opened read-only: the write fails with EBADF.
         let file = Arc::new(File::open(dir.path().join("f")).unwrap());
         let mut out = FileOutput::new(file, 0);
-        out.write(Bytes::from_static(b"data")).unwrap();
-        // A second write before the error is taken is the guest's mistake.
-        assert!(matches!(
-            out.write(Bytes::from_static(b"more")),
-            Err(StreamError::Trap(_))
-        ));
-        match out.check_write() {
+        assert_eq!(out.check_write().unwrap(), CAPACITY);
+        // Told at once: a guest that drops the stream now has been told.
+        match out.write(Bytes::from_static(b"data")) {
             Err(StreamError::LastOperationFailed(e)) => {
                 let os = e
                     .downcast_ref::<io::Error>()
