@@ -1079,14 +1079,38 @@ fn set_soft_nofile(pid: u32, soft: u64) {
     .unwrap();
 }
 
-/// The descriptor limit that leaves process `pid` exactly `spare`
-/// descriptors to open: the limit is on numbers, and a new descriptor takes
-/// the lowest free one, so `spare` free numbers must lie below it.
-fn limit_leaving(pid: u32, spare: usize) -> u64 {
-    let held: std::collections::BTreeSet<u64> = fs::read_dir(format!("/proc/{pid}/fd"))
+/// The descriptors process `pid` holds.
+fn held_fds(pid: u32) -> std::collections::BTreeSet<u64> {
+    fs::read_dir(format!("/proc/{pid}/fd"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().parse().unwrap())
-        .collect();
+        .collect()
+}
+
+/// Waits until process `pid` holds the same descriptors twice in a row,
+/// 25 ms apart: a call's spent instance (its preopened directories among
+/// what it holds) is dropped after its answer, on the guest's thread, so
+/// right after an answer the server may still be letting go of some.
+fn settle_fds(pid: u32) {
+    let mut last = held_fds(pid);
+    for _ in 0..200 {
+        std::thread::sleep(Duration::from_millis(25));
+        let now = held_fds(pid);
+        if now == last {
+            return;
+        }
+        last = now;
+    }
+    panic!("the server's descriptors never settled: {last:?}");
+}
+
+/// The descriptor limit that leaves process `pid` exactly `spare`
+/// descriptors to open: the limit is on numbers, and a new descriptor takes
+/// the lowest free one, so `spare` free numbers must lie below it. Taken
+/// once the server has let go of its last call's descriptors.
+fn limit_leaving(pid: u32, spare: usize) -> u64 {
+    settle_fds(pid);
+    let held = held_fds(pid);
     (0..).filter(|n| !held.contains(n)).nth(spare).unwrap()
 }
 
@@ -1140,6 +1164,8 @@ async fn a_call_with_no_descriptor_free_says_emfile() {
         set_soft_nofile(pid, limit_leaving(pid, spare));
         let before = fs::read_to_string(env.path("ws/new.txt")).unwrap();
         for (name, args) in calls(round) {
+            // The call before may still be letting go of its descriptors.
+            settle_fds(pid);
             let a = ask(&client, name, args).await;
             let r = a.tool(name);
             if is_error(r) {
