@@ -28,12 +28,8 @@ pub(super) struct FileOutput {
     file: Arc<File>,
     /// Where the next write goes.
     offset: u64,
-    state: State,
-}
-
-enum State {
-    Ready,
-    Closed,
+    /// Set by a failed write: every later use is told the stream is closed.
+    closed: bool,
 }
 
 impl FileOutput {
@@ -41,15 +37,15 @@ impl FileOutput {
         FileOutput {
             file,
             offset,
-            state: State::Ready,
+            closed: false,
         }
     }
 
     /// Ready for more, unless a write failed (the stream closed then).
-    fn settled(&self) -> StreamResult<()> {
-        match self.state {
-            State::Ready => Ok(()),
-            State::Closed => Err(StreamError::Closed),
+    fn open(&self) -> StreamResult<()> {
+        match self.closed {
+            false => Ok(()),
+            true => Err(StreamError::Closed),
         }
     }
 }
@@ -57,7 +53,7 @@ impl FileOutput {
 #[async_trait::async_trait]
 impl OutputStream for FileOutput {
     fn write(&mut self, bytes: Bytes) -> StreamResult<()> {
-        self.settled()?;
+        self.open()?;
         // std's loop over short writes, EINTR retried; after a failure the
         // stream closes, so the offset no longer matters.
         match self.file.write_all_at(&bytes, self.offset) {
@@ -66,7 +62,7 @@ impl OutputStream for FileOutput {
                 Ok(())
             }
             Err(e) => {
-                self.state = State::Closed;
+                self.closed = true;
                 Err(StreamError::LastOperationFailed(e.into()))
             }
         }
@@ -74,11 +70,11 @@ impl OutputStream for FileOutput {
 
     fn flush(&mut self) -> StreamResult<()> {
         // Nothing is held back: each write reached the file when made.
-        self.settled()
+        self.open()
     }
 
     fn check_write(&mut self) -> StreamResult<usize> {
-        self.settled().map(|()| CAPACITY)
+        self.open().map(|()| CAPACITY)
     }
 
     async fn cancel(&mut self) {}
