@@ -1087,17 +1087,18 @@ fn held_fds(pid: u32) -> std::collections::BTreeSet<u64> {
         .collect()
 }
 
-/// Waits until process `pid` holds the same descriptors twice in a row,
-/// 25 ms apart: a call's spent instance (its preopened directories among
-/// what it holds) is dropped after its answer, on the guest's thread, so
-/// right after an answer the server may still be letting go of some.
-fn settle_fds(pid: u32) {
+/// The descriptors process `pid` holds once it holds the same ones twice
+/// in a row, 25 ms apart: a call's spent instance (its preopened
+/// directories among what it holds) is dropped after its answer, on the
+/// guest's thread, so right after an answer the server may still be
+/// letting go of some.
+fn settle_fds(pid: u32) -> std::collections::BTreeSet<u64> {
     let mut last = held_fds(pid);
     for _ in 0..200 {
         std::thread::sleep(Duration::from_millis(25));
         let now = held_fds(pid);
         if now == last {
-            return;
+            return now;
         }
         last = now;
     }
@@ -1109,8 +1110,7 @@ fn settle_fds(pid: u32) {
 /// the lowest free one, so `spare` free numbers must lie below it. Taken
 /// once the server has let go of its last call's descriptors.
 fn limit_leaving(pid: u32, spare: usize) -> u64 {
-    settle_fds(pid);
-    let held = held_fds(pid);
+    let held = settle_fds(pid);
     (0..).filter(|n| !held.contains(n)).nth(spare).unwrap()
 }
 
@@ -1165,7 +1165,7 @@ async fn a_call_with_no_descriptor_free_says_emfile() {
         let before = fs::read_to_string(env.path("ws/new.txt")).unwrap();
         for (name, args) in calls(round) {
             // The call before may still be letting go of its descriptors.
-            settle_fds(pid);
+            let _ = settle_fds(pid);
             let a = ask(&client, name, args).await;
             let r = a.tool(name);
             if is_error(r) {
