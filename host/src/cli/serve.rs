@@ -337,21 +337,20 @@ pub(super) fn shared_audit_dir(dir: &Path) -> String {
 
 pub(super) async fn serve_stdio(server: Server) -> anyhow::Result<()> {
     let (input, output) = stdio::std_streams();
-    let (io, flushed) = stdio::guarded(input, output);
     let service = server
-        .serve(io)
+        .serve(stdio::Guarded::new(input, output))
         .await
         .context("MCP session failed to start")?;
     // SIGTERM or SIGINT ends the session as a closed stdin does, so that
     // what must be done at exit is (the audit lines still waiting).
     let cancel = service.cancellation_token();
     on_stop_signal("loom-fs-mcp: stopping", move || cancel.cancel())?;
+    // rmcp's session ends by closing the transport, which writes out what
+    // is still queued for the client.
     service
         .waiting()
         .await
         .context("MCP session ended with an error")?;
-    // The session is over: let its last answers reach the client.
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), flushed).await;
     Ok(())
 }
 

@@ -1,29 +1,30 @@
-//! The stdio transport: JSON-RPC lines between the client and rmcp, with a
+//! The stdio transport: rmcp's `Transport` over the client's pipes, with a
 //! guard in front.
 //!
 //! rmcp drops a line it cannot parse without a word, and answers a request
 //! it cannot type (`"params": 5`) without the request's id: a client waiting
-//! on that id would wait forever. So every line is read here first. One that
-//! is not JSON gets `-32700` (id null, as JSON-RPC says); a request of the
-//! wrong shape gets `-32600` or `-32602` with its own id; only well-formed
-//! messages reach rmcp, unchanged. A line longer than [`MAX_LINE`] is
+//! on that id would wait forever. So every line is judged here first. One
+//! that is not JSON gets `-32700` (id null, as JSON-RPC says); a request of
+//! the wrong shape gets `-32600` or `-32602` with its own id; only
+//! well-formed messages reach rmcp. A line longer than [`MAX_LINE`] is
 //! answered and skipped: at most [`MAX_LINE`] bytes of it are ever held.
-//! rmcp is served with the same cap, so no line passes here and dies there.
 //!
-//! Under stdio, stdout is the JSON-RPC channel: the one task here that
-//! writes it forwards rmcp's lines and the guard's answers, whole lines each.
+//! A `tools/call` request, nearly every line a session sends, is parsed once
+//! and straight into its type; other lines are judged as JSON, then typed
+//! the way rmcp's own line transport types them.
+//!
+//! Under stdio, stdout is the JSON-RPC channel: every line written to it
+//! goes through one queue, whole lines only, rmcp's answers and the guard's.
+
+use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::mpsc;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::Mutex;
 
 /// Longest line accepted (rmcp's own default cap for line transports): a
 /// `write_file` of several megabytes fits.
 pub const MAX_LINE: usize = rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH;
-
-/// Answers waiting for stdout; past this, reading stdin waits too (a client
-/// that never reads cannot grow the server's memory).
-const QUEUED_ANSWERS: usize = 64;
 
 /// What to do with one line from the client.
 #[derive(Debug, PartialEq)]
@@ -36,7 +37,7 @@ enum Verdict {
     Skip,
 }
 
-/// The process's stdin and stdout, for [`guarded`]. When they are pipes (as
+/// The process's stdin and stdout, for [`Guarded`]. When they are pipes (as
 /// an MCP client starts a server) they are read and written on the runtime's
 /// own event loop; tokio's `stdin()` and `stdout()` hand each read and write
 /// to a blocking thread, a wake-up of another thread and back on every
@@ -75,165 +76,337 @@ pub fn std_streams() -> (
     (input, output)
 }
 
-/// rmcp's side of the guard, to hand to `serve`.
-pub type Io = rmcp::transport::async_rw::AsyncRwTransport<
-    rmcp::RoleServer,
-    tokio::io::DuplexStream,
-    tokio::io::DuplexStream,
->;
-
-/// Serves rmcp through the guard: returns rmcp's side, and spawns the tasks
-/// that move lines between it and `input`/`output`. The handle ends once
-/// rmcp's writer is dropped and every line it wrote is out: await it before
-/// exiting.
-pub fn guarded<R, W>(input: R, output: W) -> (Io, tokio::task::JoinHandle<()>)
-where
-    R: AsyncRead + Unpin + Send + 'static,
-    W: AsyncWrite + Unpin + Send + 'static,
-{
-    let ((reads, writes), flushed) = pipes(input, output);
-    let io = rmcp::transport::async_rw::AsyncRwTransport::new_server(reads, writes)
-        .with_max_line_length(MAX_LINE);
-    (io, flushed)
+/// The stdio transport rmcp is served with: lines read from `input` and
+/// judged here, rmcp's messages and the guard's answers written to `output`.
+pub struct Guarded<R, W> {
+    input: BufReader<R>,
+    /// The line being read: what a cancelled read left of it stays here
+    /// (rmcp polls `receive` in a `select!`).
+    line: Vec<u8>,
+    /// Dropping the rest of an over-long line, already answered.
+    skipping: bool,
+    /// The guard's answer, not yet handed to the output.
+    answer: Option<Vec<u8>>,
+    /// An answer of the guard's may still be in the output's queue.
+    owed: bool,
+    /// The client's end of input has been reached.
+    ended: bool,
+    output: Arc<Mutex<Output<W>>>,
 }
 
-/// The guard's plumbing: what rmcp reads and writes, and the two tasks.
-fn pipes<R, W>(
-    input: R,
-    output: W,
-) -> (
-    (tokio::io::DuplexStream, tokio::io::DuplexStream),
-    tokio::task::JoinHandle<()>,
-)
-where
-    R: AsyncRead + Unpin + Send + 'static,
-    W: AsyncWrite + Unpin + Send + 'static,
-{
-    let (to_rmcp, rmcp_reads) = tokio::io::duplex(1 << 16);
-    let (rmcp_writes, from_rmcp) = tokio::io::duplex(1 << 16);
-    let (answers, answered) = mpsc::channel(QUEUED_ANSWERS);
-    tokio::spawn(read_side(input, to_rmcp, answers));
-    let flushed = tokio::spawn(write_side(from_rmcp, answered, output));
-    ((rmcp_reads, rmcp_writes), flushed)
+/// stdout and what is queued for it: whole lines, written in order; what a
+/// cancelled write left stays queued for the next writer.
+struct Output<W> {
+    writer: Option<W>,
+    queued: Vec<u8>,
+    /// How much of `queued` is already out.
+    sent: usize,
 }
 
-/// Client → rmcp: each line judged, forwarded or answered. At the client's
-/// end of input, rmcp's input ends too.
-async fn read_side<R: AsyncRead + Unpin>(
-    input: R,
-    mut to_rmcp: tokio::io::DuplexStream,
-    answers: mpsc::Sender<Value>,
-) {
-    let mut reader = BufReader::new(input);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        let limit = MAX_LINE as u64 + 1;
-        match (&mut reader).take(limit).read_until(b'\n', &mut line).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-        let verdict = if line.len() > MAX_LINE && line.last() != Some(&b'\n') {
-            if skip_line(&mut reader).await.is_err() {
-                break;
-            }
-            Verdict::Answer(error(
-                Value::Null,
-                -32600,
-                format!("invalid request: a message may be at most {MAX_LINE} bytes"),
-            ))
+impl<W: AsyncWrite + Unpin> Output<W> {
+    /// Queues one whole line (ending in a newline) and writes the queue out.
+    async fn put(&mut self, line: Vec<u8>) -> std::io::Result<()> {
+        if self.sent == self.queued.len() {
+            // Nothing waiting: the line itself becomes the queue, uncopied.
+            (self.queued, self.sent) = (line, 0);
         } else {
-            triage(&line)
-        };
-        match verdict {
-            Verdict::Forward => {
-                if !line.ends_with(b"\n") {
-                    line.push(b'\n');
-                }
-                if to_rmcp.write_all(&line).await.is_err() {
-                    break;
-                }
-            }
-            Verdict::Answer(response) => {
-                if answers.send(response).await.is_err() {
-                    break;
-                }
-            }
-            Verdict::Skip => {}
+            self.queued.extend_from_slice(&line);
         }
+        self.drain().await
     }
-    let _ = to_rmcp.shutdown().await;
-}
 
-/// Reads and drops the rest of an over-long line.
-async fn skip_line<R: AsyncRead + Unpin>(reader: &mut BufReader<R>) -> std::io::Result<()> {
-    loop {
-        let buf = reader.fill_buf().await?;
-        if buf.is_empty() {
-            return Ok(());
-        }
-        match buf.iter().position(|&b| b == b'\n') {
-            Some(end) => {
-                reader.consume(end + 1);
-                return Ok(());
-            }
-            None => {
-                let n = buf.len();
-                reader.consume(n);
+    /// Writes out what is queued. Each write's progress is recorded as it
+    /// completes, so a cancelled drain loses and repeats nothing.
+    async fn drain(&mut self) -> std::io::Result<()> {
+        let writer = self.writer.as_mut().ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::NotConnected, "the transport is closed")
+        })?;
+        while self.sent < self.queued.len() {
+            match writer.write(&self.queued[self.sent..]).await? {
+                0 => return Err(std::io::ErrorKind::WriteZero.into()),
+                n => self.sent += n,
             }
         }
+        // A large answer's buffer is not kept for the small ones after it.
+        if self.queued.capacity() > KEPT_BUFFER {
+            self.queued = Vec::new();
+        } else {
+            self.queued.clear();
+        }
+        self.sent = 0;
+        writer.flush().await
     }
 }
 
-/// rmcp and the guard → client: whole lines, flushed one by one. A line of
-/// rmcp's is written only once complete (`read_until` keeps what it read
-/// when the other branch wins), so an answer never lands inside it.
-async fn write_side<W: AsyncWrite + Unpin>(
-    from_rmcp: tokio::io::DuplexStream,
-    mut answered: mpsc::Receiver<Value>,
-    mut output: W,
-) {
-    let mut rmcp = BufReader::new(from_rmcp);
-    let mut line = Vec::new();
-    loop {
-        let written = tokio::select! {
-            read = rmcp.read_until(b'\n', &mut line) => match read {
-                Ok(0) | Err(_) => {
-                    // rmcp is done; the guard's last answers still go out
-                    // (its reader ends, and drops the sender, at input's end).
-                    while let Some(answer) = answered.recv().await {
-                        if write_answer(&mut output, &answer).await.is_err() {
-                            break;
-                        }
+/// The largest line buffer kept between lines.
+const KEPT_BUFFER: usize = 1 << 16;
+
+/// What reading came to.
+enum Read {
+    /// A whole line is in `line`.
+    Line,
+    /// The line was over [`MAX_LINE`]: dropped, to be answered.
+    Over,
+    /// The end of input.
+    End,
+}
+
+/// What one line comes to.
+enum Line {
+    Message(Box<Rx>),
+    Answer(Vec<u8>),
+    Skip,
+}
+
+type Rx = rmcp::service::RxJsonRpcMessage<rmcp::RoleServer>;
+type Tx = rmcp::service::TxJsonRpcMessage<rmcp::RoleServer>;
+
+impl<R, W> Guarded<R, W>
+where
+    R: AsyncRead + Unpin + Send,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    pub fn new(input: R, output: W) -> Self {
+        Self {
+            input: BufReader::with_capacity(READ_BUFFER, input),
+            line: Vec::new(),
+            skipping: false,
+            answer: None,
+            owed: false,
+            ended: false,
+            output: Arc::new(Mutex::new(Output {
+                writer: Some(output),
+                queued: Vec::new(),
+                sent: 0,
+            })),
+        }
+    }
+
+    /// Reads on until `self.line` holds a whole line, its newline included
+    /// (the input's last line may have none). A line over [`MAX_LINE`] is
+    /// dropped as it comes, never held: its bytes past the cap are read and
+    /// thrown away (`skipping`) on the next calls.
+    async fn read_line(&mut self) -> std::io::Result<Read> {
+        loop {
+            let available = self.input.fill_buf().await?;
+            if available.is_empty() {
+                self.skipping = false;
+                return Ok(match self.line.is_empty() {
+                    true => Read::End,
+                    false => Read::Line,
+                });
+            }
+            let newline = available.iter().position(|&b| b == b'\n');
+            let take = newline.map_or(available.len(), |at| at + 1);
+            if self.skipping {
+                self.input.consume(take);
+                self.skipping = newline.is_none();
+                continue;
+            }
+            if self.line.len() + newline.unwrap_or(available.len()) > MAX_LINE {
+                self.input.consume(take);
+                self.line.clear();
+                self.skipping = newline.is_none();
+                return Ok(Read::Over);
+            }
+            self.line.extend_from_slice(&available[..take]);
+            self.input.consume(take);
+            if newline.is_some() {
+                return Ok(Read::Line);
+            }
+        }
+    }
+
+    /// Writes out the guard's answer, and whatever a cancelled write of it
+    /// left.
+    async fn settle_answer(&mut self) -> std::io::Result<()> {
+        let mut output = self.output.lock().await;
+        if let Some(answer) = self.answer.take() {
+            self.owed = true;
+            output.put(answer).await?;
+        } else {
+            output.drain().await?;
+        }
+        self.owed = false;
+        Ok(())
+    }
+}
+
+/// How long the last answers may take to reach the client at the end.
+const CLOSING: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// What the line reader keeps of the client's input at a time.
+const READ_BUFFER: usize = 1 << 16;
+
+impl<R, W> rmcp::transport::Transport<rmcp::RoleServer> for Guarded<R, W>
+where
+    R: AsyncRead + Unpin + Send,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    type Error = std::io::Error;
+
+    fn send(&mut self, item: Tx) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let output = self.output.clone();
+        let line = serde_json::to_vec(&item).map(|mut line| {
+            line.push(b'\n');
+            line
+        });
+        async move { output.lock().await.put(line?).await }
+    }
+
+    async fn receive(&mut self) -> Option<Rx> {
+        loop {
+            if (self.answer.is_some() || self.owed) && self.settle_answer().await.is_err() {
+                return None;
+            }
+            if self.ended {
+                return None;
+            }
+            match self.read_line().await {
+                Err(_) | Ok(Read::End) => return None,
+                Ok(Read::Over) => {
+                    self.answer = Some(answer_line(&error(
+                        Value::Null,
+                        -32600,
+                        format!("invalid request: a message may be at most {MAX_LINE} bytes"),
+                    )))
+                }
+                Ok(Read::Line) => {
+                    // A line without its newline is the input's last.
+                    self.ended = !self.line.ends_with(b"\n");
+                    let judged = judge(&self.line);
+                    // A large request's buffer is not kept for the small
+                    // ones after it.
+                    if self.line.capacity() > KEPT_BUFFER {
+                        self.line = Vec::new();
+                    } else {
+                        self.line.clear();
                     }
-                    break;
+                    match judged {
+                        Line::Message(message) => return Some(*message),
+                        Line::Answer(answer) => self.answer = Some(answer),
+                        Line::Skip => {}
+                    }
                 }
-                Ok(_) => {
-                    let written = write_line(&mut output, &line).await;
-                    line.clear();
-                    written
-                }
-            },
-            Some(answer) = answered.recv() => write_answer(&mut output, &answer).await,
-        };
-        if written.is_err() {
-            break;
+            }
         }
+    }
+
+    /// Writes out what is queued, giving a client that has stopped reading
+    /// [`CLOSING`] to take it, and closes the output.
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        let output = self.output.clone();
+        let closed = tokio::time::timeout(CLOSING, async move {
+            let mut output = output.lock().await;
+            let drained = output.drain().await;
+            output.writer = None;
+            drained
+        });
+        closed.await.unwrap_or_else(|_| {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the client did not read the last answers",
+            ))
+        })
     }
 }
 
-async fn write_answer<W: AsyncWrite + Unpin>(
-    output: &mut W,
-    answer: &Value,
-) -> std::io::Result<()> {
-    let mut text = answer.to_string().into_bytes();
-    text.push(b'\n');
-    write_line(output, &text).await
+/// One line's fate: a well-formed message becomes rmcp's, a malformed one
+/// gets the guard's answer.
+fn judge(line: &[u8]) -> Line {
+    if let Some(call) = tool_call(line) {
+        return Line::Message(Box::new(call));
+    }
+    match triage(line) {
+        Verdict::Skip => Line::Skip,
+        Verdict::Answer(answer) => Line::Answer(answer_line(&answer)),
+        Verdict::Forward => match serde_json::from_slice::<Rx>(line) {
+            Ok(message) => Line::Message(Box::new(message)),
+            // Well-formed JSON-RPC that no MCP message fits (rmcp types
+            // every request and notification, with catch-alls for methods it
+            // does not know: this is a response or error of another shape).
+            // A notification gets no answer, right or wrong.
+            Err(_) if !has_id(line) => Line::Skip,
+            Err(e) => Line::Answer(answer_line(&error(
+                serde_json::from_slice::<Value>(line)
+                    .ok()
+                    .and_then(|m| m.get("id").cloned())
+                    .unwrap_or_default(),
+                -32600,
+                format!(
+                    "invalid request: {}",
+                    crate::policy::shown_clipped(&e.to_string())
+                ),
+            ))),
+        },
+    }
 }
 
-async fn write_line<W: AsyncWrite + Unpin>(output: &mut W, line: &[u8]) -> std::io::Result<()> {
-    output.write_all(line).await?;
-    output.flush().await
+fn has_id(line: &[u8]) -> bool {
+    serde_json::from_slice::<Map<String, Value>>(line).is_ok_and(|m| m.contains_key("id"))
+}
+
+/// The common case, parsed once and straight into its type: a `tools/call`
+/// request with an id and object params, nothing else in it. rmcp's own
+/// parse tries each message kind and then each of its 20-odd requests in
+/// turn over a buffered copy of the line, after the guard has parsed it
+/// once already. Anything else (`None`) takes that path.
+fn tool_call(line: &[u8]) -> Option<Rx> {
+    use rmcp::model::{CallToolRequest, ClientRequest, JsonRpcMessage, NumberOrString};
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Envelope<'a> {
+        #[serde(borrow)]
+        jsonrpc: std::borrow::Cow<'a, str>,
+        id: Value,
+        #[serde(borrow)]
+        method: std::borrow::Cow<'a, str>,
+        #[serde(rename = "params")]
+        _params: AnObject,
+    }
+    let envelope: Envelope = serde_json::from_slice(line).ok()?;
+    if envelope.jsonrpc != "2.0" || envelope.method != "tools/call" {
+        return None;
+    }
+    let id = match envelope.id {
+        Value::String(id) => NumberOrString::String(id.into()),
+        Value::Number(n) => NumberOrString::Number(n.as_i64()?),
+        _ => return None,
+    };
+    let request: CallToolRequest = serde_json::from_slice(line).ok()?;
+    Some(JsonRpcMessage::request(ClientRequest::from(request), id))
+}
+
+/// A JSON object, its contents skipped; anything else fails.
+struct AnObject;
+
+impl<'de> serde::Deserialize<'de> for AnObject {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = AnObject;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<AnObject, A::Error> {
+                while map
+                    .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+                    .is_some()
+                {}
+                Ok(AnObject)
+            }
+        }
+        deserializer.deserialize_map(Visitor)
+    }
+}
+
+fn answer_line(answer: &Value) -> Vec<u8> {
+    let mut line = answer.to_string().into_bytes();
+    line.push(b'\n');
+    line
 }
 
 /// Judges one line: a JSON-RPC 2.0 request, notification or response is
@@ -416,71 +589,195 @@ mod tests {
         );
     }
 
-    /// Runs the guard on `input` with a stand-in for rmcp that writes
-    /// `rmcp_says` and ends: what rmcp was given, and what the client got.
-    fn exchange(input: Vec<u8>, rmcp_says: &[u8]) -> (String, String) {
-        let rt = tokio::runtime::Builder::new_current_thread()
+    use rmcp::transport::Transport;
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .unwrap();
-        rt.block_on(async {
+            .unwrap()
+    }
+
+    /// Runs the transport on `input` to its end, sending `reply` (rmcp's
+    /// side) after the first message: what rmcp was given, and what the
+    /// client got.
+    fn exchange(input: Vec<u8>, reply: Option<Tx>) -> (Vec<Value>, String) {
+        runtime().block_on(async {
             let (client_out, client_in) = tokio::io::duplex(1 << 16);
-            let ((mut reads, mut writes), flushed) = pipes(std::io::Cursor::new(input), client_out);
-            let mut forwarded = String::new();
-            reads.read_to_string(&mut forwarded).await.unwrap();
-            writes.write_all(rmcp_says).await.unwrap();
-            drop(writes);
-            flushed.await.unwrap();
-            let mut got = String::new();
-            BufReader::new(client_in)
-                .read_to_string(&mut got)
-                .await
-                .unwrap();
-            (forwarded, got)
+            let reading = tokio::spawn(async move {
+                let mut got = String::new();
+                BufReader::new(client_in)
+                    .read_to_string(&mut got)
+                    .await
+                    .unwrap();
+                got
+            });
+            let mut transport = Guarded::new(std::io::Cursor::new(input), client_out);
+            let mut reply = reply;
+            let mut given = Vec::new();
+            while let Some(message) = transport.receive().await {
+                given.push(serde_json::to_value(&message).unwrap());
+                if let Some(reply) = reply.take() {
+                    transport.send(reply).await.unwrap();
+                }
+            }
+            transport.close().await.unwrap();
+            drop(transport);
+            (given, reading.await.unwrap())
         })
     }
+
+    use tokio::io::AsyncReadExt;
 
     const PING_1: &str = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n";
     const PING_2: &str = "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\n";
 
+    fn ping(n: i64) -> Value {
+        json!({"jsonrpc": "2.0", "id": n, "method": "ping"})
+    }
+
     /// The guard's own answer to the last line still goes out when input
-    /// ends right after it (and rmcp's output ends with it).
+    /// ends right after it.
     #[test]
     fn answers_are_not_lost_at_the_end_of_input() {
         for _ in 0..50 {
-            let (_, got) = exchange(format!("{PING_1}{{nope\n").into_bytes(), b"");
+            let (given, got) = exchange(format!("{PING_1}{{nope\n").into_bytes(), None);
+            assert_eq!(given, [ping(1)]);
             assert!(got.contains("-32700"), "{got:?}");
         }
     }
 
-    /// A line over the cap is answered and skipped; the next one passes.
+    /// A line over the cap is answered and skipped; the next one passes. A
+    /// line of exactly the cap (its newline aside) passes.
     #[test]
     fn an_over_long_line_is_answered_and_the_session_goes_on() {
-        let mut input = vec![b'x'; MAX_LINE + 10];
+        let mut input = vec![b'x'; MAX_LINE + 1];
+        input.push(b'\n');
+        let mut longest = PING_1.trim_end().as_bytes().to_vec();
+        longest.resize(MAX_LINE, b' ');
+        input.extend_from_slice(&longest);
         input.push(b'\n');
         input.extend_from_slice(PING_2.as_bytes());
-        let (forwarded, got) = exchange(input, b"");
-        assert_eq!(forwarded, PING_2);
+        let (given, got) = exchange(input, None);
+        assert_eq!(given, [ping(1), ping(2)]);
+        assert_eq!(got.lines().count(), 1, "{got}");
         assert!(got.contains("at most 16777216 bytes"), "{got:?}");
     }
 
     #[test]
     fn lines_pass_through_whole_and_answers_come_out_between_them() {
-        // The last line has no newline: it is forwarded with one.
+        // The last line has no newline: it is taken all the same.
         let input = format!("{PING_1}{{nope\n{}", PING_2.trim_end());
-        let reply = "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n";
-        let (forwarded, got) = exchange(input.into_bytes(), reply.as_bytes());
-        assert_eq!(forwarded, format!("{PING_1}{PING_2}"));
-        let lines: Vec<&str> = got.lines().collect();
+        let reply = Tx::response(
+            rmcp::model::ServerResult::empty(()),
+            rmcp::model::NumberOrString::Number(1),
+        );
+        let (given, got) = exchange(input.into_bytes(), Some(reply));
+        assert_eq!(given, [ping(1), ping(2)]);
+        let lines: Vec<Value> = got
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
         assert_eq!(lines.len(), 2, "{got}");
-        assert!(lines.contains(&reply.trim_end()));
-        let parse_error: Value = serde_json::from_str(
+        assert!(
             lines
                 .iter()
-                .find(|l| l.contains("-32700"))
-                .expect("the guard's answer"),
-        )
-        .unwrap();
+                .any(|l| l["id"] == 1 && l["result"].is_object()),
+            "{got}"
+        );
+        let parse_error = lines.iter().find(|l| l["error"]["code"] == -32700).unwrap();
         assert_eq!(parse_error["id"], Value::Null);
+    }
+
+    /// A read that rmcp cancels halfway through a line (it polls `receive`
+    /// in a `select!`) loses none of it.
+    #[test]
+    fn a_cancelled_read_keeps_the_half_line() {
+        runtime().block_on(async {
+            let (mut client, server_in) = tokio::io::duplex(1 << 16);
+            let mut transport = Guarded::new(server_in, tokio::io::sink());
+            let (head, tail) = PING_1.split_at(10);
+            client.write_all(head.as_bytes()).await.unwrap();
+            let waited =
+                tokio::time::timeout(std::time::Duration::from_millis(20), transport.receive())
+                    .await;
+            assert!(waited.is_err(), "a half line is no message");
+            client.write_all(tail.as_bytes()).await.unwrap();
+            let message = transport.receive().await.unwrap();
+            assert_eq!(serde_json::to_value(&message).unwrap(), ping(1));
+        });
+    }
+
+    /// The `tools/call` shortcut gives rmcp exactly what its own parse
+    /// gives, and leaves to that parse every line that is not a plain call.
+    #[test]
+    fn a_tool_call_is_typed_as_rmcp_types_it() {
+        for line in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file","arguments":{"root":"ws","path":"a.txt"}}}"#,
+            r#"{"id":"x\u00e9","method":"tools/call","jsonrpc":"2.0","params":{"name":"list_roots"}}"#,
+            r#"{"jsonrpc":"2.0","id":-7,"method":"tools/call","params":{"_meta":{"progressToken":"p"},"name":"w","arguments":{"content":"a\nb\"c","n":1.5,"big":18446744073709551615}}}"#,
+            r#" {"jsonrpc":"2.0","id":2,"method":"tools\/call","params":{"name":"x","arguments":{},"task":{"ttl":5}}} "#,
+        ] {
+            let fast = tool_call(line.as_bytes()).unwrap_or_else(|| panic!("{line}"));
+            let rmcp: Rx = serde_json::from_slice(line.as_bytes()).unwrap();
+            assert_eq!(format!("{fast:?}"), format!("{rmcp:?}"), "{line}");
+            assert_eq!(
+                serde_json::to_value(&fast).unwrap(),
+                serde_json::to_value(&rmcp).unwrap()
+            );
+        }
+        for line in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"},"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":[1]}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#,
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"tools/call","params":{"name":"x"}}"#,
+            r#"{"jsonrpc":"2.0","id":1.0,"method":"tools/call","params":{"name":"x"}}"#,
+            r#"{"jsonrpc":"2.0","id":9223372036854775808,"method":"tools/call","params":{"name":"x"}}"#,
+            r#"{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"x"}}"#,
+            r#"{"jsonrpc":"1.0","id":1,"method":"tools/call","params":{"name":"x"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":7}}"#,
+            r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"x"}}"#,
+        ] {
+            assert!(tool_call(line.as_bytes()).is_none(), "{line}");
+        }
+    }
+
+    /// What the shortcut leaves still reaches rmcp, or the guard's answer.
+    #[test]
+    fn lines_the_shortcut_leaves_are_judged_as_before() {
+        let line = |s: &str| format!("{s}\n");
+        let input = [
+            line(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":7}}"#),
+            line(r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":5}"#),
+            line(r#"{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{}}"#),
+            line(r#"{"jsonrpc":"2.0","id":6,"error":5}"#),
+            line(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{}}"#),
+        ]
+        .concat();
+        let (given, got) = exchange(input.into_bytes(), None);
+        let methods: Vec<_> = given
+            .iter()
+            .map(|m| (m["id"].clone(), m["method"].clone()))
+            .collect();
+        assert_eq!(
+            methods,
+            [
+                (json!(3), json!("tools/call")),
+                (json!(5), json!("tools/list")),
+                // rmcp's catch-all for a notification it cannot type.
+                (Value::Null, json!("notifications/cancelled"))
+            ]
+        );
+        let answers: Vec<(Value, Value)> = got
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .map(|a| (a["id"].clone(), a["error"]["code"].clone()))
+            .collect();
+        assert_eq!(
+            answers,
+            [(json!(4), json!(-32602)), (json!(6), json!(-32600))],
+            "{got}"
+        );
     }
 }
