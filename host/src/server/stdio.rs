@@ -11,7 +11,8 @@
 //!
 //! A `tools/call` request, nearly every line a session sends, is parsed once
 //! and straight into its type; other lines are judged as JSON, then typed
-//! the way rmcp's own line transport types them.
+//! the way rmcp's own line transport types them (one it cannot type is
+//! answered with its id, where rmcp's would say null).
 //!
 //! Under stdio, stdout is the JSON-RPC channel: every line written to it
 //! goes through one queue, whole lines only, rmcp's answers and the guard's.
@@ -325,25 +326,28 @@ fn judge(line: &[u8]) -> Line {
             // Well-formed JSON-RPC that no MCP message fits (rmcp types
             // every request and notification, with catch-alls for methods it
             // does not know: this is a response or error of another shape).
-            // A notification gets no answer, right or wrong.
-            Err(_) if !has_id(line) => Line::Skip,
-            Err(e) => Line::Answer(answer_line(&error(
-                serde_json::from_slice::<Value>(line)
-                    .ok()
-                    .and_then(|m| m.get("id").cloned())
-                    .unwrap_or_default(),
-                -32600,
-                format!(
-                    "invalid request: {}",
-                    crate::policy::shown_clipped(&e.to_string())
-                ),
-            ))),
+            // rmcp would answer it with a null id, and a notification too;
+            // here a notification gets no answer, right or wrong, and
+            // anything else its own id.
+            Err(e) => match serde_json::from_slice::<Map<String, Value>>(line)
+                .ok()
+                .and_then(|mut message| message.remove("id"))
+            {
+                None => Line::Skip,
+                Some(id) => Line::Answer(answer_line(&error(
+                    match id.is_string() || id.is_i64() {
+                        true => id,
+                        false => Value::Null,
+                    },
+                    -32600,
+                    format!(
+                        "invalid request: {}",
+                        crate::policy::shown_clipped(&e.to_string())
+                    ),
+                ))),
+            },
         },
     }
-}
-
-fn has_id(line: &[u8]) -> bool {
-    serde_json::from_slice::<Map<String, Value>>(line).is_ok_and(|m| m.contains_key("id"))
 }
 
 /// The common case, parsed once and straight into its type: a `tools/call`
@@ -752,6 +756,7 @@ mod tests {
             line(r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":5}"#),
             line(r#"{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{}}"#),
             line(r#"{"jsonrpc":"2.0","id":6,"error":5}"#),
+            line(r#"{"jsonrpc":"2.0","id":{},"error":5}"#),
             line(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{}}"#),
         ]
         .concat();
@@ -776,7 +781,11 @@ mod tests {
             .collect();
         assert_eq!(
             answers,
-            [(json!(4), json!(-32602)), (json!(6), json!(-32600))],
+            [
+                (json!(4), json!(-32602)),
+                (json!(6), json!(-32600)),
+                (Value::Null, json!(-32600))
+            ],
             "{got}"
         );
     }
