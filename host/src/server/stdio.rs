@@ -11,8 +11,8 @@
 //!
 //! A `tools/call` request, nearly every line a session sends, is parsed once
 //! and straight into its type; other lines are judged as JSON, then typed
-//! the way rmcp's own line transport types them (one it cannot type is
-//! answered with its id, where rmcp's would say null).
+//! the way rmcp's own line transport types them (a notification it cannot
+//! type is not answered, where rmcp's would answer it).
 //!
 //! Under stdio, stdout is the JSON-RPC channel: every line written to it
 //! goes through one queue, whole lines only, rmcp's answers and the guard's.
@@ -107,6 +107,9 @@ struct Output<W> {
 impl<W: AsyncWrite + Unpin> Output<W> {
     /// Queues one whole line (ending in a newline) and writes the queue out.
     async fn put(&mut self, line: Vec<u8>) -> std::io::Result<()> {
+        if self.writer.is_none() {
+            return Err(closed());
+        }
         if self.sent == self.queued.len() {
             // Nothing waiting: the line itself becomes the queue, uncopied.
             (self.queued, self.sent) = (line, 0);
@@ -117,15 +120,22 @@ impl<W: AsyncWrite + Unpin> Output<W> {
     }
 
     /// Writes out what is queued. Each write's progress is recorded as it
-    /// completes, so a cancelled drain loses and repeats nothing.
+    /// completes, so a cancelled drain loses and repeats nothing. A failed
+    /// write closes the output (a client that closed our stdout reads no
+    /// more): what is queued is dropped, and every later line fails at once.
     async fn drain(&mut self) -> std::io::Result<()> {
-        let writer = self.writer.as_mut().ok_or_else(|| {
-            std::io::Error::new(std::io::ErrorKind::NotConnected, "the transport is closed")
-        })?;
+        let writer = self.writer.as_mut().ok_or_else(closed)?;
         while self.sent < self.queued.len() {
-            match writer.write(&self.queued[self.sent..]).await? {
-                0 => return Err(std::io::ErrorKind::WriteZero.into()),
-                n => self.sent += n,
+            let written = match writer.write(&self.queued[self.sent..]).await {
+                Ok(0) => Err(std::io::ErrorKind::WriteZero.into()),
+                other => other,
+            };
+            match written {
+                Ok(n) => self.sent += n,
+                Err(e) => {
+                    (self.writer, self.queued, self.sent) = (None, Vec::new(), 0);
+                    return Err(e);
+                }
             }
         }
         // A large answer's buffer is not kept for the small ones after it.
@@ -137,6 +147,10 @@ impl<W: AsyncWrite + Unpin> Output<W> {
         self.sent = 0;
         writer.flush().await
     }
+}
+
+fn closed() -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::NotConnected, "the transport is closed")
 }
 
 /// The largest line buffer kept between lines.
@@ -206,7 +220,7 @@ where
             }
             if self.line.len() + newline.unwrap_or(available.len()) > MAX_LINE {
                 self.input.consume(take);
-                self.line.clear();
+                self.line = Vec::new();
                 self.skipping = newline.is_none();
                 return Ok(Read::Over);
             }
@@ -297,9 +311,14 @@ where
     /// [`CLOSING`] to take it, and closes the output.
     async fn close(&mut self) -> Result<(), Self::Error> {
         let output = self.output.clone();
+        // The guard's answer that a cancelled `receive` left unwritten.
+        let answer = self.answer.take();
         let closed = tokio::time::timeout(CLOSING, async move {
             let mut output = output.lock().await;
-            let drained = output.drain().await;
+            let drained = match answer {
+                Some(answer) => output.put(answer).await,
+                None => output.drain().await,
+            };
             output.writer = None;
             drained
         });
@@ -326,16 +345,17 @@ fn judge(line: &[u8]) -> Line {
             // Well-formed JSON-RPC that no MCP message fits (rmcp types
             // every request and notification, with catch-alls for methods it
             // does not know: this is a response or error of another shape).
-            // rmcp would answer it with a null id, and a notification too;
-            // here a notification gets no answer, right or wrong, and
-            // anything else its own id.
+            // As rmcp did, it is answered with a null id: a response's id is
+            // one of the server's own requests, which the client would take
+            // for one of its own. A request keeps its id; a notification,
+            // which rmcp would also have answered, gets no answer.
             Err(e) => match serde_json::from_slice::<Map<String, Value>>(line)
                 .ok()
-                .and_then(|mut message| message.remove("id"))
+                .map(|mut message| (message.remove("id"), message.contains_key("method")))
             {
-                None => Line::Skip,
-                Some(id) => Line::Answer(answer_line(&error(
-                    match id.is_string() || id.is_i64() {
+                None | Some((None, _)) => Line::Skip,
+                Some((Some(id), request)) => Line::Answer(answer_line(&error(
+                    match request && (id.is_string() || id.is_i64()) {
                         true => id,
                         false => Value::Null,
                     },
@@ -712,6 +732,42 @@ mod tests {
         });
     }
 
+    /// A client that closed our stdout gets nothing more queued for it: the
+    /// first failed write drops the queue, every later line fails at once.
+    #[test]
+    fn a_failed_write_closes_the_output() {
+        runtime().block_on(async {
+            let (ours, theirs) = tokio::io::duplex(64);
+            drop(theirs);
+            let mut output = Output {
+                writer: Some(ours),
+                queued: Vec::new(),
+                sent: 0,
+            };
+            assert!(output.put(PING_1.as_bytes().to_vec()).await.is_err());
+            assert!(output.writer.is_none() && output.queued.is_empty());
+            let again = output.put(PING_2.as_bytes().to_vec()).await.unwrap_err();
+            assert_eq!(again.kind(), std::io::ErrorKind::NotConnected);
+            assert!(output.queued.is_empty());
+        });
+    }
+
+    /// An answer of the guard's that a cancelled `receive` left unwritten
+    /// goes out at the close.
+    #[test]
+    fn the_close_writes_an_answer_left_unwritten() {
+        runtime().block_on(async {
+            let (client_out, mut client_in) = tokio::io::duplex(1 << 16);
+            let mut transport = Guarded::new(tokio::io::empty(), client_out);
+            transport.answer = Some(answer_line(&error(Value::Null, -32700, "x".into())));
+            transport.close().await.unwrap();
+            drop(transport);
+            let mut got = String::new();
+            client_in.read_to_string(&mut got).await.unwrap();
+            assert!(got.ends_with("\n") && got.contains("-32700"), "{got:?}");
+        });
+    }
+
     /// The `tools/call` shortcut gives rmcp exactly what its own parse
     /// gives, and leaves to that parse every line that is not a plain call.
     #[test]
@@ -783,7 +839,8 @@ mod tests {
             answers,
             [
                 (json!(4), json!(-32602)),
-                (json!(6), json!(-32600)),
+                // A response's id is the server's: never echoed.
+                (Value::Null, json!(-32600)),
                 (Value::Null, json!(-32600))
             ],
             "{got}"
