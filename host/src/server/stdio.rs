@@ -90,8 +90,6 @@ pub struct Guarded<R, W> {
     answer: Option<Vec<u8>>,
     /// An answer of the guard's may still be in the output's queue.
     owed: bool,
-    /// The client's end of input has been reached.
-    ended: bool,
     output: Arc<Mutex<Output<W>>>,
 }
 
@@ -138,12 +136,7 @@ impl<W: AsyncWrite + Unpin> Output<W> {
                 }
             }
         }
-        // A large answer's buffer is not kept for the small ones after it.
-        if self.queued.capacity() > KEPT_BUFFER {
-            self.queued = Vec::new();
-        } else {
-            self.queued.clear();
-        }
+        empty(&mut self.queued);
         self.sent = 0;
         writer.flush().await
     }
@@ -155,6 +148,15 @@ fn closed() -> std::io::Error {
 
 /// The largest line buffer kept between lines.
 const KEPT_BUFFER: usize = 1 << 16;
+
+/// Empties `buffer`; a large line's allocation is not kept for the small
+/// ones after it.
+fn empty(buffer: &mut Vec<u8>) {
+    match buffer.capacity() > KEPT_BUFFER {
+        true => *buffer = Vec::new(),
+        false => buffer.clear(),
+    }
+}
 
 /// What reading came to.
 enum Read {
@@ -188,7 +190,6 @@ where
             skipping: false,
             answer: None,
             owed: false,
-            ended: false,
             output: Arc::new(Mutex::new(Output {
                 writer: Some(output),
                 queued: Vec::new(),
@@ -220,7 +221,7 @@ where
             }
             if self.line.len() + newline.unwrap_or(available.len()) > MAX_LINE {
                 self.input.consume(take);
-                self.line = Vec::new();
+                empty(&mut self.line);
                 self.skipping = newline.is_none();
                 return Ok(Read::Over);
             }
@@ -232,8 +233,8 @@ where
         }
     }
 
-    /// Writes out the guard's answer, and whatever a cancelled write of it
-    /// left.
+    /// Writes out the guard's answer, if one waits, and whatever else is
+    /// queued (what a cancelled write left).
     async fn settle_answer(&mut self) -> std::io::Result<()> {
         let mut output = self.output.lock().await;
         if let Some(answer) = self.answer.take() {
@@ -274,9 +275,6 @@ where
             if (self.answer.is_some() || self.owed) && self.settle_answer().await.is_err() {
                 return None;
             }
-            if self.ended {
-                return None;
-            }
             match self.read_line().await {
                 Err(_) | Ok(Read::End) => return None,
                 Ok(Read::Over) => {
@@ -287,16 +285,10 @@ where
                     )))
                 }
                 Ok(Read::Line) => {
-                    // A line without its newline is the input's last.
-                    self.ended = !self.line.ends_with(b"\n");
+                    // (A line without its newline is the input's last: the
+                    // next read finds the end again.)
                     let judged = judge(&self.line);
-                    // A large request's buffer is not kept for the small
-                    // ones after it.
-                    if self.line.capacity() > KEPT_BUFFER {
-                        self.line = Vec::new();
-                    } else {
-                        self.line.clear();
-                    }
+                    empty(&mut self.line);
                     match judged {
                         Line::Message(message) => return Some(*message),
                         Line::Answer(answer) => self.answer = Some(answer),
@@ -310,16 +302,10 @@ where
     /// Writes out what is queued, giving a client that has stopped reading
     /// [`CLOSING`] to take it, and closes the output.
     async fn close(&mut self) -> Result<(), Self::Error> {
-        let output = self.output.clone();
-        // The guard's answer that a cancelled `receive` left unwritten.
-        let answer = self.answer.take();
-        let closed = tokio::time::timeout(CLOSING, async move {
-            let mut output = output.lock().await;
-            let drained = match answer {
-                Some(answer) => output.put(answer).await,
-                None => output.drain().await,
-            };
-            output.writer = None;
+        let closed = tokio::time::timeout(CLOSING, async {
+            // With the guard's answer a cancelled `receive` left, if any.
+            let drained = self.settle_answer().await;
+            self.output.lock().await.writer = None;
             drained
         });
         closed.await.unwrap_or_else(|_| {
