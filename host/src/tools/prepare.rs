@@ -245,6 +245,11 @@ pub(super) fn reserve_kept(
     resolved: &[Resolved],
     arguments: u64,
 ) -> Result<(), (String, space::Short)> {
+    // A call that writes no root has no reserve to keep (and its files
+    // are not looked at: a read pays nothing here).
+    if resolved.iter().all(|r| r.op() != Permission::Write) {
+        return Ok(());
+    }
     let files: u64 = resolved
         .iter()
         .filter(|r| r.op() != Permission::Delete)
