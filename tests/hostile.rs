@@ -280,7 +280,6 @@ async fn special_files_are_refused_by_every_tool_that_opens_files() {
 // ---------------------------------------------------------------------------
 // b. huge and growing files
 
-/// Peak resident memory of process `pid`, in bytes.
 /// Line `n` (1-based) of the generated text files: 100 bytes.
 fn big_line(n: u64) -> String {
     format!("line {n:010} {}\n", "t".repeat(83))
