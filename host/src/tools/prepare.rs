@@ -245,9 +245,15 @@ pub(super) fn reserve_kept(
     resolved: &[Resolved],
     arguments: u64,
 ) -> Result<(), (String, space::Short)> {
-    // A call that writes no root has no reserve to keep (and its files
-    // are not looked at: a read pays nothing here).
-    if resolved.iter().all(|r| r.op() != Permission::Write) {
+    // The roots the call writes, each once; a call that writes none (a
+    // read) has no reserve to keep, and its files are not looked at.
+    let mut written: Vec<&Root> = Vec::new();
+    for r in resolved.iter().filter(|r| r.op() == Permission::Write) {
+        if !written.iter().any(|w| w.name == r.root().name) {
+            written.push(r.root());
+        }
+    }
+    if written.is_empty() {
         return Ok(());
     }
     let files: u64 = resolved
@@ -257,13 +263,7 @@ pub(super) fn reserve_kept(
         .filter(|m| m.is_file())
         .map(|m| m.len())
         .sum();
-    let mut checked: Vec<&str> = Vec::new();
-    for r in resolved.iter().filter(|r| r.op() == Permission::Write) {
-        let root = r.root();
-        if checked.contains(&root.name.as_str()) {
-            continue;
-        }
-        checked.push(&root.name);
+    for root in written {
         space::check(root, arguments.saturating_add(files)).map_err(|s| (root.name.clone(), s))?;
     }
     Ok(())
