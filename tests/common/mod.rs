@@ -3,6 +3,9 @@
 
 #![allow(dead_code)] // each test file uses part of the harness
 
+/// LazyFS mounts for the power-loss tests (scripts/test builds LazyFS).
+pub mod lazyfs;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
