@@ -324,6 +324,66 @@ fn policy_holds_on_a_writable_preopen() {
     assert!(!env.path("ws/.env").exists());
 }
 
+/// wasmtime-wasi's two filesystem-permission advisories, against the
+/// host's own filesystem (which does these operations itself, so
+/// wasmtime's fixes do not cover it): RUSTSEC-2026-0149, an open of an
+/// existing file with `truncate` emptying it through a read-only preopen,
+/// and RUSTSEC-2026-0188, a hard link or rename checked only against its
+/// source's preopen. Each is refused and nothing changes, on either root.
+#[test]
+fn wasi_permission_advisories_hold_in_the_policing_filesystem() {
+    let env = fixture();
+    let before = env.snapshot();
+    let ws = root(&env, "ws", Role::Workspace, Role::Workspace.ceiling());
+    // An open with `truncate` for reading only, on a reference root and on
+    // a workspace root preopened read-only.
+    for (root, path) in [(reference(&env), "README.md"), (Arc::clone(&ws), "keep.txt")] {
+        let (report, _) = attack(&root, false, json!({"attack": "raw_truncate", "path": path}));
+        assert!(report.starts_with("refused"), "{path}: {report}");
+    }
+    // Links and renames between a writable root and a read-only one, in
+    // both directions: into the read-only root (a new name there) and out
+    // of it (a writable name for its file, or its file taken away).
+    let both = |first: &Arc<Root>, writable_first: bool, second: &Arc<Root>| {
+        let mount = |root: &Arc<Root>, writable: bool| CallMount {
+            root: Arc::clone(root),
+            op: if writable {
+                Permission::Delete
+            } else {
+                Permission::Read
+            },
+            staging: None,
+            keep: None,
+            area: None,
+        };
+        (
+            mount(first, writable_first),
+            mount(second, !writable_first),
+        )
+    };
+    let r = reference(&env);
+    for (from_ws, attack_name, from, to) in [
+        (true, "raw_link_to", "keep.txt", "linked.txt"),
+        (true, "raw_rename_to", "keep.txt", "moved.txt"),
+        (false, "raw_link_to", "README.md", "linked.md"),
+        (false, "raw_rename_to", "README.md", "stolen.md"),
+    ] {
+        let (first, second) = if from_ws {
+            both(&ws, true, &r)
+        } else {
+            both(&r, false, &ws)
+        };
+        let to_mount = second.root.name.clone();
+        let args = json!({"attack": attack_name, "from": from, "to": to, "to_mount": to_mount});
+        let mut req = request(&ws, true, &args, CancellationToken::new());
+        req.mounts = vec![first, second];
+        let outcome = runtime().call(0, req);
+        let report = outcome.result.unwrap_or_else(|e| panic!("call failed: {e:?}")).text.join("\n");
+        assert!(report.starts_with("refused"), "{args}: {report}");
+    }
+    assert_eq!(env.snapshot(), before, "nothing changed on either root");
+}
+
 #[test]
 fn a_call_cannot_exhaust_the_servers_descriptors() {
     let env = fixture();
