@@ -57,7 +57,7 @@ pub mod bindings {
 
 pub use bindings::exports::loom_fs::tool::tool::{
     Annotations, Context, Descriptor, Guest, Image, Limits, Mount, Output, PathArgument,
-    Permission, ToolError, Trash,
+    Permission, ToolError,
 };
 
 /// Declares this component's tool: `tool!(Name(Args) -> Result, about)`

@@ -72,6 +72,8 @@ pub struct Staging {
     /// By root name and the top of the filesystem in it (empty: the root's).
     areas: Mutex<HashMap<(String, PathBuf), Arc<Area>>>,
     next_call: AtomicU64,
+    /// When this server last swept each root (by name).
+    swept: Mutex<HashMap<String, std::time::Instant>>,
     /// Numbers the areas this server makes: a name is never made twice, so
     /// an area dropped (after it was removed under us) never removes its
     /// successor.
@@ -167,7 +169,36 @@ impl Default for Staging {
     }
 }
 
+/// How often a running server looks for what a server that is gone left in
+/// a root it changes (a publish to finish).
+const RECOVER_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl Staging {
+    /// Sweeps `root`'s staging areas ([`sweep`]) if this server has not for
+    /// [`RECOVER_EVERY`]: a publish a server killed part-way left is
+    /// finished by the next server to publish in that root, without a
+    /// restart. Cheap when there is nothing: a listing of the area.
+    pub fn recover_now_and_then(&self, root: &Root) {
+        {
+            let mut last = self.swept.lock().unwrap_or_else(|p| p.into_inner());
+            let now = std::time::Instant::now();
+            match last.get(&root.name) {
+                Some(at) if now.duration_since(*at) < RECOVER_EVERY => return,
+                _ => {
+                    last.insert(root.name.clone(), now);
+                }
+            }
+        }
+        match sweep(root, false) {
+            Ok(swept) => {
+                for r in &swept.recovered {
+                    tracing::warn!(root = %root.name, stamp = %r.stamp, "finished a publish a stopped server left");
+                }
+            }
+            Err(e) => tracing::warn!(root = %root.name, "cannot clear {TRASH_DIR}/{STAGING_DIR}: {e}"),
+        }
+    }
+
     pub fn new() -> Staging {
         let started = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
@@ -176,6 +207,7 @@ impl Staging {
             server: format!("{}-{started:x}", std::process::id()),
             areas: Mutex::default(),
             next_call: AtomicU64::new(1),
+            swept: Mutex::default(),
             next_area: AtomicU64::new(1),
         }
     }
@@ -328,16 +360,19 @@ pub fn open_keep(root: &Root, rel: &Path) -> io::Result<OwnedFd> {
 }
 
 /// What [`sweep`] removed (or, dry, would remove).
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default)]
 pub struct Swept {
     /// Servers that are gone and left unfinished calls (all that they
     /// left is removed, empty directories silently).
     pub servers: usize,
+    /// The publishes those servers had committed and not finished, now
+    /// finished ([`crate::store::publish::recover_in`]).
+    pub recovered: Vec<crate::store::publish::journal::Recovered>,
 }
 
 impl Swept {
     pub fn is_empty(&self) -> bool {
-        *self == Swept::default()
+        self.servers == 0 && self.recovered.is_empty()
     }
 }
 
@@ -458,8 +493,11 @@ pub fn filesystem_top(root: &Root, dir: &Path) -> Option<PathBuf> {
 /// filesystems in it) what servers that are gone left: every directory
 /// whose lock is free (its server died, however). A live server's directory
 /// is locked by it and left alone, so another server's work in progress is
-/// never taken. One directory that cannot be removed stops no other (it is
-/// logged). Nothing is removed with `dry_run`.
+/// never taken. A publish a server that is gone had committed (its journal
+/// is in its directory on the root's own filesystem) is finished first,
+/// before anything of it is removed (the entries it moves may wait in the
+/// other filesystems' areas). One directory that cannot be removed stops no
+/// other (it is logged). Nothing is removed with `dry_run`.
 pub fn sweep(root: &Root, dry_run: bool) -> io::Result<Swept> {
     let mut swept = Swept::default();
     let root_fd = beneath::open_root(root)?;
@@ -469,6 +507,9 @@ pub fn sweep(root: &Root, dry_run: bool) -> io::Result<Swept> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(swept),
         Err(e) => return Err(e),
     };
+    if !dry_run {
+        recover_area(root, &staging, &mut swept);
+    }
     for top in nested_tops(&staging)? {
         match beneath::beneath(&root_fd, &top.join(&area)) {
             Ok(nested) => sweep_area(root, &nested, dry_run, &mut swept)?,
@@ -482,6 +523,47 @@ pub fn sweep(root: &Root, dry_run: bool) -> io::Result<Swept> {
     }
     sweep_area(root, &staging, dry_run, &mut swept)?;
     Ok(swept)
+}
+
+/// Finishes the journals the servers that are gone left in the staging area
+/// `staging` on `root`'s own filesystem.
+fn recover_area(root: &Root, staging: &OwnedFd, swept: &mut Swept) {
+    let Ok(servers) = names_in(staging) else {
+        return;
+    };
+    let root = Arc::new(root.clone());
+    for (name, ty) in servers {
+        if ty != FileType::Directory {
+            continue;
+        }
+        let Ok(server) = open_dir(staging.as_fd(), &name) else {
+            continue;
+        };
+        // Held while it finishes: no one else finishes it twice.
+        if rustix::fs::flock(&server, FlockOperation::NonBlockingLockExclusive).is_err() {
+            continue;
+        }
+        let Ok(calls) = names_in(&server) else {
+            continue;
+        };
+        for (call, ty) in calls {
+            if ty != FileType::Directory {
+                continue;
+            }
+            let Ok(dir) = open_dir(server.as_fd(), &call) else {
+                continue;
+            };
+            match crate::store::publish::recover_in(&root, &dir) {
+                Ok(Some(recovered)) => swept.recovered.push(recovered),
+                Ok(None) => {}
+                Err(e) => tracing::error!(
+                    root = %root.name,
+                    "cannot finish a publish a server that stopped left in {TRASH_DIR}/{STAGING_DIR}: {e}"
+                ),
+            }
+        }
+        let _ = rustix::fs::flock(&server, FlockOperation::Unlock);
+    }
 }
 
 /// Whether a stopped server's directory holds anything but the empty call

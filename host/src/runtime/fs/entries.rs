@@ -121,8 +121,11 @@ impl fs::HostDirectoryEntryStream for PolicedFs<'_> {
             s.ahead.clear();
             (s.given, s.start) = (0, 0);
             let (names, ahead) = (&mut s.names, &mut s.ahead);
-            let more = s
-                .source
+            let Some(source) = s.source.as_mut() else {
+                s.done = true;
+                continue;
+            };
+            let more = source
                 .read(&mut self.guard.scratch, |dir, name, file_type| {
                     let os = OsStr::from_bytes(name);
                     // Denied names are never seen, let alone looked at (nor

@@ -5,10 +5,17 @@
 
 use super::*;
 
-/// `.mcp-trash/<stamp>.json`: what one call kept in one root.
+/// `.mcp-trash/<stamp>.json`: what one call kept in one root, and what it
+/// put in place there (for `trash undo`).
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub(super) struct Index {
     pub(super) entries: Vec<IndexEntry>,
+    /// The tool that made the call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) tool: Option<String>,
+    /// What the call put in place, as it was once published.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) put: Vec<crate::store::publish::PutEntry>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -212,6 +219,53 @@ pub fn record(root: &Root, stamp: &str, kept: &[Kept]) -> io::Result<()> {
     let mut index = trash.read_index(stamp)?.unwrap_or_default();
     index.entries.extend(entries);
     trash.write_index(stamp, &index)
+}
+
+/// Records in each root's trash what a published call `stamp` of `tool`
+/// kept and put there (an index for every root it changed, so that `trash
+/// undo` finds even a call that only made new files). A failure is logged
+/// and never fails the call: what was kept is in the trash regardless.
+pub fn record_published(
+    roots: &[Arc<Root>],
+    stamp: &str,
+    tool: &str,
+    published: &crate::store::publish::Published,
+) {
+    for root in roots {
+        let kept: Vec<IndexEntry> = published
+            .kept
+            .iter()
+            .chain(&published.displaced)
+            .filter(|k| k.root == root.name)
+            .map(|k| IndexEntry {
+                from: k.from.clone(),
+                to: k.to.clone(),
+            })
+            .collect();
+        let put: Vec<_> = published
+            .put
+            .iter()
+            .filter(|p| p.root == root.name)
+            .cloned()
+            .collect();
+        if kept.is_empty() && put.is_empty() {
+            continue;
+        }
+        let written = (|| {
+            let Some(trash) = TrashDir::open_or_make(root)? else {
+                return Ok(());
+            };
+            let _held = locks::hold_in(trash.fd.as_fd(), root, &format!("index {stamp}"));
+            let mut index = trash.read_index(stamp)?.unwrap_or_default();
+            index.entries.extend(kept);
+            index.put.extend(put);
+            index.tool = Some(tool.to_string());
+            trash.write_index(stamp, &index)
+        })();
+        if let Err(e) = written {
+            tracing::warn!(root = %root.name, stamp, "cannot write the trash index: {e}");
+        }
+    }
 }
 
 /// [`record`] for every root a call could keep something in (those it
