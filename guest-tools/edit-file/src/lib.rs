@@ -4,10 +4,10 @@
 //! the edits before it (overlapping occurrences count); with `replace_all`
 //! every occurrence is replaced, at least one needed. An `old_text` with no
 //! exact occurrence may still match whole lines ignoring the whitespace at
-//! their ends (`matcher`): applied if that match is unique, with the
-//! file's indentation, and said so. Several matches are an error naming the
-//! edit and the lines; none, an error showing the closest region of the
-//! file; then nothing is written. A file with CRLF line endings keeps
+//! their ends (`loomfs_guest::matcher`): applied if that match is unique,
+//! with the file's indentation, and said so. Several matches are an error
+//! naming the edit and the lines; none, an error showing the closest region
+//! of the file; then nothing is written. A file with CRLF line endings keeps
 //! them: the edits' line breaks are written the file's way.
 //!
 //! The file is edited as text decoded from its encoding
@@ -33,6 +33,7 @@ use std::io::{Read, Write};
 
 use loomfs_guest::content::is_binary;
 use loomfs_guest::encoding::{self, Format};
+use loomfs_guest::matcher::{self, Closest, Found};
 use loomfs_guest::write::{Publish, Published, replace_checked};
 use loomfs_guest::{
     About, Answer, Context, Kind, Permission, ToolError, human_bytes, io_error, locate, shown,
@@ -41,10 +42,6 @@ use loomfs_guest::{
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use similar::TextDiff;
-
-mod matcher;
-
-use matcher::{Closest, Found};
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -1,4 +1,5 @@
-//! Where an `old_text` is in a file, when it is not there exactly.
+//! Where a text a model quotes (`edit_file`'s `old_text`, a hunk's old
+//! lines in `apply_patch`) is in a file, when it is not there exactly.
 //!
 //! Models copy text with its indentation changed (spaces for tabs, the
 //! block's base indentation dropped), trailing blanks lost, or LF for CRLF.
