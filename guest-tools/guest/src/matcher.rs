@@ -307,6 +307,7 @@ fn mapped(ind: &str, pairs: &[(&str, &str)], step: Option<(&str, &str)>) -> Stri
 }
 
 /// The region of a file most like an `old_text` that is not in it.
+#[derive(Debug)]
 pub struct Closest {
     /// 1-based, inclusive.
     pub first: usize,
