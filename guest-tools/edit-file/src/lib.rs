@@ -4,10 +4,10 @@
 //! the edits before it (overlapping occurrences count); with `replace_all`
 //! every occurrence is replaced, at least one needed. An `old_text` with no
 //! exact occurrence may still match whole lines ignoring the whitespace at
-//! their ends (`matcher`): applied if that match is unique, with the
-//! file's indentation, and said so. Several matches are an error naming the
-//! edit and the lines; none, an error showing the closest region of the
-//! file; then nothing is written. A file with CRLF line endings keeps
+//! their ends (`loomfs_guest::matcher`): applied if that match is unique,
+//! with the file's indentation, and said so. Several matches are an error
+//! naming the edit and the lines; none, an error showing the closest region
+//! of the file; then nothing is written. A file with CRLF line endings keeps
 //! them: the edits' line breaks are written the file's way.
 //!
 //! The file is edited as text decoded from its encoding
@@ -25,22 +25,16 @@
 //! the new content (the edits apply if each still matches), then refuses
 //! naming the file. Never "edited" with a change lost.
 
-use std::io::{Read, Write};
+use std::io::Write;
 
-use loomfs_guest::content::is_binary;
 use loomfs_guest::encoding::{self, Format};
+use loomfs_guest::matcher::{self, Closest, Found};
+use loomfs_guest::text::read_text;
 use loomfs_guest::write::{Publish, replace};
-use loomfs_guest::{
-    About, Answer, Context, Kind, Permission, ToolError, human_bytes, io_error, locate, shown,
-    special_file,
-};
+use loomfs_guest::{About, Answer, Context, Permission, ToolError, locate, shown};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use similar::TextDiff;
-
-mod matcher;
-
-use matcher::{Closest, Found};
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -361,73 +355,6 @@ fn unencodable(e: &encoding::Unencodable, edits: &[Edit], format: Format, rel: &
         shown(rel),
         format.name()
     ))
-}
-
-/// A file's text, decoded, and how it is stored.
-#[derive(PartialEq)]
-struct Text {
-    text: String,
-    format: Format,
-}
-
-/// The file (`rel`) as text, refusing what cannot be edited as text or
-/// would not be written back byte for byte.
-fn read_text(full: &std::path::Path, rel: &str, max: u64) -> Result<Text, ToolError> {
-    // The host refuses to open special files (FIFO, socket, device); a
-    // refusal is named by a stat.
-    let file = std::fs::File::open(full).map_err(|e| match Kind::at(full, true) {
-        kind if kind.is_special() && kind != Kind::Unknown => special_file(rel, kind, "edited"),
-        _ => io_error(rel, &e),
-    })?;
-    let meta = file.metadata().map_err(|e| io_error(rel, &e))?;
-    let kind = Kind::of(meta.file_type(), full, true);
-    if kind.is_special() && kind != Kind::Unknown {
-        return Err(special_file(rel, kind, "edited"));
-    }
-    let shown = shown(rel);
-    if kind != Kind::File {
-        return Err(ToolError::Refused(format!(
-            "'{shown}' is a {}, not a text file",
-            kind.name()
-        )));
-    }
-    if meta.len() > max {
-        return Err(ToolError::Refused(format!(
-            "'{shown}' is {}, over this root's read limit of {}; it cannot be edited whole",
-            human_bytes(meta.len()),
-            human_bytes(max)
-        )));
-    }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    file.take(max + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| io_error(rel, &e))?;
-    if bytes.len() as u64 > max {
-        return Err(ToolError::Refused(format!(
-            "'{shown}' grew past this root's read limit while being read"
-        )));
-    }
-    if is_binary(&bytes) {
-        return Err(ToolError::Refused(format!(
-            "'{shown}' is a binary file and cannot be edited as text"
-        )));
-    }
-    let decoded = encoding::decode(&bytes);
-    let name = decoded.format.name();
-    match decoded.round_trips(&bytes) {
-        Ok(()) => Ok(Text {
-            text: decoded.text,
-            format: decoded.format,
-        }),
-        Err(at) if decoded.malformed => Err(ToolError::Refused(format!(
-            "'{shown}' is not valid {name} (at byte offset {at}) and cannot be edited as text \
-             without changing bytes no edit touches"
-        ))),
-        Err(at) => Err(ToolError::Refused(format!(
-            "'{shown}' is {name} text that would not be written back byte for byte (from byte \
-             offset {at}: a character with two byte forms) and cannot be edited as text"
-        ))),
-    }
 }
 
 /// `s` with its line breaks written the file's way.
