@@ -72,8 +72,6 @@ pub struct Staging {
     /// By root name and the top of the filesystem in it (empty: the root's).
     areas: Mutex<HashMap<(String, PathBuf), Arc<Area>>>,
     next_call: AtomicU64,
-    /// When this server last swept each root (by name).
-    swept: Mutex<HashMap<String, std::time::Instant>>,
     /// Numbers the areas this server makes: a name is never made twice, so
     /// an area dropped (after it was removed under us) never removes its
     /// successor.
@@ -169,36 +167,7 @@ impl Default for Staging {
     }
 }
 
-/// How often a running server looks for what a server that is gone left in
-/// a root it changes (a publish to finish).
-const RECOVER_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
-
 impl Staging {
-    /// Sweeps `root`'s staging areas ([`sweep`]) if this server has not for
-    /// [`RECOVER_EVERY`]: a publish a server killed part-way left is
-    /// finished by the next server to publish in that root, without a
-    /// restart. Cheap when there is nothing: a listing of the area.
-    pub fn recover_now_and_then(&self, root: &Root) {
-        {
-            let mut last = self.swept.lock().unwrap_or_else(|p| p.into_inner());
-            let now = std::time::Instant::now();
-            match last.get(&root.name) {
-                Some(at) if now.duration_since(*at) < RECOVER_EVERY => return,
-                _ => {
-                    last.insert(root.name.clone(), now);
-                }
-            }
-        }
-        match sweep(root, false) {
-            Ok(swept) => {
-                for r in &swept.recovered {
-                    tracing::warn!(root = %root.name, stamp = %r.stamp, "finished a publish a stopped server left");
-                }
-            }
-            Err(e) => tracing::warn!(root = %root.name, "cannot clear {TRASH_DIR}/{STAGING_DIR}: {e}"),
-        }
-    }
-
     pub fn new() -> Staging {
         let started = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
@@ -207,7 +176,6 @@ impl Staging {
             server: format!("{}-{started:x}", std::process::id()),
             areas: Mutex::default(),
             next_call: AtomicU64::new(1),
-            swept: Mutex::default(),
             next_area: AtomicU64::new(1),
         }
     }
@@ -730,7 +698,7 @@ mod tests {
         let dead = tmp.path().join("sub/.mcp-trash/.staging/1-dead");
         std::fs::create_dir_all(dead.join("7")).unwrap();
         std::fs::write(dead.join("7/partial"), "half").unwrap();
-        assert_eq!(sweep(&root, false).unwrap(), Swept { servers: 1 });
+        assert_eq!(sweep(&root, false).unwrap().servers, 1);
         assert!(!dead.exists());
         // A listed top that is gone, or a line that is no plain path: skipped.
         std::fs::write(
@@ -757,9 +725,9 @@ mod tests {
         // One killed before it had a call: removed, not counted.
         std::fs::create_dir_all(tmp.path().join(".mcp-trash/.staging/2-idle")).unwrap();
         let dry = sweep(&root, true).unwrap();
-        assert_eq!(dry, Swept { servers: 1 });
+        assert_eq!(dry.servers, 1);
         assert!(dead.exists());
-        assert_eq!(sweep(&root, false).unwrap(), dry);
+        assert_eq!(sweep(&root, false).unwrap().servers, dry.servers);
         assert!(!dead.exists());
         assert!(!tmp.path().join(".mcp-trash/.staging/2-idle").exists());
         assert!(running.path().join("temp").exists());

@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{ComponentEntry, Config};
 use crate::policy::{
     LIST, Narrowing, PathArg, Permission, Perms, Resolved, Root, neutralised, noted, path_requests,
-    resolve, shown, shown_arg, shown_clipped,
+    resolve, resolve_within, shown, shown_arg, shown_clipped,
 };
 use crate::runtime::{
     self, Activity, Area, CallError, CallMount, CallRequest, DiskError, GuestLimits, Runtime,
@@ -39,7 +39,7 @@ use crate::runtime::{
 use crate::store::audit::{Audit, Record};
 use crate::store::locks::{Key, LockError, Locked, PathLocks};
 use crate::store::quota::{self, Quota};
-use crate::store::staging::Staging;
+use crate::store::staging::{self, Staging};
 use crate::store::trash;
 use crate::sys::descriptors;
 use crate::sys::space;
@@ -238,6 +238,8 @@ pub struct Toolbox {
     locks: Arc<PathLocks>,
     /// Where calls stage what they change until it is published.
     staging: Arc<Staging>,
+    /// When this server last swept each root's staging area (by name).
+    swept: std::sync::Mutex<std::collections::HashMap<String, Instant>>,
     /// The watcher of the roots while some session watches them.
     hub: tokio::sync::Mutex<std::sync::Weak<watch::Hub>>,
     /// The threads the guests run on.
@@ -369,6 +371,7 @@ impl Toolbox {
             quota,
             locks: PathLocks::new(),
             staging: Arc::new(Staging::new()),
+            swept: Default::default(),
             hub: Default::default(),
             guests: Default::default(),
         })

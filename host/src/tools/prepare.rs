@@ -25,8 +25,14 @@ impl Toolbox {
             // A scoped component's own roots; the session's client roots
             // narrow what is left (`client_roots = "narrow"`).
             let roots = self.entry(tool).map_or(&self.config.roots, |e| &e.roots);
-            let resolved = resolve(roots, root, path, op)
-                .and_then(|r| narrowing.map_or(Ok(()), |n| n.check(&r)).map(|()| r));
+            let resolved = if request.root_alone && op != Permission::Read {
+                // The policing filesystem holds what the tool reaches to
+                // the narrowing too.
+                resolve_within(roots, root, op)
+            } else {
+                resolve(roots, root, path, op)
+                    .and_then(|r| narrowing.map_or(Ok(()), |n| n.check(&r)).map(|()| r))
+            };
             match resolved {
                 Ok(r) => resolution.resolved.push(r),
                 Err(denial) => {

@@ -17,6 +17,10 @@ use crate::store::publish::{self, Published, Refused};
 /// How many times a call runs when what it saw changes before its publish.
 const ATTEMPTS: u32 = 2;
 
+/// How often a running server looks for what a server that is gone left in
+/// a root it changes (a publish to finish).
+const RECOVER_EVERY: Duration = Duration::from_secs(2);
+
 impl Toolbox {
     pub(super) async fn run(self: &Arc<Self>, call: Run<'_>) -> Called {
         let Run {
@@ -352,7 +356,7 @@ impl Toolbox {
     ) -> Result<Published, Stopped> {
         let roots: Vec<Arc<Root>> = changes.changes.iter().map(|c| Arc::clone(&c.root)).collect();
         for root in &roots {
-            self.staging.recover_now_and_then(root);
+            self.recover_now_and_then(root);
         }
         let mut extra = Vec::new();
         for c in &changes.changes {
@@ -391,6 +395,33 @@ impl Toolbox {
             more.settle();
         }
         Ok(published)
+    }
+
+    /// Sweeps `root`'s staging areas ([`staging::sweep`]) if this server
+    /// has not for [`RECOVER_EVERY`]: a publish a server killed part-way
+    /// left is finished by the next server to publish in that root, without
+    /// a restart, and its kept versions are indexed. Cheap when there is
+    /// nothing: a listing of the area.
+    fn recover_now_and_then(&self, root: &Arc<Root>) {
+        {
+            let mut last = self.swept.lock().unwrap_or_else(|p| p.into_inner());
+            let now = Instant::now();
+            match last.get(&root.name) {
+                Some(at) if now.duration_since(*at) < RECOVER_EVERY => return,
+                _ => {
+                    last.insert(root.name.clone(), now);
+                }
+            }
+        }
+        match staging::sweep(root, false) {
+            Ok(swept) => {
+                for r in &swept.recovered {
+                    tracing::warn!(root = %root.name, stamp = %r.stamp, "finished a publish a stopped server left");
+                }
+                trash::record_recovered(std::slice::from_ref(root), &swept.recovered);
+            }
+            Err(e) => tracing::warn!(root = %root.name, "cannot clear the staging area: {e}"),
+        }
     }
 
     /// The audit lines of a call: one for each path it resolved (with what

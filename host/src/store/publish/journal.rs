@@ -20,8 +20,7 @@ use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
 use serde::{Deserialize, Serialize};
 
-use super::plan::{Plan, PlanRoot};
-use super::steps::{Outcome, Step, parent_of, run_step, sync_dirs};
+use super::steps::{Outcome, PlanRoot, Step, parent_of, run_step, sync_dirs};
 use super::*;
 
 /// The journal's name in a call's stage directory.
@@ -39,12 +38,17 @@ struct Journal {
 /// A journal written: each root's, by root index and path.
 pub(super) struct Written(Vec<(usize, PathBuf)>);
 
-/// Writes each root's journal (the commit point: see the module).
-pub(super) fn write(plan: &Plan) -> io::Result<Written> {
+/// Writes each root's journal of `steps` (the commit point: see the
+/// module), in its stage directory (`stages`, by root).
+pub(super) fn write(
+    roots: &[PlanRoot],
+    stamp: &str,
+    steps: &[Step],
+    stages: &[PathBuf],
+) -> io::Result<Written> {
     let mut written = Vec::new();
-    for (r, root) in plan.roots.iter().enumerate() {
-        let steps: Vec<Step> = plan
-            .steps
+    for (r, root) in roots.iter().enumerate() {
+        let steps: Vec<Step> = steps
             .iter()
             .filter(|s| s.root() == r)
             .cloned()
@@ -53,11 +57,11 @@ pub(super) fn write(plan: &Plan) -> io::Result<Written> {
         if steps.is_empty() {
             continue;
         }
-        let Some(stage) = plan.stage_of(r) else {
+        let Some(stage) = stages.get(r) else {
             continue;
         };
         let journal = Journal {
-            stamp: plan.stamp.clone(),
+            stamp: stamp.to_string(),
             root: root.root.name.clone(),
             steps,
         };
@@ -126,9 +130,9 @@ pub struct Recovered {
 
 /// Finishes the journal in the call directory `call` (of a server that is
 /// gone, its lock held by the caller) of `root`'s staging area, if there
-/// is one, and writes the trash index of what it kept. `None` where the
-/// call left no journal (it never reached its commit point: nothing of it
-/// is published).
+/// is one; what it kept and put is for the caller to record in the trash
+/// index. `None` where the call left no journal (it never reached its
+/// commit point: nothing of it is published).
 pub fn recover_in(root: &Arc<Root>, call: &OwnedFd) -> io::Result<Option<Recovered>> {
     let file = match rustix::fs::openat(
         call,
@@ -152,19 +156,6 @@ pub fn recover_in(root: &Arc<Root>, call: &OwnedFd) -> io::Result<Option<Recover
         run_step(&roots, &journal.stamp, step, &mut out);
     }
     sync_dirs(&roots, &out.dirs);
-    let kept: Vec<crate::store::Kept> = out
-        .published
-        .kept
-        .iter()
-        .map(|k| crate::store::Kept {
-            root: k.root.clone(),
-            from: k.from.clone(),
-            to: k.to.clone(),
-        })
-        .collect();
-    if let Err(e) = crate::store::trash::record(root, &journal.stamp, &kept) {
-        tracing::warn!(root = %root.name, "cannot write the trash index of a finished publish: {e}");
-    }
     rustix::fs::unlinkat(call.as_fd(), JOURNAL, AtFlags::empty())?;
     tracing::warn!(
         root = %root.name,

@@ -5,13 +5,13 @@
 //! is new, shallowest first, then the hard links and times.
 
 use std::collections::{HashMap, HashSet};
-use std::os::fd::OwnedFd;
+use rustix::fs::{AtFlags, Mode};
 use std::path::{Path, PathBuf};
 
 use rustix::io::Errno;
 use serde::{Deserialize, Serialize};
 
-use super::steps::Step;
+use super::steps::{Outcome, PlanRoot, Step, moved_from, parent_of, run_step, sync_dirs, sync_staged};
 use super::*;
 use crate::store::TRASH_DIR;
 use crate::sys::beneath;
@@ -33,12 +33,6 @@ pub struct Plan {
     /// Each root's stage directory on its own filesystem (where its
     /// journal goes), by root index.
     pub(super) stages: Vec<PathBuf>,
-}
-
-/// A root a plan acts in, opened.
-pub struct PlanRoot {
-    pub(super) root: Arc<Root>,
-    pub(super) fd: OwnedFd,
 }
 
 /// What the checks want at a path before anything is done.
@@ -77,11 +71,6 @@ impl Plan {
             plan.add(r, c)?;
         }
         Ok(plan)
-    }
-
-    /// The stage directory of root `r` on its own filesystem.
-    pub(super) fn stage_of(&self, r: usize) -> Option<&Path> {
-        self.stages.get(r).map(PathBuf::as_path)
     }
 
     /// The trash slot of what was at `from`: `.mcp-trash/<stamp>/<from>`.
@@ -325,3 +314,41 @@ impl Plan {
         Ok(())
     }
 }
+
+impl Plan {
+    /// Commits and does the steps (see the module).
+    pub(super) fn run(self) -> Result<Published, Refused> {
+        let io = |r: usize, error: Errno| Refused::Io {
+            root: self.roots[r].root.name.clone(),
+            error: error.into(),
+        };
+        // Before the commit: nothing here changes a user's file.
+        for (r, stage, mode) in &self.modes {
+            let (dir, n) = parent_of(&self.roots[*r].fd, stage).map_err(|e| io(*r, e))?;
+            let _ = rustix::fs::chmodat(&dir, n, Mode::from_raw_mode(*mode), AtFlags::empty());
+        }
+        for (r, stage) in &self.staged {
+            sync_staged(&self.roots[*r].fd, stage).map_err(|e| io(*r, e))?;
+        }
+        let journal = if self.needs_journal() {
+            Some(super::journal::write(&self.roots, &self.stamp, &self.steps, &self.stages).map_err(|e| Refused::Io {
+                root: self.roots[0].root.name.clone(),
+                error: e,
+            })?)
+        } else {
+            None
+        };
+        let mut out = Outcome::default();
+        for (n, step) in self.steps.iter().enumerate() {
+            run_step(&self.roots, &self.stamp, step, &mut out);
+            super::pause(n + 1);
+        }
+        sync_dirs(&self.roots, &out.dirs);
+        if let Some(journal) = journal {
+            super::journal::finish(&self.roots, &journal);
+        }
+        moved_from(&self.steps, &self.roots, &mut out.published);
+        Ok(out.published)
+    }
+}
+

@@ -15,7 +15,6 @@ use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags, Timespec, Timestamps};
 use rustix::io::Errno;
 use serde::{Deserialize, Serialize};
 
-use super::plan::{Plan, PlanRoot};
 use super::*;
 use crate::sys::beneath;
 
@@ -190,6 +189,12 @@ fn timespec(t: Time) -> Timespec {
     }
 }
 
+/// A root a plan acts in, opened.
+pub struct PlanRoot {
+    pub(super) root: Arc<Root>,
+    pub(super) fd: OwnedFd,
+}
+
 /// What doing the steps came to, gathered as they run.
 #[derive(Default)]
 pub(super) struct Outcome {
@@ -255,7 +260,7 @@ pub(super) fn run_step(roots: &[PlanRoot], stamp: &str, step: &Step, out: &mut O
             if !is(from, was) {
                 // Taken already (a step run again), or changed by someone
                 // else since the check: left where it is.
-                if to.starts_with(crate::store::TRASH_DIR)
+                if in_trash(stamp, to)
                     && matches!(lstat(fd, to), Ok(Some(now)) if now.same_entry(was))
                 {
                     out.published.kept.push(kept(from, to));
@@ -264,7 +269,7 @@ pub(super) fn run_step(roots: &[PlanRoot], stamp: &str, step: &Step, out: &mut O
             }
             parents(fd, to).and_then(|()| {
                 rename(fd, from, to, RenameFlags::NOREPLACE)?;
-                if to.starts_with(crate::store::TRASH_DIR) {
+                if in_trash(stamp, to) {
                     out.published.kept.push(kept(from, to));
                 }
                 out.dirs.insert(parent(from));
@@ -429,52 +434,13 @@ pub(super) fn sync_dirs(roots: &[PlanRoot], dirs: &BTreeSet<(usize, PathBuf)>) {
     }
 }
 
-impl Plan {
-    /// Commits and does the steps (see the module).
-    pub(super) fn run(self) -> Result<Published, Refused> {
-        let io = |r: usize, error: Errno| Refused::Io {
-            root: self.roots[r].root.name.clone(),
-            error: error.into(),
-        };
-        // Before the commit: nothing here changes a user's file.
-        for (r, stage, mode) in &self.modes {
-            let (dir, n) = parent_of(&self.roots[*r].fd, stage).map_err(|e| io(*r, e))?;
-            let _ = rustix::fs::chmodat(&dir, n, Mode::from_raw_mode(*mode), AtFlags::empty());
-        }
-        for (r, stage) in &self.staged {
-            sync_staged(&self.roots[*r].fd, stage).map_err(|e| io(*r, e))?;
-        }
-        let journal = if self.needs_journal() {
-            Some(journal::write(&self).map_err(|e| Refused::Io {
-                root: self.roots[0].root.name.clone(),
-                error: e,
-            })?)
-        } else {
-            None
-        };
-        let mut out = Outcome::default();
-        for (n, step) in self.steps.iter().enumerate() {
-            run_step(&self.roots, &self.stamp, step, &mut out);
-            super::pause(n + 1);
-        }
-        sync_dirs(&self.roots, &out.dirs);
-        if let Some(journal) = journal {
-            journal::finish(&self.roots, &journal);
-        }
-        moved_from(&self.steps, &self.roots, &mut out.published);
-        Ok(out.published)
-    }
-}
-
-/// Notes where each entry put in place by a move came from.
-fn moved_from(steps: &[Step], roots: &[PlanRoot], published: &mut Published) {
+/// Notes where each entry put in place by a move came from (a take whose
+/// entry a later step puts somewhere).
+pub(super) fn moved_from(steps: &[Step], roots: &[PlanRoot], published: &mut Published) {
     for step in steps {
         let Step::Take { root, from, to, .. } = step else {
             continue;
         };
-        if to.starts_with(crate::store::TRASH_DIR) {
-            continue;
-        }
         let put_at = steps.iter().find_map(|s| match s {
             Step::Put { root: r, from: f, at, .. } if r == root && f == to => Some(at),
             _ => None,
@@ -493,9 +459,15 @@ fn moved_from(steps: &[Step], roots: &[PlanRoot], published: &mut Published) {
     }
 }
 
+/// Whether `path` is in the call's trash entry (not the staging area,
+/// which lies in `.mcp-trash` too).
+fn in_trash(stamp: &str, path: &Path) -> bool {
+    path.starts_with(Path::new(crate::store::TRASH_DIR).join(stamp))
+}
+
 /// Syncs a staged file's data before it is published (a symlink has none
 /// to sync).
-fn sync_staged(root: &OwnedFd, stage: &Path) -> Result<(), Errno> {
+pub(super) fn sync_staged(root: &OwnedFd, stage: &Path) -> Result<(), Errno> {
     let (dir, n) = parent_of(root, stage)?;
     match rustix::fs::openat(
         &dir,

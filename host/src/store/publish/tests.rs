@@ -213,14 +213,14 @@ fn a_kill_after_any_step_is_finished_from_the_journal() {
         );
         (f, c)
     };
-    let (_, c) = setup();
+    let (_f, c) = setup();
     let steps = Plan::new(&[&c], "S1").unwrap().steps.len();
     for kill_after in 0..=steps {
         let (f, c) = setup();
         let plan = Plan::new(&[&c], "S1").unwrap();
         plan.check().unwrap();
         assert!(plan.needs_journal());
-        let journal = super::journal::write(&plan).unwrap();
+        let journal = super::journal::write(&plan.roots, &plan.stamp, &plan.steps, &plan.stages).unwrap();
         let mut out = Outcome::default();
         for step in &plan.steps[..kill_after] {
             run_step(&plan.roots, &plan.stamp, step, &mut out);
@@ -267,7 +267,7 @@ fn recovery_never_overwrites_what_someone_else_put_there() {
     );
     let plan = Plan::new(&[&c], "S1").unwrap();
     plan.check().unwrap();
-    super::journal::write(&plan).unwrap();
+    super::journal::write(&plan.roots, &plan.stamp, &plan.steps, &plan.stages).unwrap();
     // Killed before any step; meanwhile someone writes both places.
     f.write("a.txt", "theirs a\n");
     f.write("n.txt", "theirs n\n");

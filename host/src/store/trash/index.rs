@@ -259,12 +259,22 @@ pub fn record_published(
             let mut index = trash.read_index(stamp)?.unwrap_or_default();
             index.entries.extend(kept);
             index.put.extend(put);
-            index.tool = Some(tool.to_string());
+            if !tool.is_empty() {
+                index.tool = Some(tool.to_string());
+            }
             trash.write_index(stamp, &index)
         })();
         if let Err(e) = written {
             tracing::warn!(root = %root.name, stamp, "cannot write the trash index: {e}");
         }
+    }
+}
+
+/// Records in the trash index what publishes finished from their journal
+/// kept and put (see [`crate::store::staging::sweep`]).
+pub fn record_recovered(roots: &[Arc<Root>], recovered: &[crate::store::publish::Recovered]) {
+    for r in recovered {
+        record_published(roots, &r.stamp, "", &r.published);
     }
 }
 
