@@ -797,8 +797,15 @@ pub fn assert_clean(env: &Env, results: &[CallToolResult]) {
 /// returns the bytes of `artifact`. Cargo's variables that would leak into
 /// the nested build are removed.
 pub fn build_wasm(crate_dir: &str, artifact: &str) -> Vec<u8> {
+    build_wasm_with(crate_dir, artifact, &[])
+}
+
+/// [`build_wasm`] with cargo `features` (built in a target directory of
+/// their own).
+pub fn build_wasm_with(crate_dir: &str, artifact: &str, features: &[&str]) -> Vec<u8> {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("wasm-target");
+    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("wasm-target{}", features.join("-")));
     let status = std::process::Command::new(env!("CARGO"))
         .args([
             "build",
@@ -806,6 +813,8 @@ pub fn build_wasm(crate_dir: &str, artifact: &str) -> Vec<u8> {
             "--locked",
             "--target",
             "wasm32-wasip2",
+            "--features",
+            &features.join(","),
         ])
         .current_dir(repo.join(crate_dir))
         .env("CARGO_TARGET_DIR", &target)

@@ -181,6 +181,7 @@ impl Runtime {
         let changes = if result.is_ok() {
             guard.take_changes()
         } else {
+            guard.discard_changes();
             fs::CallChanges::none()
         };
         let outcome = CallOutcome {

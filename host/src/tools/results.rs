@@ -130,14 +130,16 @@ fn fill_kept(
 }
 
 /// Says that the call ran twice: what it saw at `path` changed before its
-/// first publish.
+/// first publish, so it ran again on the new content; this is what the
+/// second run answered.
 pub(super) fn note_reran(result: &mut CallToolResult, root: &str, path: &str) {
-    if result.is_error == Some(true) {
-        return;
-    }
+    let then = if result.is_error == Some(true) {
+        "it failed on the new content; read it again"
+    } else {
+        "this is the result on the new content"
+    };
     result.content.push(ContentBlock::text(format!(
-        "(ran twice: '{}' in root '{root}' was changed by someone else while the call ran; this \
-         is the result on its new content)",
+        "(ran twice: '{}' in root '{root}' was changed by someone else while the call ran; {then})",
         shown(path)
     )));
 }

@@ -387,7 +387,10 @@ impl Toolbox {
             },
             Refused::Io { root, error } => {
                 tracing::error!(root = %root, "a call's changes could not be published: {error}");
-                Stopped::Io { root }
+                match error.raw_os_error().and_then(DiskError::of_errno) {
+                    Some(disk) => Stopped::Disk { root, disk },
+                    None => Stopped::Io { root },
+                }
             }
         })?;
         trash::record_published(&roots, id, tool, &published);
@@ -551,6 +554,8 @@ enum Stopped {
     OverBudget { root: String, over: trash::OverBudget },
     /// The publish could not be prepared in `root`.
     Io { root: String },
+    /// A disk error (a full disk, a read-only one...) in `root`.
+    Disk { root: String, disk: DiskError },
 }
 
 impl Stopped {
@@ -573,6 +578,7 @@ impl Stopped {
                 ),
                 "trash_budget",
             ),
+            Stopped::Disk { root, disk } => (disk_failed(disk, &root), disk.rule()),
             Stopped::Io { root } => (
                 format!(
                     "the call's changes could not be published in root '{root}' (the server log \

@@ -118,6 +118,24 @@ impl FsGuard {
         format!("{prefix}{}", self.next_staged)
     }
 
+    /// The device of the filesystem the place `rel` of mount `m` is on, and
+    /// where it is (see [`Self::dev_of_place`]), refused as a read-only
+    /// disk there (named for the call: nothing can be published there).
+    pub(super) fn writable_place(&mut self, m: usize, rel: &Path) -> FsResult<(u64, PathBuf)> {
+        let (dev, near) = self.dev_of_place(m, rel)?;
+        let read_only = match self.open_start(m, &near)? {
+            Some((fd, _)) => rustix::fs::fstatvfs(&fd)
+                .is_ok_and(|v| v.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY)),
+            None => false,
+        };
+        if read_only {
+            self.activity
+                .mark_disk_error(DiskError::ReadOnly, &self.mounts[m].root.name);
+            return Err(ErrorCode::ReadOnly.into());
+        }
+        Ok((dev, near))
+    }
+
     /// The device of the filesystem the place `rel` of mount `m` is on:
     /// that of the nearest directory above it on disk.
     pub(super) fn dev_of_place(&mut self, m: usize, rel: &Path) -> FsResult<(u64, PathBuf)> {
@@ -142,7 +160,7 @@ impl FsGuard {
     /// A new, empty file in the stage on the filesystem of the place `rel`,
     /// opened read-write.
     pub(super) fn new_staged(&mut self, m: usize, rel: &Path) -> FsResult<(Arc<Staged>, OwnedFd)> {
-        let (dev, near) = self.dev_of_place(m, rel)?;
+        let (dev, near) = self.writable_place(m, rel)?;
         let i = self.stage_dir(m, dev, &near)?;
         let name = self.stage_name("f");
         let stage = &self.stages[m][i];
@@ -381,8 +399,16 @@ impl PolicedFs<'_> {
         let (_, mode) = ops::writing(flags, oflags);
         let at = match walked {
             Walked::Found(at) => at,
-            Walked::Missing { dir, name } => {
+            Walked::Missing { dir, name, via_link } => {
                 if !creates {
+                    return Err(ErrorCode::NoEntry.into());
+                }
+                // Through a symlink whose target is missing: refused, as
+                // if the target's place were missing (the answer a denied
+                // existing target gets too).
+                if via_link {
+                    self.guard
+                        .refuse(Some(m), &dir.rel.join(&name), op, "confinement");
                     return Err(ErrorCode::NoEntry.into());
                 }
                 if oflags.contains(fs::OpenFlags::DIRECTORY) {
@@ -583,8 +609,9 @@ impl PolicedFs<'_> {
         self.writable_dir_of(fd)?;
         match self.guard.walk(&h, path.trim_end_matches('/'), false, op, Lookup::New)? {
             Walked::Found(_) => Err(ErrorCode::Exist.into()),
-            Walked::Missing { dir, name } => {
+            Walked::Missing { dir, name, .. } => {
                 let rel = dir.rel.join(name);
+                self.guard.writable_place(h.mount, &rel)?;
                 self.guard.set_node(h.mount, rel, Node::Dir(None))
             }
         }
@@ -603,9 +630,9 @@ impl PolicedFs<'_> {
         let m = h.mount;
         let rel = match self.guard.walk(&h, path, false, op, Lookup::New)? {
             Walked::Found(_) => return Err(ErrorCode::Exist.into()),
-            Walked::Missing { dir, name } => dir.rel.join(name),
+            Walked::Missing { dir, name, .. } => dir.rel.join(name),
         };
-        let (dev, near) = self.guard.dev_of_place(m, &rel)?;
+        let (dev, near) = self.guard.writable_place(m, &rel)?;
         let i = self.guard.stage_dir(m, dev, &near)?;
         let name = self.guard.stage_name("l");
         let stage = &self.guard.stages[m][i];
@@ -638,26 +665,33 @@ impl PolicedFs<'_> {
         path: &str,
         dir: bool,
     ) -> FsResult<()> {
-        let h = self.guard.handle(fd.rep(), Permission::Write)?;
-        self.guard.lexical(&h, path, Permission::Write, Lookup::Existing)?;
-        self.writable_dir_of(fd)?;
+        let h = self.guard.handle(fd.rep(), Permission::Delete)?;
         let m = h.mount;
         let trimmed = if dir { path.trim_end_matches('/') } else { path };
-        let Walked::Found(at) = self.guard.walk(&h, trimmed, false, Permission::Write, Lookup::Existing)? else {
-            return Err(ErrorCode::NoEntry.into());
+        // What the call made itself it may remove again with write alone;
+        // anything else takes delete. Looked up first to tell which.
+        let own = match self.guard.walk(&h, trimmed, false, Permission::Delete, Lookup::Existing) {
+            Ok(Walked::Found(at)) => self.own(m, &at),
+            // Nothing there (a temporary file already renamed away): the
+            // answer a removal of nothing gets, no permission asked.
+            Ok(Walked::Missing { .. }) => return Err(ErrorCode::NoEntry.into()),
+            Err(e) => return Err(e),
         };
-        let op = if self.own(m, &at) {
+        let op = if own {
             Permission::Write
         } else {
             Permission::Delete
         };
-        if !self.guard.perms(m).contains(op) {
-            return Err(self.guard.refuse(Some(m), &at.rel, op, "permission"));
-        }
+        self.guard.lexical(&h, path, op, Lookup::Existing)?;
+        self.writable_dir_of(fd)?;
+        let Walked::Found(at) = self.guard.walk(&h, trimmed, false, op, Lookup::Existing)? else {
+            return Err(ErrorCode::NoEntry.into());
+        };
         self.guard.inside_for(&Handle { mount: m, rel: at.rel.clone() }, op)?;
         if at.rel.as_os_str().is_empty() {
             return Err(self.guard.refuse(Some(m), &at.rel, op, "root_itself"));
         }
+        self.guard.writable_place(m, &at.rel)?;
         match (dir, at.seen.kind()) {
             (false, Kind::Dir) => return Err(ErrorCode::IsDirectory.into()),
             (true, k) if k != Kind::Dir => return Err(ErrorCode::NotDirectory.into()),
@@ -746,7 +780,8 @@ impl PolicedFs<'_> {
             Seen::Staged(s) => s.dev,
             Seen::MadeDir => self.guard.dev_of_place(m, &old.rel)?.0,
         };
-        if old_dev != self.guard.dev_of_place(m, &new_rel)?.0 {
+        self.guard.writable_place(m, &old.rel)?;
+        if old_dev != self.guard.writable_place(m, &new_rel)?.0 {
             return Err(ErrorCode::CrossDevice.into());
         }
         if let Walked::Found(standing) = &new {
@@ -802,7 +837,7 @@ impl PolicedFs<'_> {
         };
         let rel = match self.guard.walk(&hn, new_path, false, op, Lookup::New)? {
             Walked::Found(_) => return Err(ErrorCode::Exist.into()),
-            Walked::Missing { dir, name } => dir.rel.join(name),
+            Walked::Missing { dir, name, .. } => dir.rel.join(name),
         };
         if old.rel.as_os_str().is_empty() || old.seen.kind() == Kind::Dir {
             return Err(ErrorCode::NotPermitted.into());

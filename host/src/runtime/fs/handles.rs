@@ -80,24 +80,48 @@ impl FsGuard {
         }
     }
 
+    /// Drops what the call staged (a call that failed publishes nothing):
+    /// its stage directories are emptied now, before the call is answered.
+    pub fn discard_changes(&mut self) {
+        for stages in &mut self.stages {
+            stages.clear();
+        }
+        for overlay in &mut self.overlays {
+            *overlay = Overlay::default();
+        }
+        self.pending.clear();
+    }
+
     /// What the call changed, for the publish: each root's changes, and
     /// the stage directories that hold them (kept until the publish is
     /// done). Mounts that changed nothing are left out.
     pub fn take_changes(&mut self) -> CallChanges {
         let mut changes = Vec::new();
         let mut stages = Vec::new();
+        // A call that changes two roots journals in each (see
+        // `store::publish::journal`).
+        let roots_changed = self.overlays.iter().filter(|o| !o.is_empty()).count();
         for m in 0..self.mounts.len() {
             if self.overlays[m].is_empty() {
                 continue;
             }
             let (taken, made) = self.overlays[m].changes();
             let root_dev = self.mounts[m].dev;
-            // The root's own stage holds the journal and the host's copies:
-            // made now if the call staged nothing there.
-            let Ok(own) = self.stage_dir(m, root_dev, Path::new("")) else {
-                continue;
+            // The root's own stage holds the journal, the host's copies and
+            // the entries moved between their two renames: made now if the
+            // publish may need it and the call staged nothing there (a
+            // single removal needs none: a root that may only delete gets
+            // no stage then).
+            let needs = taken.iter().any(|t| t.moved || t.was.dev != root_dev)
+                || taken.len() + made.len() > 1
+                || roots_changed > 1;
+            let own = self.stages[m].iter().position(|s| s.dev == root_dev);
+            let own = match own {
+                Some(i) => Some(i),
+                None if needs => self.stage_dir(m, root_dev, Path::new("")).ok(),
+                None => None,
             };
-            let stage = self.stages[m][own].rel.clone();
+            let stage = own.map(|i| self.stages[m][i].rel.clone());
             let others = self.stages[m]
                 .iter()
                 .filter(|s| s.dev != root_dev)

@@ -65,8 +65,14 @@ pub(super) struct At {
 /// What a walk came to.
 pub(super) enum Walked {
     Found(At),
-    /// The last name is not there; its directory is.
-    Missing { dir: At, name: String },
+    /// The last name is not there; its directory is. `via_link`: the name
+    /// is a final symlink's target (a create there would make a file under
+    /// a name the call never gave).
+    Missing {
+        dir: At,
+        name: String,
+        via_link: bool,
+    },
 }
 
 impl Walked {
@@ -74,7 +80,7 @@ impl Walked {
     pub(super) fn rel(&self) -> PathBuf {
         match self {
             Walked::Found(at) => at.rel.clone(),
-            Walked::Missing { dir, name } => dir.rel.join(name),
+            Walked::Missing { dir, name, .. } => dir.rel.join(name),
         }
     }
 }
@@ -152,11 +158,7 @@ impl FsGuard {
                 Ok(Some(Seen::Disk { start, fd, st }))
             }
             Err(rustix::io::Errno::NOENT) => Ok(None),
-            Err(e) if is_exhaustion(e) => {
-                self.activity.mark_out_of_descriptors();
-                Err(ErrorCode::Io.into())
-            }
-            Err(e) => Err(io_error(e)),
+            Err(e) => Err(self.host_error_in(m, e)),
         }
     }
 
@@ -221,6 +223,7 @@ impl FsGuard {
             .collect();
         let mut trailing = path.ends_with('/');
         let mut links = 0;
+        let mut via_link = false;
         loop {
             let Some(name) = pending.pop_front() else {
                 // The path named a directory reached (`.`, `a/..`, "").
@@ -254,7 +257,11 @@ impl FsGuard {
             let Some(seen) = self.child(m, dir, &rel, &name)? else {
                 if last && !trailing {
                     let dir = stack.pop().expect("never empty");
-                    return Ok(Walked::Missing { dir, name });
+                    return Ok(Walked::Missing {
+                        dir,
+                        name,
+                        via_link,
+                    });
                 }
                 return Err(ErrorCode::NoEntry.into());
             };
@@ -270,6 +277,7 @@ impl FsGuard {
                 }
                 if last {
                     trailing |= target.ends_with('/');
+                    via_link = true;
                 }
                 for n in target.split('/').filter(|n| !n.is_empty()).rev() {
                     pending.push_front(n.to_string());

@@ -44,7 +44,7 @@ pub(super) fn write(
     roots: &[PlanRoot],
     stamp: &str,
     steps: &[Step],
-    stages: &[PathBuf],
+    stages: &[Option<PathBuf>],
 ) -> io::Result<Written> {
     let mut written = Vec::new();
     for (r, root) in roots.iter().enumerate() {
@@ -57,8 +57,17 @@ pub(super) fn write(
         if steps.is_empty() {
             continue;
         }
-        let Some(stage) = stages.get(r) else {
-            continue;
+        let Some(Some(stage)) = stages.get(r) else {
+            // A root whose change needs no stage has nothing to journal
+            // but its one removal: the commit point is the journal of the
+            // others.
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!(
+                    "root '{}' has no stage directory for the journal of a change of several names",
+                    root.root.name
+                ),
+            ));
         };
         let journal = Journal {
             stamp: stamp.to_string(),

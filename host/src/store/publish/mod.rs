@@ -200,8 +200,9 @@ pub struct Changes {
     /// The device of the root's own filesystem (its trash's).
     pub dev: u64,
     /// The call's stage directory on the root's own filesystem,
-    /// root-relative: where the journal and the host's copies are written.
-    pub stage: PathBuf,
+    /// root-relative: where the journal and the host's copies are written
+    /// (none where the publish needs none: a single removal).
+    pub stage: Option<PathBuf>,
     /// The call's stage directory on each other filesystem mounted inside
     /// the root that it changes, by device: where entries moved there are
     /// lifted to between their two renames.
@@ -218,7 +219,7 @@ impl Changes {
     /// The stage directory on the filesystem of device `dev`.
     fn stage_on(&self, dev: u64) -> Option<&Path> {
         if dev == self.dev {
-            return Some(&self.stage);
+            return self.stage.as_deref();
         }
         self.stages
             .iter()

@@ -32,7 +32,7 @@ pub struct Plan {
     pub(super) staged: Vec<(usize, PathBuf)>,
     /// Each root's stage directory on its own filesystem (where its
     /// journal goes), by root index.
-    pub(super) stages: Vec<PathBuf>,
+    pub(super) stages: Vec<Option<PathBuf>>,
 }
 
 /// What the checks want at a path before anything is done.
@@ -86,9 +86,10 @@ impl Plan {
         let taken: HashMap<&Path, &Taken> =
             c.taken.iter().map(|t| (t.from.as_path(), t)).collect();
         let mut copies = 0u32;
+        let no_stage = || unsupported("no stage directory for the host's copies".into());
         let temp = |prefix: &str, n: &mut u32| {
             *n += 1;
-            c.stage.join(format!("{prefix}{n}"))
+            c.stage.as_ref().map(|s| s.join(format!("{prefix}{n}")))
         };
         for t in &c.taken {
             self.checks
@@ -117,7 +118,7 @@ impl Plan {
                     was: t.was,
                 });
             } else {
-                let temp = temp("k", &mut copies);
+                let temp = temp("k", &mut copies).ok_or_else(no_stage)?;
                 self.steps.push(Step::Copy {
                     root: r,
                     at: m.at.clone(),
@@ -173,7 +174,7 @@ impl Plan {
                 self.steps.push(Step::Copy {
                     root: r,
                     at: t.from.clone(),
-                    temp: temp("k", &mut copies),
+                    temp: temp("k", &mut copies).ok_or_else(no_stage)?,
                     slot: self.slot(&t.from),
                     was: t.was,
                 });
@@ -295,7 +296,8 @@ impl Plan {
                 (Expect::Free, Ok(None)) => true,
                 (Expect::FreeOrDir, Ok(None)) => true,
                 (Expect::FreeOrDir, Ok(Some(now))) => now.kind == Kind::Dir,
-                (_, Err(Errno::NOENT | Errno::NOTDIR)) => false,
+                // Its directory gone, or no longer a directory: changed.
+                (_, Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP)) => false,
                 (_, Err(e)) => {
                     return Err(Refused::Io {
                         root: root.root.name.clone(),
@@ -342,6 +344,15 @@ impl Plan {
         for (n, step) in self.steps.iter().enumerate() {
             run_step(&self.roots, &self.stamp, step, &mut out);
             super::pause(n + 1);
+            // Without a journal the one step that changes a name is all
+            // there is: once it failed, nothing changed; the version kept
+            // for it is taken back out of the trash (it is still in place).
+            if journal.is_none()
+                && let Some((r, e)) = out.failed
+            {
+                self.take_back_keeps(&out.published);
+                return Err(io(r, e));
+            }
         }
         sync_dirs(&self.roots, &out.dirs);
         if let Some(journal) = journal {
@@ -350,5 +361,23 @@ impl Plan {
         moved_from(&self.steps, &self.roots, &mut out.published);
         Ok(out.published)
     }
-}
 
+    /// Removes the hard links a publish that changed nothing made in the
+    /// trash (each file is still where it was, as it was).
+    fn take_back_keeps(&self, published: &Published) {
+        for k in &published.kept {
+            let Some((r, root)) = self.roots.iter().enumerate().find(|(_, p)| p.root.name == k.root) else {
+                continue;
+            };
+            let linked = self.steps.iter().any(|s| {
+                matches!(s, Step::Link { root: sr, slot, .. } if *sr == r && slot == Path::new(&k.to))
+            });
+            if !linked {
+                continue;
+            }
+            if let Ok((dir, n)) = parent_of(&root.fd, Path::new(&k.to)) {
+                let _ = rustix::fs::unlinkat(&dir, n, AtFlags::empty());
+            }
+        }
+    }
+}

@@ -201,6 +201,8 @@ pub(super) struct Outcome {
     pub(super) published: Published,
     /// Directories whose entries changed, to sync: root, path.
     pub(super) dirs: BTreeSet<(usize, PathBuf)>,
+    /// The first step that failed: its root and error.
+    pub(super) failed: Option<(usize, Errno)>,
 }
 
 /// Does one step in `roots` (see the module); what it kept or could not
@@ -291,6 +293,12 @@ pub(super) fn run_step(roots: &[PlanRoot], stamp: &str, step: &Step, out: &mut O
             match rustix::fs::mkdirat(&dir, n, Mode::from_raw_mode(0o777)) {
                 Ok(()) => {
                     out.dirs.insert(parent(at));
+                    out.published.put.push(PutEntry {
+                        root: name.clone(),
+                        at: at.to_string_lossy().into_owned(),
+                        moved_from: None,
+                        now: lstat(fd, at).ok().flatten(),
+                    });
                     Ok(())
                 }
                 Err(Errno::EXIST) => Ok(()),
@@ -328,6 +336,7 @@ pub(super) fn run_step(roots: &[PlanRoot], stamp: &str, step: &Step, out: &mut O
     };
     if let Err(e) = done {
         tracing::error!(root = %name, ?step, "a step of a publish failed: {e}");
+        out.failed.get_or_insert((r, e));
     }
 }
 

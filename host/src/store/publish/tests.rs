@@ -61,7 +61,7 @@ impl Fixture {
         Changes {
             root: Arc::clone(&self.root),
             dev: self.dev(),
-            stage: self.stage.clone(),
+            stage: Some(self.stage.clone()),
             stages: vec![],
             taken,
             made,
