@@ -12,11 +12,14 @@ use serde_json::json;
 
 fn setup() -> (Env, std::path::PathBuf) {
     let env = Env::new();
-    env.write("ws/src/a.py", "def a():\n    return 1\n\n\ndef b():\n    return 2\n")
-        .write("ws/src/old.txt", "remove me\n")
-        .write("ws/src/move.txt", "move me\nline 2\n")
-        .write("ws/crlf.txt", "one\r\ntwo\r\nthree\r\n")
-        .write("ws/.env", "SECRET=1\n");
+    env.write(
+        "ws/src/a.py",
+        "def a():\n    return 1\n\n\ndef b():\n    return 2\n",
+    )
+    .write("ws/src/old.txt", "remove me\n")
+    .write("ws/src/move.txt", "move me\nline 2\n")
+    .write("ws/crlf.txt", "one\r\ntwo\r\nthree\r\n")
+    .write("ws/.env", "SECRET=1\n");
     let config = env.config(
         "audit_log = \"audit.log\"\n[[roots]]\nname = \"ws\"\npath = \"ws\"\nrole = \"workspace\"\n",
     );
@@ -53,11 +56,26 @@ async fn a_codex_patch_adds_updates_deletes_and_moves_in_one_call() {
         *** End Patch\n";
     // A dry run shows the diff and changes nothing.
     let before = env.snapshot_of("ws");
-    let r = call_ok(&client, "apply_patch", json!({"root": "ws", "patch": patch, "dry_run": true}))
-        .await;
-    assert!(structured(&r)["diff"].as_str().unwrap().contains("+    return 20"), "{r:?}");
+    let r = call_ok(
+        &client,
+        "apply_patch",
+        json!({"root": "ws", "patch": patch, "dry_run": true}),
+    )
+    .await;
+    assert!(
+        structured(&r)["diff"]
+            .as_str()
+            .unwrap()
+            .contains("+    return 20"),
+        "{r:?}"
+    );
     assert_eq!(env.snapshot_of("ws"), before);
-    let r = call_ok(&client, "apply_patch", json!({"root": "ws", "patch": patch})).await;
+    let r = call_ok(
+        &client,
+        "apply_patch",
+        json!({"root": "ws", "patch": patch}),
+    )
+    .await;
     client.cancel().await.unwrap();
     assert_eq!(read(&env, "src/new.py").as_deref(), Some("print('new')\n"));
     assert_eq!(
@@ -66,9 +84,15 @@ async fn a_codex_patch_adds_updates_deletes_and_moves_in_one_call() {
     );
     assert_eq!(read(&env, "src/old.txt"), None);
     assert_eq!(read(&env, "src/move.txt"), None);
-    assert_eq!(read(&env, "src/moved.txt").as_deref(), Some("move me\nline two\n"));
+    assert_eq!(
+        read(&env, "src/moved.txt").as_deref(),
+        Some("move me\nline two\n")
+    );
     // Line endings kept as the file had them.
-    assert_eq!(read(&env, "crlf.txt").as_deref(), Some("one\r\nTWO\r\nthree\r\n"));
+    assert_eq!(
+        read(&env, "crlf.txt").as_deref(),
+        Some("one\r\nTWO\r\nthree\r\n")
+    );
     // What it replaced or removed is kept, under one call.
     let trash = env.trash("ws");
     let stamps: std::collections::BTreeSet<&String> = trash.iter().map(|(s, _, _)| s).collect();
@@ -81,7 +105,10 @@ async fn a_codex_patch_adds_updates_deletes_and_moves_in_one_call() {
             .map(|c| String::from_utf8(c).unwrap())
     };
     assert_eq!(kept("src/old.txt").as_deref(), Some("remove me\n"));
-    assert_eq!(kept("src/a.py").as_deref(), Some("def a():\n    return 1\n\n\ndef b():\n    return 2\n"));
+    assert_eq!(
+        kept("src/a.py").as_deref(),
+        Some("def a():\n    return 1\n\n\ndef b():\n    return 2\n")
+    );
     assert_eq!(kept("src/move.txt").as_deref(), Some("move me\nline 2\n"));
     // The audit names every file the call changed, under its id.
     let lines: Vec<String> = audit(&env)
@@ -89,7 +116,13 @@ async fn a_codex_patch_adds_updates_deletes_and_moves_in_one_call() {
         .filter(|l| l["tool"] == "apply_patch" && l["decision"] == "allow")
         .map(|l| l["path"].as_str().unwrap_or("").to_string())
         .collect();
-    for p in ["src/new.py", "src/a.py", "src/old.txt", "src/moved.txt", "crlf.txt"] {
+    for p in [
+        "src/new.py",
+        "src/a.py",
+        "src/old.txt",
+        "src/moved.txt",
+        "crlf.txt",
+    ] {
         assert!(lines.iter().any(|l| l == p), "{p} not in {lines:?}");
     }
     assert!(text(&r).contains("kept 'src/a.py'"), "{}", text(&r));
@@ -101,7 +134,12 @@ async fn a_unified_diff_applies() {
     let client = start(&config).await;
     let patch = "--- a/src/a.py\n+++ b/src/a.py\n@@ -1,2 +1,2 @@\n def a():\n-    return 1\n+    return 10\n\
         --- /dev/null\n+++ b/notes/n.md\n@@ -0,0 +1 @@\n+# notes\n";
-    call_ok(&client, "apply_patch", json!({"root": "ws", "patch": patch})).await;
+    call_ok(
+        &client,
+        "apply_patch",
+        json!({"root": "ws", "patch": patch}),
+    )
+    .await;
     client.cancel().await.unwrap();
     assert!(read(&env, "src/a.py").unwrap().contains("return 10"));
     assert_eq!(read(&env, "notes/n.md").as_deref(), Some("# notes\n"));
@@ -118,7 +156,12 @@ async fn a_patch_is_all_or_nothing() {
         *** Add File: src/new.py\n+x\n\
         *** Update File: src/a.py\n@@\n-    return 3\n+    return 30\n\
         *** End Patch\n";
-    let r = call(&client, "apply_patch", json!({"root": "ws", "patch": bad_hunk})).await;
+    let r = call(
+        &client,
+        "apply_patch",
+        json!({"root": "ws", "patch": bad_hunk}),
+    )
+    .await;
     assert!(is_error(&r), "{}", text(&r));
     assert!(text(&r).contains("src/a.py"), "{}", text(&r));
     assert_eq!(env.snapshot_of("ws"), before);
@@ -127,7 +170,12 @@ async fn a_patch_is_all_or_nothing() {
         "*** Begin Patch\n*** Update File: src/a.py\n@@\n-    return 1\n+    return 11\n*** Add File: keys/id_rsa\n+k\n*** End Patch\n",
         "*** Begin Patch\n*** Update File: src/a.py\n@@\n-    return 1\n+    return 11\n*** Add File: ../outside.txt\n+k\n*** End Patch\n",
     ] {
-        let r = call(&client, "apply_patch", json!({"root": "ws", "patch": denied})).await;
+        let r = call(
+            &client,
+            "apply_patch",
+            json!({"root": "ws", "patch": denied}),
+        )
+        .await;
         assert!(is_error(&r), "{denied}: {}", text(&r));
         assert_eq!(env.snapshot_of("ws"), before, "{denied}");
     }

@@ -321,7 +321,10 @@ fn policy_holds_on_a_writable_preopen() {
         ),
         // Creating through a dangling symlink: to a denied name, refused as
         // that name; to any other, refused as a name the call never gave.
-        (json!({"attack": "raw_create", "path": "notes_alias"}), "deny"),
+        (
+            json!({"attack": "raw_create", "path": "notes_alias"}),
+            "deny",
+        ),
         (
             json!({"attack": "raw_create", "path": "dangling_in"}),
             "confinement",
@@ -351,8 +354,15 @@ fn wasi_permission_advisories_hold_in_the_policing_filesystem() {
     let ws = root(&env, "ws", Role::Workspace, Role::Workspace.ceiling());
     // An open with `truncate` for reading only, on a reference root and on
     // a workspace root preopened read-only.
-    for (root, path) in [(reference(&env), "README.md"), (Arc::clone(&ws), "keep.txt")] {
-        let (report, _) = attack(&root, false, json!({"attack": "raw_truncate", "path": path}));
+    for (root, path) in [
+        (reference(&env), "README.md"),
+        (Arc::clone(&ws), "keep.txt"),
+    ] {
+        let (report, _) = attack(
+            &root,
+            false,
+            json!({"attack": "raw_truncate", "path": path}),
+        );
         assert!(report.starts_with("refused"), "{path}: {report}");
     }
     // Links and renames between a writable root and a read-only one, in
@@ -369,10 +379,7 @@ fn wasi_permission_advisories_hold_in_the_policing_filesystem() {
             deletes: vec![],
             area: None,
         };
-        (
-            mount(first, writable_first),
-            mount(second, !writable_first),
-        )
+        (mount(first, writable_first), mount(second, !writable_first))
     };
     let r = reference(&env);
     for (from_ws, attack_name, from, to) in [
@@ -391,7 +398,11 @@ fn wasi_permission_advisories_hold_in_the_policing_filesystem() {
         let mut req = request(&ws, true, &args, CancellationToken::new());
         req.mounts = vec![first, second];
         let outcome = runtime().call(0, req);
-        let report = outcome.result.unwrap_or_else(|e| panic!("call failed: {e:?}")).text.join("\n");
+        let report = outcome
+            .result
+            .unwrap_or_else(|e| panic!("call failed: {e:?}"))
+            .text
+            .join("\n");
         assert!(report.starts_with("refused"), "{args}: {report}");
     }
     assert_eq!(env.snapshot(), before, "nothing changed on either root");
@@ -503,7 +514,10 @@ fn a_stopped_call_changes_nothing() {
         ),
     );
     assert!(matches!(outcome.result, Err(CallError::Timeout(_))));
-    assert!(outcome.changes.is_empty(), "a failed call publishes nothing");
+    assert!(
+        outcome.changes.is_empty(),
+        "a failed call publishes nothing"
+    );
     assert!(!env.path("ws/.loom-fs-write-0123456789abcdef").exists());
     assert!(!env.path("ws/made-by-guest.txt").exists());
 }
@@ -587,7 +601,10 @@ async fn one_slow_call_does_not_hold_up_63_others() {
     assert!(!slow.is_finished(), "the slow call ended early");
     stuck.cancel();
     let (text, failed) = slow.await.unwrap();
-    assert!(failed && text == "the call was cancelled; nothing was changed", "{text}");
+    assert!(
+        failed && text == "the call was cancelled; nothing was changed",
+        "{text}"
+    );
     assert_unchanged_but_the_audit(&env, &before);
 }
 

@@ -373,7 +373,10 @@ async fn an_outside_change_during_an_edit_is_never_lost() {
         saved_whole(env, "a = 1\nb = 3\nc = 3\n")
     })
     .await;
-    assert_refused(&r, "'f.txt' in root 'ws' was changed by someone else while the call ran");
+    assert_refused(
+        &r,
+        "'f.txt' in root 'ws' was changed by someone else while the call ran",
+    );
     assert!(text(&r).contains("read it again"), "{}", text(&r));
     assert_eq!(file(), "a = 1\nb = 3\nc = 3\n");
 

@@ -19,7 +19,11 @@ use serde_json::{Value, json};
 fn hostile_wasm() -> &'static [u8] {
     static WASM: OnceLock<Vec<u8>> = OnceLock::new();
     WASM.get_or_init(|| {
-        build_wasm_with("tests/fixtures/hostile-tool", "hostile_tool.wasm", &["deletes"])
+        build_wasm_with(
+            "tests/fixtures/hostile-tool",
+            "hostile_tool.wasm",
+            &["deletes"],
+        )
     })
 }
 
@@ -118,12 +122,21 @@ async fn kill_at(
 /// After a kill and a recovery: `names` all hold their old content (`old
 /// <i>`) or all hold `new`, nothing staged is visible, and each replaced
 /// version is in the trash once when they are new.
-fn all_old_or_all_new(env: &Env, config: &Path, names: &[String], new: impl Fn(usize) -> String, step: usize) {
+fn all_old_or_all_new(
+    env: &Env,
+    config: &Path,
+    names: &[String],
+    new: impl Fn(usize) -> String,
+    step: usize,
+) {
     let contents: Vec<String> = names
         .iter()
         .map(|n| std::fs::read_to_string(env.path(&format!("ws/{n}"))).unwrap())
         .collect();
-    let old = contents.iter().enumerate().all(|(i, c)| *c == format!("old {i}\n"));
+    let old = contents
+        .iter()
+        .enumerate()
+        .all(|(i, c)| *c == format!("old {i}\n"));
     let renewed = contents.iter().enumerate().all(|(i, c)| *c == new(i));
     assert!(old || renewed, "step {step}: mixed: {contents:?}");
     // Held before its checks, the call had published nothing; held after a
@@ -131,7 +144,10 @@ fn all_old_or_all_new(env: &Env, config: &Path, names: &[String], new: impl Fn(u
     assert_eq!(renewed, step > 0, "step {step}: {contents:?}");
     for (path, _) in visible(env) {
         let name = path.to_string_lossy();
-        assert!(!name.contains(".loom-fs"), "step {step}: staged file visible: {name}");
+        assert!(
+            !name.contains(".loom-fs"),
+            "step {step}: staged file visible: {name}"
+        );
     }
     let out = command()
         .args(["trash", "list", "--config"])
@@ -140,8 +156,15 @@ fn all_old_or_all_new(env: &Env, config: &Path, names: &[String], new: impl Fn(u
         .unwrap();
     let listed = String::from_utf8_lossy(&out.stdout).into_owned();
     for (i, n) in names.iter().enumerate() {
-        let lines = listed.lines().filter(|l| l.split('\t').nth(2) == Some(n.as_str())).count();
-        assert_eq!(lines, usize::from(renewed), "step {step}: {n} in the trash {lines} times: {listed}");
+        let lines = listed
+            .lines()
+            .filter(|l| l.split('\t').nth(2) == Some(n.as_str()))
+            .count();
+        assert_eq!(
+            lines,
+            usize::from(renewed),
+            "step {step}: {n} in the trash {lines} times: {listed}"
+        );
         if renewed {
             let kept = env
                 .trash("ws")
@@ -149,7 +172,11 @@ fn all_old_or_all_new(env: &Env, config: &Path, names: &[String], new: impl Fn(u
                 .find(|(_, p, _)| p.ends_with(n))
                 .and_then(|(_, _, c)| c)
                 .unwrap_or_default();
-            assert_eq!(String::from_utf8_lossy(&kept), format!("old {i}\n"), "step {step}");
+            assert_eq!(
+                String::from_utf8_lossy(&kept),
+                format!("old {i}\n"),
+                "step {step}"
+            );
         }
     }
 }
@@ -185,14 +212,18 @@ async fn a_50_file_apply_patch_killed_at_steps_of_its_publish() {
         let survivor = start(&survivor_config).await;
         let mut patch = String::from("*** Begin Patch\n");
         for (i, n) in names.iter().enumerate() {
-            patch.push_str(&format!(
-                "*** Update File: {n}\n@@\n-old {i}\n+new {i}\n"
-            ));
+            patch.push_str(&format!("*** Update File: {n}\n@@\n-old {i}\n+new {i}\n"));
         }
         patch.push_str("*** End Patch\n");
-        let was_held =
-            kill_at(&env, &config, &survivor, step, "apply_patch", json!({"root": "ws", "patch": patch}))
-                .await;
+        let was_held = kill_at(
+            &env,
+            &config,
+            &survivor,
+            step,
+            "apply_patch",
+            json!({"root": "ws", "patch": patch}),
+        )
+        .await;
         assert!(was_held, "the publish never reached step {step}");
         all_old_or_all_new(&env, &config, &names, |i| format!("new {i}\n"), step);
         survivor.cancel().await.unwrap();

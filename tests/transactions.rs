@@ -17,7 +17,11 @@ use serde_json::{Value, json};
 fn hostile_wasm() -> &'static [u8] {
     static WASM: OnceLock<Vec<u8>> = OnceLock::new();
     WASM.get_or_init(|| {
-        build_wasm_with("tests/fixtures/hostile-tool", "hostile_tool.wasm", &["deletes"])
+        build_wasm_with(
+            "tests/fixtures/hostile-tool",
+            "hostile_tool.wasm",
+            &["deletes"],
+        )
     })
 }
 
@@ -97,7 +101,10 @@ async fn a_raw_component_loses_nothing() {
             json!({"attack": "raw_write_at", "path": "b.txt", "data": "BR", "offset": 0}),
             "ok: wrote; reads BRavo\n",
         ),
-        (json!({"attack": "raw_unlink", "path": "c.txt"}), "ok: unlinked"),
+        (
+            json!({"attack": "raw_unlink", "path": "c.txt"}),
+            "ok: unlinked",
+        ),
         (
             json!({"attack": "raw_rename", "from": "sub/e.txt", "to": "d.txt"}),
             "ok: renamed",
@@ -113,7 +120,12 @@ async fn a_raw_component_loses_nothing() {
     ];
     for (attack, said) in &steps {
         let r = call(&client, "hostile", args(attack.clone())).await;
-        assert_eq!(text(&r).lines().next().unwrap_or(""), said.lines().next().unwrap(), "{attack}: {}", text(&r));
+        assert_eq!(
+            text(&r).lines().next().unwrap_or(""),
+            said.lines().next().unwrap(),
+            "{attack}: {}",
+            text(&r)
+        );
         assert!(!is_error(&r), "{attack}: {}", text(&r));
     }
     client.cancel().await.unwrap();
@@ -128,7 +140,10 @@ async fn a_raw_component_loses_nothing() {
     let calls = calls_of(&env);
     assert_eq!(calls.len(), steps.len(), "{calls:?}");
     let listed = trash_list(&config);
-    let kept: Vec<(String, String)> = listed.iter().map(|l| (l[2].clone(), l[5].clone())).collect();
+    let kept: Vec<(String, String)> = listed
+        .iter()
+        .map(|l| (l[2].clone(), l[5].clone()))
+        .collect();
     assert_eq!(
         kept,
         [
@@ -177,7 +192,11 @@ async fn a_call_that_fails_changes_nothing() {
         assert!(is_error(&r), "{then}: {}", text(&r));
         assert!(text(&r).contains(said), "{then}: {}", text(&r));
         if then != "error" {
-            assert!(text(&r).contains("nothing was changed"), "{then}: {}", text(&r));
+            assert!(
+                text(&r).contains("nothing was changed"),
+                "{then}: {}",
+                text(&r)
+            );
         }
         assert_eq!(env.snapshot_of("ws"), before, "{then} changed the root");
     }
@@ -191,10 +210,11 @@ async fn a_cancelled_call_changes_nothing() {
     let (env, config) = setup();
     let before = env.snapshot_of("ws");
     let client = std::sync::Arc::new(start(&config).await);
-    let pending = tokio::spawn({
-        let client = std::sync::Arc::clone(&client);
-        async move {
-            try_call(
+    let pending =
+        tokio::spawn({
+            let client = std::sync::Arc::clone(&client);
+            async move {
+                try_call(
                 &client,
                 "hostile",
                 args(json!({"attack": "writes_then", "paths": ["a.txt", "b.txt"], "then": "sleep"}))
@@ -203,15 +223,20 @@ async fn a_cancelled_call_changes_nothing() {
                     .clone(),
             )
             .await
-        }
-    });
+            }
+        });
     tokio::time::sleep(Duration::from_millis(300)).await;
     pending.abort();
     let _ = pending.await;
     // The server stops the cancelled call; its changes go with it.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(env.snapshot_of("ws"), before);
-    let r = call(&client, "hostile", args(json!({"attack": "raw_read", "path": "a.txt"}))).await;
+    let r = call(
+        &client,
+        "hostile",
+        args(json!({"attack": "raw_read", "path": "a.txt"})),
+    )
+    .await;
     assert_eq!(text(&r), "ok: alpha\n");
 }
 
@@ -231,7 +256,8 @@ async fn a_component_is_given_only_the_roots_of_its_call() {
 #[tokio::test]
 async fn an_rmdir_that_meets_hidden_entries_fails_at_once() {
     let (env, config) = setup();
-    env.write("ws/h/.env", "SECRET\n").write("ws/h/x.txt", "x\n");
+    env.write("ws/h/.env", "SECRET\n")
+        .write("ws/h/x.txt", "x\n");
     let client = start(&config).await;
     let r = call(
         &client,
@@ -240,7 +266,12 @@ async fn an_rmdir_that_meets_hidden_entries_fails_at_once() {
     )
     .await;
     assert!(text(&r).starts_with("ok: unlinked"), "{}", text(&r));
-    let r = call(&client, "hostile", args(json!({"attack": "raw_rmdir", "path": "h"}))).await;
+    let r = call(
+        &client,
+        "hostile",
+        args(json!({"attack": "raw_rmdir", "path": "h"})),
+    )
+    .await;
     assert!(text(&r).contains("not-empty"), "{}", text(&r));
     client.cancel().await.unwrap();
     assert!(env.path("ws/h/.env").exists());

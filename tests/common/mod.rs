@@ -463,11 +463,13 @@ pub async fn start_command(
         let _ = stderr.read_to_end(&mut all).await;
         String::from_utf8_lossy(&all).into_owned()
     });
-    let client =
-        ().serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
-            .await
-            .expect("MCP handshake");
-    (client, pid, said)
+    match ().serve_with_lifecycle(transport, ClientLifecycleMode::Initialize).await {
+        Ok(client) => (client, pid, said),
+        Err(e) => {
+            let said = tokio::time::timeout(std::time::Duration::from_secs(10), said).await;
+            panic!("MCP handshake: {e}; the server said: {said:?}")
+        }
+    }
 }
 
 /// A client that collects the progress notifications the server sends.

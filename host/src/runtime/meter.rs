@@ -142,11 +142,7 @@ impl Meter {
     /// A write stream of a file in `root`: a disk error it meets (the
     /// stream's error keeps the OS's) is recorded for the call.
     /// Each write is first held to the root's reserve (`min_free_bytes`).
-    pub fn output(
-        self: &Arc<Self>,
-        inner: DynOutputStream,
-        root: Arc<Root>,
-    ) -> DynOutputStream {
+    pub fn output(self: &Arc<Self>, inner: DynOutputStream, root: Arc<Root>) -> DynOutputStream {
         Box::new(MeteredOutput {
             inner,
             meter: Arc::clone(self),

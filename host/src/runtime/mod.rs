@@ -523,7 +523,10 @@ impl Runtime {
         }
         let instance_pre = self.linker.instantiate_pre(component)?;
         let pre = bindings::ToolComponentPre::new(instance_pre).map_err(|_| {
-            if ty.exports(&self.engine).any(|(name, _)| name == OLD_TOOL_INTERFACE) {
+            if ty
+                .exports(&self.engine)
+                .any(|(name, _)| name == OLD_TOOL_INTERFACE)
+            {
                 return wasmtime::Error::msg(format!(
                     "is built against {OLD_TOOL_INTERFACE}, whose tools kept history \
                      themselves; the host now keeps every call's history and stages its \

@@ -6,6 +6,7 @@
 pub mod beneath;
 pub mod descriptors;
 pub mod openat2;
+pub mod rename;
 pub mod sandbox;
 pub mod space;
 pub mod stat;

@@ -89,7 +89,11 @@ pub(super) fn note_kept(
             } else {
                 String::new()
             };
-            format!("kept '{}'{root} as it was at {}", shown(&k.from), shown(&k.to))
+            format!(
+                "kept '{}'{root} as it was at {}",
+                shown(&k.from),
+                shown(&k.to)
+            )
         })
         .collect();
     result.content.push(ContentBlock::text(lines.join("\n")));

@@ -168,7 +168,11 @@ impl Toolbox {
                 drop(locked.take());
                 let mut all = held.clone();
                 all.extend(wanted.into_iter().filter(|k| !covered(&held, k)));
-                match self.locks.lock(all.clone(), waits_until, &request.cancel).await {
+                match self
+                    .locks
+                    .lock(all.clone(), waits_until, &request.cancel)
+                    .await
+                {
                     Ok(now) => {
                         locked = Some(now);
                         held = all;
@@ -191,7 +195,8 @@ impl Toolbox {
             let done = self
                 .guests
                 .run_then(move || {
-                    let published = this.publish(&changes, &id_now, &tool_name, &estimate_now, in_flight);
+                    let published =
+                        this.publish(&changes, &id_now, &tool_name, &estimate_now, in_flight);
                     (published, changes)
                 })
                 .await;
@@ -354,7 +359,11 @@ impl Toolbox {
         estimate: &trash::Needs,
         in_flight: Duration,
     ) -> Result<Published, Stopped> {
-        let roots: Vec<Arc<Root>> = changes.changes.iter().map(|c| Arc::clone(&c.root)).collect();
+        let roots: Vec<Arc<Root>> = changes
+            .changes
+            .iter()
+            .map(|c| Arc::clone(&c.root))
+            .collect();
         for root in &roots {
             self.recover_now_and_then(root);
         }
@@ -476,14 +485,21 @@ impl Toolbox {
         if let Some(p) = published {
             let mut others: Vec<(&str, &str, Permission)> = Vec::new();
             for k in &p.kept {
-                if !named.iter().any(|(r, n)| *r == k.root && n == Path::new(&k.from)) {
+                if !named
+                    .iter()
+                    .any(|(r, n)| *r == k.root && n == Path::new(&k.from))
+                {
                     others.push((&k.root, &k.from, Permission::Delete));
                 }
             }
             for put in &p.put {
                 let at = put.moved_from.as_deref().unwrap_or(&put.at);
-                if !named.iter().any(|(r, n)| *r == put.root && (n == Path::new(&put.at) || n == Path::new(at)))
-                    && !others.iter().any(|(r, f, _)| *r == put.root && *f == put.at)
+                if !named
+                    .iter()
+                    .any(|(r, n)| *r == put.root && (n == Path::new(&put.at) || n == Path::new(at)))
+                    && !others
+                        .iter()
+                        .any(|(r, f, _)| *r == put.root && *f == put.at)
                 {
                     others.push((&put.root, &put.at, Permission::Write));
                 }
@@ -551,7 +567,10 @@ enum Stopped {
     /// What the call saw at `path` changed before its publish.
     Conflict { root: String, path: String },
     /// What it keeps would pass a root's trash budget.
-    OverBudget { root: String, over: trash::OverBudget },
+    OverBudget {
+        root: String,
+        over: trash::OverBudget,
+    },
     /// The publish could not be prepared in `root`.
     Io { root: String },
     /// A disk error (a full disk, a read-only one...) in `root`.

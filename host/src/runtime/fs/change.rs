@@ -41,10 +41,9 @@ fn times_of(atim: fs::NewTimestamp, mtim: fs::NewTimestamp) -> Times {
     let one = |t: fs::NewTimestamp| match t {
         fs::NewTimestamp::NoChange => Time::Keep,
         fs::NewTimestamp::Now => Time::Now,
-        fs::NewTimestamp::Timestamp(d) => Time::At(
-            i64::try_from(d.seconds).unwrap_or(i64::MAX),
-            d.nanoseconds,
-        ),
+        fs::NewTimestamp::Timestamp(d) => {
+            Time::At(i64::try_from(d.seconds).unwrap_or(i64::MAX), d.nanoseconds)
+        }
     };
     Times {
         access: one(atim),
@@ -89,7 +88,8 @@ impl FsGuard {
             .strip_prefix(&root.path)
             .map(Path::to_path_buf)
             .map_err(|_| ErrorCode::Io)?;
-        let fd = crate::sys::beneath::beneath(self.root_fd(m)?, &rel).map_err(|e| self.stage_error(m, &e))?;
+        let fd = crate::sys::beneath::beneath(self.root_fd(m)?, &rel)
+            .map_err(|e| self.stage_error(m, &e))?;
         let st = rustix::fs::fstat(&fd).map_err(io_error)?;
         let dev = crate::sys::stat::inode(&st).0;
         if let Some(i) = self.stages[m].iter().position(|s| s.dev == dev) {
@@ -106,7 +106,8 @@ impl FsGuard {
 
     fn stage_error(&self, m: usize, e: &std::io::Error) -> FsError {
         if let Some(disk) = DiskError::of_io(e) {
-            self.activity.mark_disk_error(disk, &self.mounts[m].root.name);
+            self.activity
+                .mark_disk_error(disk, &self.mounts[m].root.name);
         }
         tracing::warn!(root = %self.mounts[m].root.name, "cannot make a staging directory: {e}");
         ErrorCode::Io.into()
@@ -186,7 +187,8 @@ impl FsGuard {
     /// it (a disk error recorded for the call).
     pub(super) fn host_error_in(&self, m: usize, e: rustix::io::Errno) -> FsError {
         if let Some(disk) = DiskError::of_errno(e.raw_os_error()) {
-            self.activity.mark_disk_error(disk, &self.mounts[m].root.name);
+            self.activity
+                .mark_disk_error(disk, &self.mounts[m].root.name);
         }
         if is_exhaustion(e) {
             self.activity.mark_out_of_descriptors();
@@ -196,13 +198,23 @@ impl FsGuard {
     }
 
     /// Opens a staged entry of mount `m` with `access`.
-    pub(super) fn open_staged(&mut self, m: usize, staged: &Staged, access: OFlags) -> FsResult<OwnedFd> {
+    pub(super) fn open_staged(
+        &mut self,
+        m: usize,
+        staged: &Staged,
+        access: OFlags,
+    ) -> FsResult<OwnedFd> {
         let root = self.root_fd(m)?;
         let parent = staged.rel.parent().unwrap_or(Path::new(""));
         let name = staged.rel.file_name().ok_or(ErrorCode::Io)?;
         let dir = crate::sys::beneath::beneath(root, parent).map_err(|_| ErrorCode::Io)?;
-        rustix::fs::openat(&dir, name, access | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
-            .map_err(|e| self.host_error_in(m, e))
+        rustix::fs::openat(
+            &dir,
+            name,
+            access | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| self.host_error_in(m, e))
     }
 
     /// Notes that the call changed something in mount `m`: from now on its
@@ -215,11 +227,19 @@ impl FsGuard {
     /// full (see [`super::overlay::MAX_ENTRIES`]).
     pub(super) fn set_node(&mut self, m: usize, rel: PathBuf, node: Node) -> FsResult<()> {
         self.viewing(m);
-        self.overlays[m].set(rel.clone(), node).map_err(|_| self.overflow(m, &rel))
+        self.overlays[m]
+            .set(rel.clone(), node)
+            .map_err(|_| self.overflow(m, &rel))
     }
 
     /// Notes the disk entry at `start` as taken (see the overlay).
-    pub(super) fn take(&mut self, m: usize, start: PathBuf, now: Identity, moved: bool) -> FsResult<()> {
+    pub(super) fn take(
+        &mut self,
+        m: usize,
+        start: PathBuf,
+        now: Identity,
+        moved: bool,
+    ) -> FsResult<()> {
         self.viewing(m);
         let shown = start.clone();
         self.overlays[m]
@@ -251,13 +271,21 @@ impl FsGuard {
     fn moved_handles(&mut self, m: usize, from: &Path, to: &Path) {
         for h in self.handles.values_mut().chain(self.streams.values_mut()) {
             if h.mount == m && h.rel.starts_with(from) {
-                let rest = h.rel.strip_prefix(from).unwrap_or(Path::new("")).to_path_buf();
+                let rest = h
+                    .rel
+                    .strip_prefix(from)
+                    .unwrap_or(Path::new(""))
+                    .to_path_buf();
                 h.rel = to.join(rest);
             }
         }
         for p in self.pending.values_mut() {
             if p.mount == m && p.rel.starts_with(from) {
-                let rest = p.rel.strip_prefix(from).unwrap_or(Path::new("")).to_path_buf();
+                let rest = p
+                    .rel
+                    .strip_prefix(from)
+                    .unwrap_or(Path::new(""))
+                    .to_path_buf();
                 p.rel = to.join(rest);
             }
         }
@@ -268,7 +296,10 @@ impl FsGuard {
     /// its removal fails at the operation, as it would on disk).
     fn is_empty_dir(&mut self, m: usize, at: &At) -> FsResult<bool> {
         let overlay = &self.overlays[m];
-        if overlay.below(&at.rel).any(|(_, n)| !matches!(n, Node::Gone)) {
+        if overlay
+            .below(&at.rel)
+            .any(|(_, n)| !matches!(n, Node::Gone))
+        {
             return Ok(false);
         }
         let Seen::Disk { fd, .. } = &at.seen else {
@@ -277,9 +308,9 @@ impl FsGuard {
         let own = reopen(fd.as_fd(), OFlags::RDONLY | OFlags::DIRECTORY).map_err(io_error)?;
         let names = crate::sys::beneath::names_in(&own).map_err(|_| ErrorCode::Io)?;
         let overlay = &self.overlays[m];
-        Ok(names.iter().all(|(name, _)| {
-            matches!(overlay.nodes.get(&at.rel.join(name)), Some(Node::Gone))
-        }))
+        Ok(names
+            .iter()
+            .all(|(name, _)| matches!(overlay.nodes.get(&at.rel.join(name)), Some(Node::Gone))))
     }
 
     /// Takes what stands at `at` (mount `m`) from the call's view for good:
@@ -316,14 +347,20 @@ impl FsGuard {
 impl PolicedFs<'_> {
     /// The permissions the directory descriptor `fd` carries (its
     /// preopen's), and whether it may be changed through.
-    fn dir_perms_of(&self, fd: &Resource<Descriptor>) -> FsResult<wasmtime_wasi::filesystem::FsPerms> {
+    fn dir_perms_of(
+        &self,
+        fd: &Resource<Descriptor>,
+    ) -> FsResult<wasmtime_wasi::filesystem::FsPerms> {
         match self.fs.table.get(fd)? {
             Descriptor::Dir(d) => Ok(d.perms),
             Descriptor::File(_) => Err(ErrorCode::NotDirectory.into()),
         }
     }
 
-    fn writable_dir_of(&self, fd: &Resource<Descriptor>) -> FsResult<wasmtime_wasi::filesystem::FsPerms> {
+    fn writable_dir_of(
+        &self,
+        fd: &Resource<Descriptor>,
+    ) -> FsResult<wasmtime_wasi::filesystem::FsPerms> {
         let perms = self.dir_perms_of(fd)?;
         if perms.write_not_permitted() {
             return Err(ErrorCode::NotPermitted.into());
@@ -339,7 +376,9 @@ impl PolicedFs<'_> {
         descriptor: Descriptor,
     ) -> FsResult<Resource<Descriptor>> {
         let new = self.fs.table.push(descriptor)?;
-        self.guard.handles.insert(new.rep(), Handle { mount: m, rel });
+        self.guard
+            .handles
+            .insert(new.rep(), Handle { mount: m, rel });
         self.guard.activity.count_opened();
         Ok(new)
     }
@@ -352,16 +391,20 @@ impl PolicedFs<'_> {
         perms: wasmtime_wasi::filesystem::FsPerms,
     ) -> FsResult<Resource<Descriptor>> {
         let file = match &at.seen {
-            Seen::Disk { fd, .. } => {
-                reopen(fd.as_fd(), OFlags::RDONLY | OFlags::DIRECTORY).map_err(|e| self.os_error(e))?
-            }
+            Seen::Disk { fd, .. } => reopen(fd.as_fd(), OFlags::RDONLY | OFlags::DIRECTORY)
+                .map_err(|e| self.os_error(e))?,
             // A directory the call made is nowhere on disk yet: its
             // descriptor holds the stage (never looked into: every path
             // below it is walked in the call's view).
             _ => {
-                let i = self.guard.stage_dir(m, self.guard.mounts[m].dev, Path::new(""))?;
-                reopen(self.guard.stages[m][i].fd.as_fd(), OFlags::RDONLY | OFlags::DIRECTORY)
-                    .map_err(|e| self.os_error(e))?
+                let i = self
+                    .guard
+                    .stage_dir(m, self.guard.mounts[m].dev, Path::new(""))?;
+                reopen(
+                    self.guard.stages[m][i].fd.as_fd(),
+                    OFlags::RDONLY | OFlags::DIRECTORY,
+                )
+                .map_err(|e| self.os_error(e))?
             }
         };
         let dir = wasmtime_wasi::filesystem::Dir::new(file.into(), perms, OpenMode::READ, true);
@@ -387,7 +430,11 @@ impl PolicedFs<'_> {
         ops::refuse_sync(flags)?;
         let follow = path_flags.contains(fs::PathFlags::SYMLINK_FOLLOW);
         let creates = oflags.contains(fs::OpenFlags::CREATE);
-        let lookup = if creates { Lookup::New } else { Lookup::Existing };
+        let lookup = if creates {
+            Lookup::New
+        } else {
+            Lookup::Existing
+        };
         let h = self.guard.handle(fd.rep(), op)?;
         self.guard.lexical(&h, path, op, lookup)?;
         let perms = self.dir_perms_of(fd)?;
@@ -399,7 +446,11 @@ impl PolicedFs<'_> {
         let (_, mode) = ops::writing(flags, oflags);
         let at = match walked {
             Walked::Found(at) => at,
-            Walked::Missing { dir, name, via_link } => {
+            Walked::Missing {
+                dir,
+                name,
+                via_link,
+            } => {
                 if !creates {
                     return Err(ErrorCode::NoEntry.into());
                 }
@@ -545,7 +596,13 @@ impl PolicedFs<'_> {
     /// the filesystem can (no bytes move), else the kernel's copy, else a
     /// read and a write; the root's free-space reserve is checked first
     /// where bytes are written.
-    fn copy_up(&mut self, m: usize, from: BorrowedFd<'_>, to: BorrowedFd<'_>, size: i64) -> FsResult<()> {
+    fn copy_up(
+        &mut self,
+        m: usize,
+        from: BorrowedFd<'_>,
+        to: BorrowedFd<'_>,
+        size: i64,
+    ) -> FsResult<()> {
         if rustix::fs::ioctl_ficlone(to, from).is_ok() {
             return Ok(());
         }
@@ -554,7 +611,13 @@ impl PolicedFs<'_> {
         crate::runtime::meter::reserve(&self.guard.activity, &root, size).map_err(FsError::from)?;
         let (mut from_off, mut to_off) = (0u64, 0u64);
         loop {
-            match rustix::fs::copy_file_range(from, Some(&mut from_off), to, Some(&mut to_off), 1 << 30) {
+            match rustix::fs::copy_file_range(
+                from,
+                Some(&mut from_off),
+                to,
+                Some(&mut to_off),
+                1 << 30,
+            ) {
                 Ok(0) => return Ok(()),
                 Ok(_) => continue,
                 Err(_) if to_off == 0 => break,
@@ -565,7 +628,8 @@ impl PolicedFs<'_> {
         let mut buf = vec![0u8; 256 * 1024];
         let mut off = 0u64;
         loop {
-            let n = rustix::io::pread(from, &mut buf, off).map_err(|e| self.guard.host_error_in(m, e))?;
+            let n = rustix::io::pread(from, &mut buf, off)
+                .map_err(|e| self.guard.host_error_in(m, e))?;
             if n == 0 {
                 return Ok(());
             }
@@ -586,7 +650,12 @@ impl PolicedFs<'_> {
         let Some(p) = self.guard.pending.get(&rep).cloned() else {
             return Ok(());
         };
-        if size > 0 || matches!(self.guard.overlays[p.mount].nodes.get(&p.rel), Some(Node::File(_))) {
+        if size > 0
+            || matches!(
+                self.guard.overlays[p.mount].nodes.get(&p.rel),
+                Some(Node::File(_))
+            )
+        {
             return self.materialize(rep);
         }
         self.guard.pending.remove(&rep);
@@ -594,7 +663,11 @@ impl PolicedFs<'_> {
         let (staged, file) = self.guard.new_staged(m, &p.rel)?;
         self.take_in_place(m, &p.rel, &p.start, p.was)?;
         self.guard.set_node(m, p.rel.clone(), Node::File(staged))?;
-        match self.fs.table.get_mut(&Resource::<Descriptor>::new_borrow(rep))? {
+        match self
+            .fs
+            .table
+            .get_mut(&Resource::<Descriptor>::new_borrow(rep))?
+        {
             Descriptor::File(f) => f.file = Arc::new(file.into()),
             Descriptor::Dir(_) => return Err(ErrorCode::BadDescriptor.into()),
         }
@@ -607,7 +680,10 @@ impl PolicedFs<'_> {
         let h = self.guard.handle(fd.rep(), op)?;
         self.guard.lexical(&h, path, op, Lookup::New)?;
         self.writable_dir_of(fd)?;
-        match self.guard.walk(&h, path.trim_end_matches('/'), false, op, Lookup::New)? {
+        match self
+            .guard
+            .walk(&h, path.trim_end_matches('/'), false, op, Lookup::New)?
+        {
             Walked::Found(_) => Err(ErrorCode::Exist.into()),
             Walked::Missing { dir, name, .. } => {
                 let rel = dir.rel.join(name);
@@ -667,10 +743,17 @@ impl PolicedFs<'_> {
     ) -> FsResult<()> {
         let h = self.guard.handle(fd.rep(), Permission::Delete)?;
         let m = h.mount;
-        let trimmed = if dir { path.trim_end_matches('/') } else { path };
+        let trimmed = if dir {
+            path.trim_end_matches('/')
+        } else {
+            path
+        };
         // What the call made itself it may remove again with write alone;
         // anything else takes delete. Looked up first to tell which.
-        let own = match self.guard.walk(&h, trimmed, false, Permission::Delete, Lookup::Existing) {
+        let own = match self
+            .guard
+            .walk(&h, trimmed, false, Permission::Delete, Lookup::Existing)
+        {
             Ok(Walked::Found(at)) => self.own(m, &at),
             // Nothing there (a temporary file already renamed away): the
             // answer a removal of nothing gets, no permission asked.
@@ -687,7 +770,13 @@ impl PolicedFs<'_> {
         let Walked::Found(at) = self.guard.walk(&h, trimmed, false, op, Lookup::Existing)? else {
             return Err(ErrorCode::NoEntry.into());
         };
-        self.guard.inside_for(&Handle { mount: m, rel: at.rel.clone() }, op)?;
+        self.guard.inside_for(
+            &Handle {
+                mount: m,
+                rel: at.rel.clone(),
+            },
+            op,
+        )?;
         if at.rel.as_os_str().is_empty() {
             return Err(self.guard.refuse(Some(m), &at.rel, op, "root_itself"));
         }
@@ -741,13 +830,22 @@ impl PolicedFs<'_> {
             return Err(ErrorCode::CrossDevice.into());
         }
         let m = ho.mount;
-        let Walked::Found(old) = self.guard.walk(&ho, old_path.trim_end_matches('/'), false, op, Lookup::Existing)? else {
+        let Walked::Found(old) = self.guard.walk(
+            &ho,
+            old_path.trim_end_matches('/'),
+            false,
+            op,
+            Lookup::Existing,
+        )?
+        else {
             return Err(ErrorCode::NoEntry.into());
         };
         if old.rel.as_os_str().is_empty() {
             return Err(self.guard.refuse(Some(m), &old.rel, op, "root_itself"));
         }
-        let new = self.guard.walk(&hn, new_path.trim_end_matches('/'), false, op, Lookup::New)?;
+        let new = self
+            .guard
+            .walk(&hn, new_path.trim_end_matches('/'), false, op, Lookup::New)?;
         let new_rel = new.rel();
         if new_rel.as_os_str().is_empty() {
             return Err(self.guard.refuse(Some(m), &new_rel, op, "root_itself"));
@@ -758,7 +856,13 @@ impl PolicedFs<'_> {
         if new_rel.starts_with(&old.rel) {
             return Err(ErrorCode::Invalid.into());
         }
-        self.guard.inside_for(&Handle { mount: m, rel: old.rel.clone() }, op)?;
+        self.guard.inside_for(
+            &Handle {
+                mount: m,
+                rel: old.rel.clone(),
+            },
+            op,
+        )?;
         let old_kind = old.seen.kind();
         // What stands at the new name: replaced (and kept) if the rename
         // may replace it.
@@ -794,7 +898,9 @@ impl PolicedFs<'_> {
                 self.guard.take(m, start.clone(), was, true)?;
                 Node::Moved(start, Some(times))
             }
-            (Some(node @ (Node::File(_) | Node::Dir(_) | Node::Moved(..) | Node::Link(_))), _) => node,
+            (Some(node @ (Node::File(_) | Node::Dir(_) | Node::Moved(..) | Node::Link(_))), _) => {
+                node
+            }
             (_, Seen::Disk { start, st, .. }) => {
                 self.guard.take(m, start.clone(), Identity::of(st), true)?;
                 Node::Moved(start.clone(), None)
@@ -828,11 +934,19 @@ impl PolicedFs<'_> {
             return Err(ErrorCode::NotPermitted.into());
         }
         if !self.guard.same_root(ho.mount, hn.mount) {
-            return Err(self.guard.refuse(Some(hn.mount), &hn.rel.join(new_path), op, "confinement"));
+            return Err(self.guard.refuse(
+                Some(hn.mount),
+                &hn.rel.join(new_path),
+                op,
+                "confinement",
+            ));
         }
         let m = ho.mount;
         let follow = old_flags.contains(fs::PathFlags::SYMLINK_FOLLOW);
-        let Walked::Found(old) = self.guard.walk(&ho, old_path, follow, op, Lookup::Existing)? else {
+        let Walked::Found(old) = self
+            .guard
+            .walk(&ho, old_path, follow, op, Lookup::Existing)?
+        else {
             return Err(ErrorCode::NoEntry.into());
         };
         let rel = match self.guard.walk(&hn, new_path, false, op, Lookup::New)? {
@@ -883,7 +997,13 @@ impl PolicedFs<'_> {
         let Walked::Found(at) = self.guard.walk(&h, path, follow, op, Lookup::Existing)? else {
             return Err(ErrorCode::NoEntry.into());
         };
-        self.guard.inside_for(&Handle { mount: h.mount, rel: at.rel.clone() }, op)?;
+        self.guard.inside_for(
+            &Handle {
+                mount: h.mount,
+                rel: at.rel.clone(),
+            },
+            op,
+        )?;
         self.set_times_of(h.mount, at, times_of(atim, mtim))
     }
 
@@ -894,9 +1014,18 @@ impl PolicedFs<'_> {
         match (node, at.seen) {
             (_, Seen::Staged(staged)) => {
                 let set = |t: Time| match t {
-                    Time::Keep => rustix::fs::Timespec { tv_sec: 0, tv_nsec: rustix::fs::UTIME_OMIT },
-                    Time::Now => rustix::fs::Timespec { tv_sec: 0, tv_nsec: rustix::fs::UTIME_NOW },
-                    Time::At(s, n) => rustix::fs::Timespec { tv_sec: s, tv_nsec: i64::from(n).try_into().unwrap_or(0) },
+                    Time::Keep => rustix::fs::Timespec {
+                        tv_sec: 0,
+                        tv_nsec: rustix::fs::UTIME_OMIT,
+                    },
+                    Time::Now => rustix::fs::Timespec {
+                        tv_sec: 0,
+                        tv_nsec: rustix::fs::UTIME_NOW,
+                    },
+                    Time::At(s, n) => rustix::fs::Timespec {
+                        tv_sec: s,
+                        tv_nsec: i64::from(n).try_into().unwrap_or(0),
+                    },
                 };
                 let root = self.guard.root_fd(m)?;
                 let parent = staged.rel.parent().unwrap_or(Path::new(""));
@@ -913,12 +1042,17 @@ impl PolicedFs<'_> {
                 )
                 .map_err(|e| self.guard.host_error_in(m, e))
             }
-            (Some(Node::Dir(old)), _) => self.guard.set_node(m, at.rel, Node::Dir(Some(merged(old, times)))),
+            (Some(Node::Dir(old)), _) => {
+                self.guard
+                    .set_node(m, at.rel, Node::Dir(Some(merged(old, times))))
+            }
             (Some(Node::Moved(start, old)), _) => {
-                self.guard.set_node(m, at.rel, Node::Moved(start, Some(merged(old, times))))
+                self.guard
+                    .set_node(m, at.rel, Node::Moved(start, Some(merged(old, times))))
             }
             (Some(Node::Touched(start, old)), _) => {
-                self.guard.set_node(m, at.rel, Node::Touched(start, merged(Some(old), times)))
+                self.guard
+                    .set_node(m, at.rel, Node::Touched(start, merged(Some(old), times)))
             }
             (Some(Node::Link(_)), Seen::Disk { .. }) => Err(ErrorCode::NotPermitted.into()),
             (_, Seen::Disk { start, st, .. }) => {
@@ -940,7 +1074,10 @@ impl PolicedFs<'_> {
         let h = self.tracked(fd, Permission::Write)?;
         let m = h.mount;
         if self.guard.pending.contains_key(&fd.rep())
-            || !matches!(self.guard.overlays[m].nodes.get(&h.rel), Some(Node::File(_)))
+            || !matches!(
+                self.guard.overlays[m].nodes.get(&h.rel),
+                Some(Node::File(_))
+            )
         {
             let at = self.guard.dir_at_or_file(m, &h.rel)?;
             return self.set_times_of(m, at, times_of(atim, mtim));
@@ -959,7 +1096,10 @@ impl FsGuard {
             return self.dir_at(m, rel);
         };
         let parent = rel.parent().unwrap_or(Path::new("")).to_path_buf();
-        let h = Handle { mount: m, rel: parent };
+        let h = Handle {
+            mount: m,
+            rel: parent,
+        };
         match self.walk(&h, &name, false, Permission::Read, Lookup::Existing)? {
             Walked::Found(at) => Ok(at),
             Walked::Missing { .. } => Err(ErrorCode::NoEntry.into()),

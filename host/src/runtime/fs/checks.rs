@@ -328,9 +328,11 @@ impl PolicedFs<'_> {
         let parent = at.rel.parent().unwrap_or(Path::new(""));
         let deny = &self.guard.mounts[at.mount].root.deny;
         match join_lexically(parent, Path::new(&target)) {
-            None => Err(self
-                .guard
-                .refuse(Some(at.mount), &at.rel, Permission::Read, "confinement")),
+            None => {
+                Err(self
+                    .guard
+                    .refuse(Some(at.mount), &at.rel, Permission::Read, "confinement"))
+            }
             Some(to)
                 if deny.match_path(&to).is_some()
                     || deny.match_path(Path::new(&target)).is_some() =>
@@ -339,11 +341,9 @@ impl PolicedFs<'_> {
                     .guard
                     .refuse(Some(at.mount), &at.rel, Permission::Read, "deny"))
             }
-            Some(to) if self.guard.place(at.mount, &to) == Place::Outside => {
-                Err(self
-                    .guard
-                    .refuse(Some(at.mount), &at.rel, Permission::Read, "client_roots"))
-            }
+            Some(to) if self.guard.place(at.mount, &to) == Place::Outside => Err(self
+                .guard
+                .refuse(Some(at.mount), &at.rel, Permission::Read, "client_roots")),
             Some(_) => Ok(target),
         }
     }

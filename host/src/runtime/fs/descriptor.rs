@@ -436,7 +436,8 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         b: Resource<Descriptor>,
     ) -> wasmtime::Result<bool> {
         // Untracked: never the same.
-        if !self.guard.handles.contains_key(&a.rep()) || !self.guard.handles.contains_key(&b.rep()) {
+        if !self.guard.handles.contains_key(&a.rep()) || !self.guard.handles.contains_key(&b.rep())
+        {
             return Ok(false);
         }
         fs::HostDescriptor::is_same_object(&mut self.fs, a, b)

@@ -76,7 +76,7 @@ pub use change::{Pending, StageDir};
 use file_output::FileOutput;
 pub use handles::*;
 use overlay::Overlay;
-pub use overlay::{MAX_ENTRIES as MAX_OVERLAY_ENTRIES, MAX_BYTES as MAX_OVERLAY_BYTES};
+pub use overlay::{MAX_BYTES as MAX_OVERLAY_BYTES, MAX_ENTRIES as MAX_OVERLAY_ENTRIES};
 pub use probe::*;
 
 /// What a call changed, for the publish: each root's changes, and the stage
@@ -96,7 +96,9 @@ impl CallChanges {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.changes.iter().all(crate::store::publish::Changes::is_empty)
+        self.changes
+            .iter()
+            .all(crate::store::publish::Changes::is_empty)
     }
 }
 

@@ -38,4 +38,3 @@ pub(super) fn writing(flags: fs::DescriptorFlags, oflags: fs::OpenFlags) -> (OFl
     }
     (o, mode)
 }
-

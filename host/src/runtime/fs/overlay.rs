@@ -170,7 +170,10 @@ impl Overlay {
     }
 
     /// The nodes directly in the directory `at`.
-    pub fn children<'a>(&'a self, at: &'a Path) -> impl Iterator<Item = (&'a PathBuf, &'a Node)> + 'a {
+    pub fn children<'a>(
+        &'a self,
+        at: &'a Path,
+    ) -> impl Iterator<Item = (&'a PathBuf, &'a Node)> + 'a {
         let depth = at.components().count() + 1;
         self.below(at)
             .filter(move |(p, _)| p.components().count() == depth)
@@ -249,15 +252,13 @@ impl Overlay {
             };
             let (new, times) = match node {
                 Node::Gone => continue,
-                Node::File(staged) => {
-                    match placed.iter().find(|(s, _)| Arc::ptr_eq(s, staged)) {
-                        Some((_, first)) => (New::LinkTo(first.clone()), None),
-                        None => {
-                            placed.push((Arc::clone(staged), at.clone()));
-                            (New::Staged(staged.rel.clone()), None)
-                        }
+                Node::File(staged) => match placed.iter().find(|(s, _)| Arc::ptr_eq(s, staged)) {
+                    Some((_, first)) => (New::LinkTo(first.clone()), None),
+                    None => {
+                        placed.push((Arc::clone(staged), at.clone()));
+                        (New::Staged(staged.rel.clone()), None)
                     }
-                }
+                },
                 Node::Dir(times) => (New::Dir, *times),
                 Node::Moved(from, times) => (New::Moved(from.clone()), *times),
                 Node::Touched(start, times) => {

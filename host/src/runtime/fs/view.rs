@@ -97,12 +97,19 @@ impl FsGuard {
             .map_err(io_error)?;
             self.root_fds[m] = Some(fd);
         }
-        Ok(self.root_fds[m].as_ref().map(|f| f.as_fd()).expect("opened above"))
+        Ok(self.root_fds[m]
+            .as_ref()
+            .map(|f| f.as_fd())
+            .expect("opened above"))
     }
 
     /// The disk entry at start path `start` of mount `m`, `O_PATH`, never
     /// through a symlink; `None` when it is not there.
-    pub(super) fn open_start(&mut self, m: usize, start: &Path) -> FsResult<Option<(OwnedFd, rustix::fs::Stat)>> {
+    pub(super) fn open_start(
+        &mut self,
+        m: usize,
+        start: &Path,
+    ) -> FsResult<Option<(OwnedFd, rustix::fs::Stat)>> {
         let root = self.root_fd(m)?;
         let path = if start.as_os_str().is_empty() {
             Path::new(".")
@@ -136,9 +143,11 @@ impl FsGuard {
             Some(Node::File(staged)) => return Ok(Some(Seen::Staged(staged))),
             Some(Node::Dir(_)) => return Ok(Some(Seen::MadeDir)),
             Some(Node::Moved(start, _) | Node::Touched(start, _) | Node::Link(start)) => {
-                return Ok(self
-                    .open_start(m, &start)?
-                    .map(|(fd, st)| Seen::Disk { start, fd, st }));
+                return Ok(self.open_start(m, &start)?.map(|(fd, st)| Seen::Disk {
+                    start,
+                    fd,
+                    st,
+                }));
             }
             None => {}
         }
@@ -168,7 +177,8 @@ impl FsGuard {
             Seen::Staged(s) => Ok(s.symlink.clone().unwrap_or_default()),
             Seen::Disk { fd, .. } => {
                 let t = rustix::fs::readlinkat(fd, "", Vec::new()).map_err(io_error)?;
-                t.into_string().map_err(|_| ErrorCode::IllegalByteSequence.into())
+                t.into_string()
+                    .map_err(|_| ErrorCode::IllegalByteSequence.into())
             }
             Seen::MadeDir => Err(ErrorCode::Invalid.into()),
         }
@@ -250,7 +260,8 @@ impl FsGuard {
             }
             match self.place(m, &rel) {
                 Place::Inside => {}
-                Place::OnTheWay if !last || (op == Permission::Read && how == Lookup::Existing) => {}
+                Place::OnTheWay if !last || (op == Permission::Read && how == Lookup::Existing) => {
+                }
                 _ => return Err(self.outside(m, &rel, op, how)),
             }
             let dir = stack.last().expect("never empty");
@@ -309,14 +320,19 @@ impl PolicedFs<'_> {
     /// The entries of the directory at `rel` in the call's view, those the
     /// guest may see, with their types: the disk's, but what the call
     /// took away or changed, and what it made.
-    pub(super) fn listing(&mut self, m: usize, rel: &Path) -> FsResult<Vec<(String, fs::DescriptorType)>> {
+    pub(super) fn listing(
+        &mut self,
+        m: usize,
+        rel: &Path,
+    ) -> FsResult<Vec<(String, fs::DescriptorType)>> {
         let dir = self.guard.dir_at(m, rel)?;
         let mut out: Vec<(String, fs::DescriptorType)> = Vec::new();
         let mount = &self.guard.mounts[m];
         let deny = mount.root.deny.clone();
         let area = mount.area.clone().filter(|a| a.place(rel) != Place::Inside);
         if let Seen::Disk { fd, .. } = &dir.seen {
-            let own = reopen(fd.as_fd(), OFlags::RDONLY | OFlags::DIRECTORY).map_err(|e| self.os_error(e))?;
+            let own = reopen(fd.as_fd(), OFlags::RDONLY | OFlags::DIRECTORY)
+                .map_err(|e| self.os_error(e))?;
             let mut source = DirSource::new(own).map_err(io_error)?;
             let overlay = &self.guard.overlays[m];
             let mut scratch = std::mem::take(&mut self.guard.scratch);
@@ -333,10 +349,12 @@ impl PolicedFs<'_> {
                         return;
                     }
                     let ty = match ty {
-                        FileType::Unknown => rustix::fs::statat(dir_fd, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
-                            .map_or(fs::DescriptorType::Unknown, |st| {
-                                wasi_file_type(crate::sys::stat::file_type(&st))
-                            }),
+                        FileType::Unknown => {
+                            rustix::fs::statat(dir_fd, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+                                .map_or(fs::DescriptorType::Unknown, |st| {
+                                    wasi_file_type(crate::sys::stat::file_type(&st))
+                                })
+                        }
                         t => wasi_file_type(t),
                     };
                     out.push((name.to_string(), ty));
@@ -419,7 +437,13 @@ impl PolicedFs<'_> {
             return Err(ErrorCode::Invalid.into());
         }
         let target = self.guard.target(&at.seen)?;
-        Ok((Handle { mount: m, rel: at.rel }, target))
+        Ok((
+            Handle {
+                mount: m,
+                rel: at.rel,
+            },
+            target,
+        ))
     }
 
     /// What `path` under `fd` leads to in the call's view, looked up for
@@ -446,13 +470,17 @@ impl PolicedFs<'_> {
         let (fd, made) = match &at.seen {
             Seen::Disk { fd, .. } => (fd.try_clone().map_err(|e| FsError::from(e))?, false),
             Seen::Staged(s) => (
-                self.guard
-                    .open_staged(m, s, crate::sys::openat2::O_PATH)?,
+                self.guard.open_staged(m, s, crate::sys::openat2::O_PATH)?,
                 false,
             ),
             Seen::MadeDir => {
-                let i = self.guard.stage_dir(m, self.guard.mounts[m].dev, Path::new(""))?;
-                let fd = self.guard.stages[m][i].fd.try_clone().map_err(|e| FsError::from(e))?;
+                let i = self
+                    .guard
+                    .stage_dir(m, self.guard.mounts[m].dev, Path::new(""))?;
+                let fd = self.guard.stages[m][i]
+                    .fd
+                    .try_clone()
+                    .map_err(|e| FsError::from(e))?;
                 (fd, true)
             }
         };
@@ -489,14 +517,22 @@ impl PolicedFs<'_> {
         if let Some(times) = times {
             let when = |t: crate::store::publish::Time, was| match t {
                 crate::store::publish::Time::Keep => was,
-                crate::store::publish::Time::Now => wasmtime_wasi::p2::bindings::clocks::wall_clock::Datetime::try_from(std::time::SystemTime::now()).ok(),
-                crate::store::publish::Time::At(s, n) => Some(wasmtime_wasi::p2::bindings::clocks::wall_clock::Datetime {
-                    seconds: u64::try_from(s).unwrap_or(0),
-                    nanoseconds: n,
-                }),
+                crate::store::publish::Time::Now => {
+                    wasmtime_wasi::p2::bindings::clocks::wall_clock::Datetime::try_from(
+                        std::time::SystemTime::now(),
+                    )
+                    .ok()
+                }
+                crate::store::publish::Time::At(s, n) => {
+                    Some(wasmtime_wasi::p2::bindings::clocks::wall_clock::Datetime {
+                        seconds: u64::try_from(s).unwrap_or(0),
+                        nanoseconds: n,
+                    })
+                }
             };
             stat.data_access_timestamp = when(times.access, stat.data_access_timestamp);
-            stat.data_modification_timestamp = when(times.modified, stat.data_modification_timestamp);
+            stat.data_modification_timestamp =
+                when(times.modified, stat.data_modification_timestamp);
         }
         Ok(stat)
     }

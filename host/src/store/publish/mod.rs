@@ -93,9 +93,14 @@ impl Identity {
         }
     }
 
-    /// The same entry (device and inode), whatever happened to it since.
+    /// The same entry (inode and kind), whatever happened to it since.
+    /// Compared for the same path in the same root (a journal's step, an
+    /// undo), where the device number adds nothing and is not stable: a
+    /// reboot after a power cut may number a btrfs subvolume, an LVM
+    /// volume or a FUSE mount anew, and the publish it interrupted must
+    /// still be finished.
     pub fn same_entry(&self, other: &Identity) -> bool {
-        (self.dev, self.ino) == (other.dev, other.ino)
+        (self.ino, self.kind) == (other.ino, other.kind)
     }
 
     /// The same entry at the same version: its size and modification time

@@ -4,14 +4,16 @@
 //! to be moved) what goes, deepest first, then make and put in place what
 //! is new, shallowest first, then the hard links and times.
 
-use std::collections::{HashMap, HashSet};
 use rustix::fs::{AtFlags, Mode};
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use rustix::io::Errno;
 use serde::{Deserialize, Serialize};
 
-use super::steps::{Outcome, PlanRoot, Step, moved_from, parent_of, run_step, sync_dirs, sync_staged};
+use super::steps::{
+    Outcome, PlanRoot, Step, moved_from, parent_of, run_step, sync_dirs, sync_staged,
+};
 use super::*;
 use crate::store::TRASH_DIR;
 use crate::sys::beneath;
@@ -83,8 +85,7 @@ impl Plan {
             root: c.root.name.clone(),
             error: io::Error::new(io::ErrorKind::Unsupported, what),
         };
-        let taken: HashMap<&Path, &Taken> =
-            c.taken.iter().map(|t| (t.from.as_path(), t)).collect();
+        let taken: HashMap<&Path, &Taken> = c.taken.iter().map(|t| (t.from.as_path(), t)).collect();
         let mut copies = 0u32;
         let no_stage = || unsupported("no stage directory for the host's copies".into());
         let temp = |prefix: &str, n: &mut u32| {
@@ -92,8 +93,7 @@ impl Plan {
             c.stage.as_ref().map(|s| s.join(format!("{prefix}{n}")))
         };
         for t in &c.taken {
-            self.checks
-                .push((r, t.from.clone(), Expect::Is(t.was)));
+            self.checks.push((r, t.from.clone(), Expect::Is(t.was)));
         }
         // Files replaced by a file of the call's at the same place: kept
         // by a link (or a copy), then replaced in one rename.
@@ -333,10 +333,13 @@ impl Plan {
             sync_staged(&self.roots[*r].fd, stage).map_err(|e| io(*r, e))?;
         }
         let journal = if self.needs_journal() {
-            Some(super::journal::write(&self.roots, &self.stamp, &self.steps, &self.stages).map_err(|e| Refused::Io {
-                root: self.roots[0].root.name.clone(),
-                error: e,
-            })?)
+            Some(
+                super::journal::write(&self.roots, &self.stamp, &self.steps, &self.stages)
+                    .map_err(|e| Refused::Io {
+                        root: self.roots[0].root.name.clone(),
+                        error: e,
+                    })?,
+            )
         } else {
             None
         };
@@ -366,7 +369,12 @@ impl Plan {
     /// trash (each file is still where it was, as it was).
     fn take_back_keeps(&self, published: &Published) {
         for k in &published.kept {
-            let Some((r, root)) = self.roots.iter().enumerate().find(|(_, p)| p.root.name == k.root) else {
+            let Some((r, root)) = self
+                .roots
+                .iter()
+                .enumerate()
+                .find(|(_, p)| p.root.name == k.root)
+            else {
                 continue;
             };
             let linked = self.steps.iter().any(|s| {

@@ -16,7 +16,7 @@ use rustix::io::Errno;
 use serde::{Deserialize, Serialize};
 
 use super::*;
-use crate::sys::beneath;
+use crate::sys::{beneath, rename};
 
 /// One step of a publish. Paths are relative to the step's root (`root`,
 /// an index in the plan's roots).
@@ -98,10 +98,8 @@ impl Step {
 pub(super) fn parent_of<'p>(root: &OwnedFd, path: &'p Path) -> Result<(OwnedFd, &'p OsStr), Errno> {
     let name = path.file_name().ok_or(Errno::INVAL)?;
     let parent = path.parent().unwrap_or(Path::new(""));
-    let dir = beneath::beneath(root, parent).map_err(|e| {
-        e.raw_os_error()
-            .map_or(Errno::IO, Errno::from_raw_os_error)
-    })?;
+    let dir = beneath::beneath(root, parent)
+        .map_err(|e| e.raw_os_error().map_or(Errno::IO, Errno::from_raw_os_error))?;
     Ok((dir, name))
 }
 
@@ -119,20 +117,24 @@ pub(super) fn lstat(root: &OwnedFd, path: &Path) -> Result<Option<Identity>, Err
     }
 }
 
-/// Renames `from` to `to` (both beneath `root`) with `flags`.
+/// Renames `from` to `to` (both beneath `root`) with `flags`; where the
+/// filesystem lacks `RENAME_NOREPLACE`, by [`rename::rename_noreplace`]'s
+/// check and plain rename.
 fn rename(root: &OwnedFd, from: &Path, to: &Path, flags: RenameFlags) -> Result<(), Errno> {
     let (from_dir, from_name) = parent_of(root, from)?;
     let (to_dir, to_name) = parent_of(root, to)?;
+    if flags == RenameFlags::NOREPLACE {
+        return rename::rename_noreplace(&from_dir, from_name, &to_dir, to_name);
+    }
     rustix::fs::renameat_with(&from_dir, from_name, &to_dir, to_name, flags)
 }
 
 /// Makes the directories above `path` (below `root`) that are missing.
 fn parents(root: &OwnedFd, path: &Path) -> Result<(), Errno> {
     let parent = path.parent().unwrap_or(Path::new(""));
-    beneath::parents(root, parent).map(drop).map_err(|e| {
-        e.raw_os_error()
-            .map_or(Errno::IO, Errno::from_raw_os_error)
-    })
+    beneath::parents(root, parent)
+        .map(drop)
+        .map_err(|e| e.raw_os_error().map_or(Errno::IO, Errno::from_raw_os_error))
 }
 
 /// Copies the file at `at` to a new file `temp`, synced: the bytes of a
@@ -213,127 +215,130 @@ pub(super) fn run_step(roots: &[PlanRoot], stamp: &str, step: &Step, out: &mut O
         return;
     };
     let (fd, name) = (&root.fd, &root.root.name);
-    let is = |path: &Path, was: &Identity| {
-        matches!(lstat(fd, path), Ok(Some(now)) if now.same_version(was))
-    };
+    let is = |path: &Path, was: &Identity| matches!(lstat(fd, path), Ok(Some(now)) if now.same_version(was));
     let kept = |from: &Path, to: &Path| KeptEntry {
         root: name.clone(),
         from: from.to_string_lossy().into_owned(),
         to: to.to_string_lossy().into_owned(),
     };
     let parent = |p: &Path| (r, p.parent().unwrap_or(Path::new("")).to_path_buf());
-    let done = match step {
-        Step::Link { at, slot, was, .. } => {
-            if matches!(lstat(fd, slot), Ok(Some(_))) {
-                out.published.kept.push(kept(at, slot));
-                return;
-            }
-            if !is(at, was) {
-                return;
-            }
-            parents(fd, slot).and_then(|()| {
-                let (dir, n) = parent_of(fd, at)?;
-                let (sdir, sn) = parent_of(fd, slot)?;
-                rustix::fs::linkat(&dir, n, &sdir, sn, AtFlags::empty())?;
-                out.published.kept.push(kept(at, slot));
-                out.dirs.insert(parent(slot));
-                Ok(())
-            })
-        }
-        Step::Copy {
-            at, temp, slot, was, ..
-        } => {
-            if matches!(lstat(fd, slot), Ok(Some(_))) {
-                out.published.kept.push(kept(at, slot));
-                return;
-            }
-            if !is(at, was) {
-                return;
-            }
-            parents(fd, slot).and_then(|()| {
-                copy_file(fd, at, temp)?;
-                rename(fd, temp, slot, RenameFlags::NOREPLACE)?;
-                out.published.kept.push(kept(at, slot));
-                out.dirs.insert(parent(slot));
-                Ok(())
-            })
-        }
-        Step::Take { from, to, was, .. } => {
-            if !is(from, was) {
-                // Taken already (a step run again), or changed by someone
-                // else since the check: left where it is.
-                if in_trash(stamp, to)
-                    && matches!(lstat(fd, to), Ok(Some(now)) if now.same_entry(was))
-                {
-                    out.published.kept.push(kept(from, to));
+    let done =
+        match step {
+            Step::Link { at, slot, was, .. } => {
+                if matches!(lstat(fd, slot), Ok(Some(_))) {
+                    out.published.kept.push(kept(at, slot));
+                    return;
                 }
-                return;
-            }
-            parents(fd, to).and_then(|()| {
-                rename(fd, from, to, RenameFlags::NOREPLACE)?;
-                if in_trash(stamp, to) {
-                    out.published.kept.push(kept(from, to));
+                if !is(at, was) {
+                    return;
                 }
-                out.dirs.insert(parent(from));
-                out.dirs.insert(parent(to));
-                Ok(())
-            })
-        }
-        Step::Unlink { at, was, .. } => {
-            if !is(at, was) {
-                return;
-            }
-            parent_of(fd, at).and_then(|(dir, n)| {
-                rustix::fs::unlinkat(&dir, n, AtFlags::empty())?;
-                out.dirs.insert(parent(at));
-                Ok(())
-            })
-        }
-        Step::Mkdir { at, .. } => parent_of(fd, at).and_then(|(dir, n)| {
-            match rustix::fs::mkdirat(&dir, n, Mode::from_raw_mode(0o777)) {
-                Ok(()) => {
-                    out.dirs.insert(parent(at));
-                    out.published.put.push(PutEntry {
-                        root: name.clone(),
-                        at: at.to_string_lossy().into_owned(),
-                        moved_from: None,
-                        now: lstat(fd, at).ok().flatten(),
-                    });
+                parents(fd, slot).and_then(|()| {
+                    let (dir, n) = parent_of(fd, at)?;
+                    let (sdir, sn) = parent_of(fd, slot)?;
+                    rustix::fs::linkat(&dir, n, &sdir, sn, AtFlags::empty())?;
+                    out.published.kept.push(kept(at, slot));
+                    out.dirs.insert(parent(slot));
                     Ok(())
-                }
-                Err(Errno::EXIST) => Ok(()),
-                Err(e) => Err(e),
-            }
-        }),
-        Step::Put { from, at, over, .. } => {
-            put(roots, r, stamp, from, at, *over, out);
-            Ok(())
-        }
-        Step::HardLink { from, at, .. } => {
-            if matches!(lstat(fd, at), Ok(Some(_))) {
-                return;
-            }
-            parent_of(fd, from).and_then(|(dir, n)| {
-                let (adir, an) = parent_of(fd, at)?;
-                rustix::fs::linkat(&dir, n, &adir, an, AtFlags::empty())?;
-                out.dirs.insert(parent(at));
-                Ok(())
-            })
-        }
-        Step::SetTimes { at, times, .. } => {
-            let set = Timestamps {
-                last_access: timespec(times.access),
-                last_modification: timespec(times.modified),
-            };
-            if at.as_os_str().is_empty() {
-                rustix::fs::futimens(fd, &set)
-            } else {
-                parent_of(fd, at).and_then(|(dir, n)| {
-                    rustix::fs::utimensat(&dir, n, &set, AtFlags::SYMLINK_NOFOLLOW)
                 })
             }
-        }
-    };
+            Step::Copy {
+                at,
+                temp,
+                slot,
+                was,
+                ..
+            } => {
+                if matches!(lstat(fd, slot), Ok(Some(_))) {
+                    out.published.kept.push(kept(at, slot));
+                    return;
+                }
+                if !is(at, was) {
+                    return;
+                }
+                parents(fd, slot).and_then(|()| {
+                    copy_file(fd, at, temp)?;
+                    rename(fd, temp, slot, RenameFlags::NOREPLACE)?;
+                    out.published.kept.push(kept(at, slot));
+                    out.dirs.insert(parent(slot));
+                    Ok(())
+                })
+            }
+            Step::Take { from, to, was, .. } => {
+                if !is(from, was) {
+                    // Taken already (a step run again), or changed by someone
+                    // else since the check: left where it is.
+                    if in_trash(stamp, to)
+                        && matches!(lstat(fd, to), Ok(Some(now)) if now.same_entry(was))
+                    {
+                        out.published.kept.push(kept(from, to));
+                    }
+                    return;
+                }
+                parents(fd, to).and_then(|()| {
+                    rename(fd, from, to, RenameFlags::NOREPLACE)?;
+                    if in_trash(stamp, to) {
+                        out.published.kept.push(kept(from, to));
+                    }
+                    out.dirs.insert(parent(from));
+                    out.dirs.insert(parent(to));
+                    Ok(())
+                })
+            }
+            Step::Unlink { at, was, .. } => {
+                if !is(at, was) {
+                    return;
+                }
+                parent_of(fd, at).and_then(|(dir, n)| {
+                    rustix::fs::unlinkat(&dir, n, AtFlags::empty())?;
+                    out.dirs.insert(parent(at));
+                    Ok(())
+                })
+            }
+            Step::Mkdir { at, .. } => parent_of(fd, at).and_then(|(dir, n)| {
+                match rustix::fs::mkdirat(&dir, n, Mode::from_raw_mode(0o777)) {
+                    Ok(()) => {
+                        out.dirs.insert(parent(at));
+                        out.published.put.push(PutEntry {
+                            root: name.clone(),
+                            at: at.to_string_lossy().into_owned(),
+                            moved_from: None,
+                            now: lstat(fd, at).ok().flatten(),
+                        });
+                        Ok(())
+                    }
+                    Err(Errno::EXIST) => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }),
+            Step::Put { from, at, over, .. } => {
+                put(roots, r, stamp, from, at, *over, out);
+                Ok(())
+            }
+            Step::HardLink { from, at, .. } => {
+                if matches!(lstat(fd, at), Ok(Some(_))) {
+                    return;
+                }
+                parent_of(fd, from).and_then(|(dir, n)| {
+                    let (adir, an) = parent_of(fd, at)?;
+                    rustix::fs::linkat(&dir, n, &adir, an, AtFlags::empty())?;
+                    out.dirs.insert(parent(at));
+                    Ok(())
+                })
+            }
+            Step::SetTimes { at, times, .. } => {
+                let set = Timestamps {
+                    last_access: timespec(times.access),
+                    last_modification: timespec(times.modified),
+                };
+                if at.as_os_str().is_empty() {
+                    rustix::fs::futimens(fd, &set)
+                } else {
+                    parent_of(fd, at).and_then(|(dir, n)| {
+                        rustix::fs::utimensat(&dir, n, &set, AtFlags::SYMLINK_NOFOLLOW)
+                    })
+                }
+            }
+        };
     if let Err(e) = done {
         tracing::error!(root = %name, ?step, "a step of a publish failed: {e}");
         out.failed.get_or_insert((r, e));
@@ -365,18 +370,27 @@ fn put(
     let standing = lstat(fd, at);
     let result = match (over, &standing) {
         (Some(was), Ok(Some(now))) if now.same_version(&was) => {
-            rename(fd, from, at, RenameFlags::EXCHANGE).map(|()| {
-                // What came out is at `from` now.
-                match lstat(fd, from) {
-                    Ok(Some(out_now)) if out_now.same_entry(&was) => {
-                        if let Ok((dir, n)) = parent_of(fd, from) {
-                            let _ = rustix::fs::unlinkat(&dir, n, AtFlags::empty());
+            match rename(fd, from, at, RenameFlags::EXCHANGE) {
+                Ok(()) => {
+                    // What came out is at `from` now.
+                    match lstat(fd, from) {
+                        Ok(Some(out_now)) if out_now.same_entry(&was) => {
+                            if let Ok((dir, n)) = parent_of(fd, from) {
+                                let _ = rustix::fs::unlinkat(&dir, n, AtFlags::empty());
+                            }
                         }
+                        Ok(Some(_)) => set_aside(root, stamp, from, at, ".displaced", out),
+                        _ => {}
                     }
-                    Ok(Some(_)) => set_aside(root, stamp, from, at, ".displaced", out),
-                    _ => {}
+                    Ok(())
                 }
-            })
+                // A filesystem without `RENAME_EXCHANGE` (FUSE, older NFS):
+                // a plain rename over the version just checked, which the
+                // call's keep step linked into the trash already. A version
+                // someone else renames there in between is replaced.
+                Err(Errno::INVAL) => rename(fd, from, at, RenameFlags::empty()),
+                Err(e) => Err(e),
+            }
         }
         (_, Ok(None)) => rename(fd, from, at, RenameFlags::NOREPLACE),
         (_, Ok(Some(_))) => {
@@ -413,10 +427,14 @@ fn set_aside(
     suffix: &str,
     out: &mut Outcome,
 ) {
-    let mut slot = Path::new(crate::store::TRASH_DIR).join(stamp).join(at).into_os_string();
+    let mut slot = Path::new(crate::store::TRASH_DIR)
+        .join(stamp)
+        .join(at)
+        .into_os_string();
     slot.push(suffix);
     let slot = PathBuf::from(slot);
-    let moved = parents(&root.fd, &slot).and_then(|()| rename(&root.fd, from, &slot, RenameFlags::NOREPLACE));
+    let moved = parents(&root.fd, &slot)
+        .and_then(|()| rename(&root.fd, from, &slot, RenameFlags::NOREPLACE));
     match moved {
         Ok(()) => out.published.displaced.push(KeptEntry {
             root: root.root.name.clone(),
@@ -451,7 +469,12 @@ pub(super) fn moved_from(steps: &[Step], roots: &[PlanRoot], published: &mut Pub
             continue;
         };
         let put_at = steps.iter().find_map(|s| match s {
-            Step::Put { root: r, from: f, at, .. } if r == root && f == to => Some(at),
+            Step::Put {
+                root: r,
+                from: f,
+                at,
+                ..
+            } if r == root && f == to => Some(at),
             _ => None,
         });
         if let Some(at) = put_at {

@@ -90,11 +90,19 @@ fn made(at: &str, new: New, check: Check) -> Made {
 fn a_replaced_file_is_kept_and_the_new_one_put_in_its_place() {
     let f = Fixture::new();
     f.write("a.txt", "old\n");
-    fs::set_permissions(f.path("a.txt"), std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    fs::set_permissions(
+        f.path("a.txt"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
     let staged = f.staged("f1", "new\n");
     let c = f.changes(
         vec![f.taken("a.txt", false)],
-        vec![made("a.txt", New::Staged(staged), Check::Replaces("a.txt".into()))],
+        vec![made(
+            "a.txt",
+            New::Staged(staged),
+            Check::Replaces("a.txt".into()),
+        )],
     );
     let done = publish(&[c], "S1").unwrap();
     assert_eq!(f.read("a.txt").as_deref(), Some("new\n"));
@@ -102,7 +110,10 @@ fn a_replaced_file_is_kept_and_the_new_one_put_in_its_place() {
     assert_eq!(done.kept.len(), 1);
     assert_eq!(done.kept[0].to, ".mcp-trash/S1/a.txt");
     let mode = fs::metadata(f.path("a.txt")).unwrap().permissions();
-    assert_eq!(std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777, 0o600);
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+        0o600
+    );
 }
 
 #[test]
@@ -116,11 +127,21 @@ fn a_change_since_the_call_saw_it_publishes_nothing() {
     let staged = f.staged("f1", "new\n");
     let c = f.changes(
         taken,
-        vec![made("a.txt", New::Staged(staged), Check::Replaces("a.txt".into()))],
+        vec![made(
+            "a.txt",
+            New::Staged(staged),
+            Check::Replaces("a.txt".into()),
+        )],
     );
     let e = publish(&[c], "S1").unwrap_err();
-    assert!(matches!(e, Refused::Conflict { ref path, .. } if path == Path::new("a.txt")), "{e:?}");
-    assert_eq!(f.read("a.txt").as_deref(), Some("changed by someone else\n"));
+    assert!(
+        matches!(e, Refused::Conflict { ref path, .. } if path == Path::new("a.txt")),
+        "{e:?}"
+    );
+    assert_eq!(
+        f.read("a.txt").as_deref(),
+        Some("changed by someone else\n")
+    );
     assert_eq!(f.read("b.txt").as_deref(), Some("b\n"));
     assert!(!f.path(".mcp-trash/S1").exists());
 }
@@ -129,7 +150,14 @@ fn a_change_since_the_call_saw_it_publishes_nothing() {
 fn a_new_file_where_something_appeared_publishes_nothing() {
     let f = Fixture::new();
     let staged = f.staged("f1", "new\n");
-    let c = f.changes(vec![], vec![made("n.txt", New::Staged(staged), Check::Free("n.txt".into()))]);
+    let c = f.changes(
+        vec![],
+        vec![made(
+            "n.txt",
+            New::Staged(staged),
+            Check::Free("n.txt".into()),
+        )],
+    );
     f.write("n.txt", "theirs\n");
     assert!(matches!(publish(&[c], "S1"), Err(Refused::Conflict { .. })));
     assert_eq!(f.read("n.txt").as_deref(), Some("theirs\n"));
@@ -153,7 +181,11 @@ fn moves_removals_and_new_entries_publish_together() {
         ],
         vec![
             made("b", New::Moved("a".into()), Check::Free("b".into())),
-            made("b/x.txt", New::Staged(staged), Check::Replaces("a/x.txt".into())),
+            made(
+                "b/x.txt",
+                New::Staged(staged),
+                Check::Replaces("a/x.txt".into()),
+            ),
             made("n", New::Dir, Check::Free("n".into())),
         ],
     );
@@ -220,7 +252,8 @@ fn a_kill_after_any_step_is_finished_from_the_journal() {
         let plan = Plan::new(&[&c], "S1").unwrap();
         plan.check().unwrap();
         assert!(plan.needs_journal());
-        let journal = super::journal::write(&plan.roots, &plan.stamp, &plan.steps, &plan.stages).unwrap();
+        let journal =
+            super::journal::write(&plan.roots, &plan.stamp, &plan.steps, &plan.stages).unwrap();
         let mut out = Outcome::default();
         for step in &plan.steps[..kill_after] {
             run_step(&plan.roots, &plan.stamp, step, &mut out);
@@ -233,7 +266,11 @@ fn a_kill_after_any_step_is_finished_from_the_journal() {
         )
         .unwrap();
         let recovered = recover_in(&f.root, &stage).unwrap().expect("a journal");
-        assert_eq!(f.read("a.txt").as_deref(), Some("new a\n"), "after step {kill_after}");
+        assert_eq!(
+            f.read("a.txt").as_deref(),
+            Some("new a\n"),
+            "after step {kill_after}"
+        );
         assert_eq!(f.read("b.txt").as_deref(), Some("new b\n"));
         assert_eq!(f.read("e/c.txt").as_deref(), Some("c\n"));
         assert!(!f.path("d").exists());
@@ -271,15 +308,84 @@ fn recovery_never_overwrites_what_someone_else_put_there() {
     // Killed before any step; meanwhile someone writes both places.
     f.write("a.txt", "theirs a\n");
     f.write("n.txt", "theirs n\n");
-    let stage = crate::sys::beneath::beneath(
-        crate::sys::beneath::open_root(&f.root).unwrap(),
-        &f.stage,
-    )
-    .unwrap();
+    let stage =
+        crate::sys::beneath::beneath(crate::sys::beneath::open_root(&f.root).unwrap(), &f.stage)
+            .unwrap();
     let recovered = recover_in(&f.root, &stage).unwrap().unwrap();
     assert_eq!(f.read("a.txt").as_deref(), Some("theirs a\n"));
     assert_eq!(f.read("n.txt").as_deref(), Some("theirs n\n"));
-    assert_eq!(f.read(".mcp-trash/S1/n.txt.unpublished").as_deref(), Some("new n\n"));
-    assert_eq!(f.read(".mcp-trash/S1/a.txt.unpublished").as_deref(), Some("new a\n"));
+    assert_eq!(
+        f.read(".mcp-trash/S1/n.txt.unpublished").as_deref(),
+        Some("new n\n")
+    );
+    assert_eq!(
+        f.read(".mcp-trash/S1/a.txt.unpublished").as_deref(),
+        Some("new a\n")
+    );
     assert_eq!(recovered.published.displaced.len(), 2);
+}
+
+/// A reboot after a power cut may number the filesystem anew (btrfs, LVM,
+/// FUSE): the journal's identities, taken before it, still match.
+#[test]
+fn recovery_after_the_device_was_renumbered_finishes_the_publish() {
+    let f = Fixture::new();
+    f.write("a.txt", "old a\n");
+    f.write("b.txt", "old b\n");
+    let sa = f.staged("f1", "new a\n");
+    let sb = f.staged("f2", "new b\n");
+    let c = f.changes(
+        vec![f.taken("a.txt", false), f.taken("b.txt", false)],
+        vec![
+            made("a.txt", New::Staged(sa), Check::Replaces("a.txt".into())),
+            made("b.txt", New::Staged(sb), Check::Replaces("b.txt".into())),
+        ],
+    );
+    let plan = Plan::new(&[&c], "S1").unwrap();
+    plan.check().unwrap();
+    super::journal::write(&plan.roots, &plan.stamp, &plan.steps, &plan.stages).unwrap();
+    let mut out = Outcome::default();
+    let half = plan.steps.len() / 2;
+    for step in &plan.steps[..half] {
+        run_step(&plan.roots, &plan.stamp, step, &mut out);
+    }
+    // Every device number in the journal, as the next boot might give it.
+    let path = f.path(&format!("{}/{}", f.stage.display(), super::JOURNAL));
+    let mut journal: serde_json::Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+    fn renumber(v: &mut serde_json::Value) -> usize {
+        match v {
+            serde_json::Value::Object(map) => {
+                let mut n = 0;
+                for (k, v) in map.iter_mut() {
+                    if k == "dev" && v.is_u64() {
+                        *v = serde_json::json!(v.as_u64().unwrap() ^ 0x5a5a);
+                        n += 1;
+                    } else {
+                        n += renumber(v);
+                    }
+                }
+                n
+            }
+            serde_json::Value::Array(items) => items.iter_mut().map(renumber).sum(),
+            _ => 0,
+        }
+    }
+    assert!(
+        renumber(&mut journal) > 0,
+        "the journal names devices: {journal}"
+    );
+    fs::write(&path, serde_json::to_vec(&journal).unwrap()).unwrap();
+    let stage =
+        crate::sys::beneath::beneath(crate::sys::beneath::open_root(&f.root).unwrap(), &f.stage)
+            .unwrap();
+    let recovered = recover_in(&f.root, &stage).unwrap().unwrap();
+    assert_eq!(f.read("a.txt").as_deref(), Some("new a\n"));
+    assert_eq!(f.read("b.txt").as_deref(), Some("new b\n"));
+    assert_eq!(f.read(".mcp-trash/S1/a.txt").as_deref(), Some("old a\n"));
+    assert_eq!(f.read(".mcp-trash/S1/b.txt").as_deref(), Some("old b\n"));
+    assert!(
+        recovered.published.displaced.is_empty(),
+        "{:?}",
+        recovered.published.displaced
+    );
 }

@@ -152,9 +152,9 @@ impl TrashDir {
     /// descriptor, then a rename. On any failure the temporary file is
     /// removed, even when the open itself failed: the kernel may create
     /// the file and then refuse to open it for writing (Landlock without
-    /// the write right). Not flushed to disk: an index lost in a crash
-    /// only makes its entry list file by file, the kept files themselves
-    /// were flushed by the guest.
+    /// the write right). Flushed to disk (the file before its rename, the
+    /// trash directory after): `trash undo` reads what a call put in place
+    /// from here, and a call answered must be undoable after a power cut.
     pub(super) fn write_index(&self, stamp: &str, index: &Index) -> io::Result<()> {
         let text = serde_json::to_vec(index).map_err(io::Error::other)?;
         let temp = temp_name(stamp, std::process::id());
@@ -166,10 +166,15 @@ impl TrashDir {
             // Someone else's file under our name: not ours to remove.
             Err(Errno::EXIST) => return Err(Errno::EXIST.into()),
             Err(e) => Err(e.into()),
-            Ok(fd) => File::from(fd).write_all(&text).and_then(|()| {
-                rustix::fs::renameat(&self.fd, &temp, &self.fd, index_name(stamp))
-                    .map_err(Into::into)
-            }),
+            Ok(fd) => {
+                let mut file = File::from(fd);
+                file.write_all(&text)
+                    .and_then(|()| file.sync_data())
+                    .and_then(|()| {
+                        rustix::fs::renameat(&self.fd, &temp, &self.fd, index_name(stamp))?;
+                        rustix::fs::fsync(&self.fd).map_err(Into::into)
+                    })
+            }
         };
         if written.is_err() {
             let _ = rustix::fs::unlinkat(&self.fd, &temp, AtFlags::empty());

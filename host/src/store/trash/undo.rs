@@ -86,7 +86,10 @@ pub fn undo(
 
 /// The places an undo of `call` touches in each root: what the call kept
 /// and put (to lock them before the undo).
-pub fn undo_places(roots: &[Arc<Root>], call: &str) -> Result<Vec<(Arc<Root>, PathBuf)>, UndoError> {
+pub fn undo_places(
+    roots: &[Arc<Root>],
+    call: &str,
+) -> Result<Vec<(Arc<Root>, PathBuf)>, UndoError> {
     let mut places = Vec::new();
     for (root, index) in indexes(roots, call)? {
         for k in &index.entries {
@@ -214,7 +217,8 @@ fn undo_changes(
             .strip_prefix(&root.path)
             .map(Path::to_path_buf)
             .map_err(|_| io(io::ErrorKind::InvalidData.into()))?;
-        let dev = crate::sys::stat::inode(&rustix::fs::fstat(&root_fd).map_err(|e| io(e.into()))?).0;
+        let dev =
+            crate::sys::stat::inode(&rustix::fs::fstat(&root_fd).map_err(|e| io(e.into()))?).0;
         out.push((
             Changes {
                 root: Arc::clone(&root),
@@ -228,6 +232,10 @@ fn undo_changes(
         ));
     }
     if !changed.is_empty() {
+        // A place the call replaced counts once (its new version changed,
+        // so its old one has no free place to return to either).
+        changed.sort();
+        changed.dedup();
         return Err(UndoError::Changed { places: changed });
     }
     Ok(out)
