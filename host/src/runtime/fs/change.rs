@@ -603,25 +603,29 @@ impl PolicedFs<'_> {
         to: BorrowedFd<'_>,
         size: i64,
     ) -> FsResult<()> {
+        #[cfg(target_os = "linux")]
         if rustix::fs::ioctl_ficlone(to, from).is_ok() {
             return Ok(());
         }
         let size = u64::try_from(size).unwrap_or(0);
         let root = Arc::clone(&self.guard.mounts[m].root);
         crate::runtime::meter::reserve(&self.guard.activity, &root, size).map_err(FsError::from)?;
-        let (mut from_off, mut to_off) = (0u64, 0u64);
-        loop {
-            match rustix::fs::copy_file_range(
-                from,
-                Some(&mut from_off),
-                to,
-                Some(&mut to_off),
-                1 << 30,
-            ) {
-                Ok(0) => return Ok(()),
-                Ok(_) => continue,
-                Err(_) if to_off == 0 => break,
-                Err(e) => return Err(self.guard.host_error_in(m, e)),
+        #[cfg(target_os = "linux")]
+        {
+            let (mut from_off, mut to_off) = (0u64, 0u64);
+            loop {
+                match rustix::fs::copy_file_range(
+                    from,
+                    Some(&mut from_off),
+                    to,
+                    Some(&mut to_off),
+                    1 << 30,
+                ) {
+                    Ok(0) => return Ok(()),
+                    Ok(_) => continue,
+                    Err(_) if to_off == 0 => break,
+                    Err(e) => return Err(self.guard.host_error_in(m, e)),
+                }
             }
         }
         // No copy_file_range here (or across filesystems on an old kernel).

@@ -20,7 +20,7 @@ use std::collections::VecDeque;
 use super::overlay::{Node, Staged, Start};
 use super::*;
 use crate::store::publish::{Identity, Kind};
-use crate::sys::walk::MAX_LINKS;
+use crate::sys::MAX_LINKS;
 
 /// What a path leads to in the call's view.
 pub(super) enum Seen {

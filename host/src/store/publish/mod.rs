@@ -53,7 +53,7 @@ pub struct Identity {
     pub ino: u64,
     pub kind: Kind,
     /// Permission bits (`st_mode & 0o7777`).
-    pub mode: u32,
+    pub mode: rustix::fs::RawMode,
     pub size: i64,
     pub mtime: (i64, u64),
     pub ctime: (i64, u64),

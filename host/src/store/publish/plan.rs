@@ -29,7 +29,7 @@ pub struct Plan {
     /// Staged files that take the permission bits of the file they
     /// replace (WASI cannot set them, and an edit must not make a private
     /// file readable or a script not executable): root, staged path, mode.
-    pub(super) modes: Vec<(usize, PathBuf, u32)>,
+    pub(super) modes: Vec<(usize, PathBuf, rustix::fs::RawMode)>,
     /// The staged entries, synced before the commit.
     pub(super) staged: Vec<(usize, PathBuf)>,
     /// Each root's stage directory on its own filesystem (where its
