@@ -61,6 +61,7 @@ pub(super) fn write(
             // A root whose change needs no stage has nothing to journal
             // but its one removal: the commit point is the journal of the
             // others.
+            finish(roots, &Written(written));
             return Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 format!(
@@ -74,9 +75,16 @@ pub(super) fn write(
             root: root.root.name.clone(),
             steps,
         };
-        let bytes = serde_json::to_vec(&journal).map_err(io::Error::other)?;
         let path = stage.join(JOURNAL);
-        write_synced(&root.fd, &path, &bytes)?;
+        let done = serde_json::to_vec(&journal)
+            .map_err(io::Error::other)
+            .and_then(|bytes| write_synced(&root.fd, &path, &bytes));
+        if let Err(e) = done {
+            // Not committed: the journals already written must not be
+            // finished by a later sweep.
+            finish(roots, &Written(written));
+            return Err(e);
+        }
         written.push((r, path));
     }
     Ok(Written(written))
@@ -95,9 +103,14 @@ fn write_synced(root: &OwnedFd, path: &Path, bytes: &[u8]) -> io::Result<()> {
         Mode::from_raw_mode(0o600),
     )?;
     let mut file = std::fs::File::from(file);
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    rustix::fs::renameat(&dir, temp.as_os_str(), &dir, name)?;
+    let written = file
+        .write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .and_then(|()| Ok(rustix::fs::renameat(&dir, temp.as_os_str(), &dir, name)?));
+    if written.is_err() {
+        let _ = rustix::fs::unlinkat(&dir, temp.as_os_str(), AtFlags::empty());
+    }
+    written?;
     rustix::fs::fsync(&dir)?;
     Ok(())
 }

@@ -389,3 +389,38 @@ fn recovery_after_the_device_was_renumbered_finishes_the_publish() {
         recovered.published.displaced
     );
 }
+
+/// A journal that cannot be written in one root is no commit: nothing is
+/// published, and the journal already written in another root is removed,
+/// so that no sweep finishes half a call.
+#[test]
+fn a_journal_that_cannot_be_written_commits_nothing_in_any_root() {
+    let (a, b) = (Fixture::new(), Fixture::new());
+    a.write("a.txt", "old a\n");
+    b.write("b.txt", "old b\n");
+    b.write("c.txt", "old c\n");
+    let staged = a.staged("f1", "new a\n");
+    let in_a = a.changes(
+        vec![a.taken("a.txt", false)],
+        vec![made(
+            "a.txt",
+            New::Staged(staged),
+            Check::Replaces("a.txt".into()),
+        )],
+    );
+    // Two removals in `b`, with no stage there to hold its journal.
+    let mut in_b = b.changes(
+        vec![b.taken("b.txt", false), b.taken("c.txt", false)],
+        vec![],
+    );
+    in_b.stage = None;
+    assert!(publish(&[in_a, in_b], "S1").is_err());
+    assert_eq!(a.read("a.txt").as_deref(), Some("old a\n"));
+    assert_eq!(b.read("b.txt").as_deref(), Some("old b\n"));
+    assert_eq!(b.read("c.txt").as_deref(), Some("old c\n"));
+    let left: Vec<_> = fs::read_dir(a.path(".mcp-trash/.staging/test/1"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, ["f1"], "no journal is left to finish");
+}
