@@ -1,7 +1,10 @@
-//! The checks before an operation: an existing path, a new name, a removal,
-//! an open for reading, each resolved and judged against the deny list and
-//! the mount's permissions, with errors named for the model. Refusals are
-//! recorded; nothing is changed here.
+//! The checks before an operation on the disk as it is: an existing path,
+//! an open for reading, each probed and judged against the deny list and
+//! the mount's permissions, with errors named for the model; and the
+//! plumbing they share (probes, descriptors, disk errors, metered
+//! streams). New names and removals are judged in the call's view
+//! (`view.rs`, `change.rs`). Refusals are recorded; nothing is changed
+//! here.
 
 use super::*;
 

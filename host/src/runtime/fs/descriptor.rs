@@ -334,11 +334,12 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         fs::HostDescriptor::advise(&mut self.fs, fd, offset, len, advice)
     }
 
+    /// Nothing to do on disk: what a call writes is staged, and its
+    /// publish syncs it, and the directories it changes, before the call
+    /// is answered (a call that fails keeps none of it).
     fn sync_data(&mut self, fd: Resource<Descriptor>) -> FsResult<()> {
         self.tracked(&fd, Permission::Read)?;
-        let rep = fd.rep();
-        let synced = fs::HostDescriptor::sync_data(&mut self.fs, fd);
-        self.disk_noted(rep, synced)
+        Ok(())
     }
 
     fn get_flags(&mut self, fd: Resource<Descriptor>) -> FsResult<fs::DescriptorFlags> {
@@ -412,11 +413,10 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         self.disk_noted(rep, wrote)
     }
 
+    /// As [`Self::sync_data`]: the publish syncs.
     fn sync(&mut self, fd: Resource<Descriptor>) -> FsResult<()> {
         self.tracked(&fd, Permission::Read)?;
-        let rep = fd.rep();
-        let synced = fs::HostDescriptor::sync(&mut self.fs, fd);
-        self.disk_noted(rep, synced)
+        Ok(())
     }
 
     fn stat(&mut self, fd: Resource<Descriptor>) -> FsResult<fs::DescriptorStat> {
