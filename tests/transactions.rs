@@ -276,3 +276,151 @@ async fn an_rmdir_that_meets_hidden_entries_fails_at_once() {
     client.cancel().await.unwrap();
     assert!(env.path("ws/h/.env").exists());
 }
+
+/// The host memory one call's staged changes may take is bounded: a call
+/// that changes more entries than that is refused at the operation, fails
+/// naming the limit, and changes nothing.
+#[tokio::test]
+async fn a_call_that_stages_too_much_fails_naming_the_limit() {
+    let env = Env::new();
+    env.write("ws/a.txt", "alpha\n")
+        .write("tools/hostile.wasm", hostile_wasm());
+    let config = env.config(
+        &("audit_log = \"audit.log\"\nmin_free_bytes = 0\ntool_timeout_ms = 120000\n\
+         [[roots]]\nname = \"ws\"\npath = \"ws\"\nrole = \"workspace\"\n"
+            .to_string()
+            + &pinned("tools/hostile.wasm", hostile_wasm())),
+    );
+    let before = env.snapshot_of("ws");
+    let client = start(&config).await;
+    let r = call(
+        &client,
+        "hostile",
+        args(json!({"attack": "mkdir_many", "path": "many", "count": 200_000})),
+    )
+    .await;
+    assert!(is_error(&r), "{}", text(&r));
+    assert!(
+        text(&r).contains("more than 200000 entries")
+            && text(&r).contains("root 'ws'")
+            && text(&r).contains("Nothing was changed"),
+        "{}",
+        text(&r)
+    );
+    assert_eq!(env.snapshot_of("ws"), before);
+    // The audit line names the rule.
+    let audit = std::fs::read_to_string(env.path("audit.log")).unwrap();
+    assert!(audit.contains("\"overlay\""), "{audit}");
+    // A call within the bound goes through.
+    let r = call(
+        &client,
+        "hostile",
+        args(json!({"attack": "mkdir_many", "path": "few", "count": 3})),
+    )
+    .await;
+    assert_eq!(text(&r), "ok: made 3");
+    assert!(env.path("ws/few/2").is_dir());
+    client.cancel().await.unwrap();
+}
+
+/// The corners of the overlay, each checked on disk after the call: a
+/// descriptor opened before the call's first write to a file reads the
+/// version it opened; `set-size` keeps the replaced version; `set-times`
+/// and `link-at` copy nothing (the same inode stays in place, nothing is
+/// kept); a result the host refuses (`max_output_bytes`) changes nothing.
+#[tokio::test]
+async fn the_corners_of_a_staged_call() {
+    use std::os::unix::fs::MetadataExt as _;
+    let env = Env::new();
+    env.write("ws/a.txt", "alpha\n")
+        .write("ws/b.txt", "bravo\n")
+        .write("ws/c.txt", "charlie\n")
+        .write("ws/d.txt", "delta\n")
+        .write("tools/hostile.wasm", hostile_wasm());
+    let config = env.config(
+        &("audit_log = \"audit.log\"\nmin_free_bytes = 0\n\
+         [[roots]]\nname = \"ws\"\npath = \"ws\"\nrole = \"workspace\"\n"
+            .to_string()
+            + &pinned("tools/hostile.wasm", hostile_wasm())
+            + "max_output_bytes = 65536\n"),
+    );
+    let inode = |p: &str| std::fs::metadata(env.path(p)).unwrap().ino();
+    let (c_ino, d_ino) = (inode("ws/c.txt"), inode("ws/d.txt"));
+    let client = start(&config).await;
+
+    let r = call(
+        &client,
+        "hostile",
+        args(json!({"attack": "read_before_write", "path": "a.txt", "data": "A3\n"})),
+    )
+    .await;
+    // The first line is the component's; the host adds what it kept.
+    let first = |r: &rmcp::model::CallToolResult| text(r).lines().next().unwrap_or("").to_string();
+    assert_eq!(
+        first(&r),
+        "ok: early reads \"alpha\\n\", late reads \"A3\\n\""
+    );
+
+    let r = call(
+        &client,
+        "hostile",
+        args(json!({"attack": "raw_set_size", "path": "b.txt", "size": 2})),
+    )
+    .await;
+    assert_eq!(first(&r), "ok: sized");
+
+    let r = call(
+        &client,
+        "hostile",
+        args(json!({"attack": "raw_set_times", "path": "c.txt", "mtime": 1_000_000_000u64})),
+    )
+    .await;
+    assert_eq!(first(&r), "ok: touched");
+
+    let r = call(
+        &client,
+        "hostile",
+        args(json!({"attack": "raw_link", "from": "d.txt", "to": "linked.txt"})),
+    )
+    .await;
+    assert_eq!(first(&r), "ok: linked");
+
+    let before = env.snapshot_of("ws");
+    let r = call(
+        &client,
+        "hostile",
+        args(
+            json!({"attack": "writes_then", "paths": ["a.txt", "fresh.txt"], "then": "big",
+                    "kind": "text", "bytes": 100_000}),
+        ),
+    )
+    .await;
+    assert!(is_error(&r), "{}", text(&r));
+    assert!(text(&r).contains("nothing was changed"), "{}", text(&r));
+    assert_eq!(
+        env.snapshot_of("ws"),
+        before,
+        "a refused result changed the root"
+    );
+    client.cancel().await.unwrap();
+
+    let read = |p: &str| std::fs::read_to_string(env.path(p)).ok();
+    assert_eq!(read("ws/a.txt").as_deref(), Some("A3\n"));
+    assert_eq!(read("ws/b.txt").as_deref(), Some("br"));
+    assert_eq!(read("ws/c.txt").as_deref(), Some("charlie\n"));
+    let c = std::fs::metadata(env.path("ws/c.txt")).unwrap();
+    assert_eq!((c.ino(), c.mtime()), (c_ino, 1_000_000_000));
+    assert_eq!(inode("ws/linked.txt"), d_ino);
+    assert_eq!(inode("ws/d.txt"), d_ino);
+    // Kept: what the write and the set-size replaced; nothing else.
+    let kept: Vec<String> = trash_list(&config)
+        .into_iter()
+        .map(|l| l[2].clone())
+        .collect();
+    assert_eq!(kept, ["a.txt", "b.txt"]);
+    let calls = calls_of(&env);
+    assert_eq!(
+        std::fs::read_to_string(env.path(&format!("ws/.mcp-trash/{}/b.txt", calls[1]))).unwrap(),
+        "bravo\n"
+    );
+}

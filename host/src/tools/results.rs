@@ -27,6 +27,18 @@ pub(super) fn ran_out_of_quota(q: &Quota, activity: &Activity) -> String {
 pub(super) const UNFINISHED: &str = "Nothing was changed: a call's changes are published only when \
      it succeeds";
 
+/// What a call that changed more than the host stages for one call (in
+/// `root`) answers, whatever the tool made of the refusal.
+pub(super) fn overlay_full(root: &str) -> String {
+    format!(
+        "the call changed more than {} entries (or {} MiB of their paths) in root '{root}', the \
+         most the host stages for one call (rule overlay); change fewer entries per call. \
+         {UNFINISHED}",
+        crate::runtime::fs::MAX_OVERLAY_ENTRIES,
+        crate::runtime::fs::MAX_OVERLAY_BYTES >> 20,
+    )
+}
+
 /// What a call that found no file descriptor free answers.
 pub(super) fn ran_out_of_descriptors() -> String {
     format!(

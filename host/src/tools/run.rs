@@ -285,8 +285,16 @@ impl Toolbox {
             matches!(&outcome.result, Err(e)
                 if !matches!(e, CallError::Cancelled | CallError::Timeout(_)))
         });
+        // The host's bound on what one call stages: refused at the
+        // operation, and the call's answer, whatever the tool made of it.
+        let staged_too_much = outcome
+            .refusals
+            .iter()
+            .find(|r| r.rule == "overlay")
+            .map(|r| r.root.clone());
         let stopped = match &outcome.result {
             _ if out_of_quota => Some("quota"),
+            _ if staged_too_much.is_some() => Some("overlay"),
             _ if out_of_descriptors => Some("descriptors"),
             _ if disk.is_some() => disk.as_ref().map(|(e, _)| e.rule()),
             Err(CallError::Cancelled) => Some("cancelled"),
@@ -304,6 +312,7 @@ impl Toolbox {
         );
         let (result, bytes) = match (outcome.result, &self.quota, &disk) {
             (_, Some(q), _) if out_of_quota => (error_result(ran_out_of_quota(q, activity)), 0),
+            _ if let Some(root) = &staged_too_much => (error_result(overlay_full(root)), 0),
             // Whatever the tool made of it: a search would have skipped a
             // directory, and its result would look complete.
             _ if out_of_descriptors => {
