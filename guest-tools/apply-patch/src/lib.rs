@@ -515,13 +515,15 @@ mod tests {
     }
 
     #[test]
-    fn the_root_alone_is_resolved_for_writing() {
+    fn the_root_alone_is_resolved_for_deleting() {
+        // A patch may delete files: the whole root is resolved for the
+        // strongest operation the patch format has.
         let about = ApplyPatch::about();
+        assert_eq!(about.permission, Permission::Delete);
         assert_eq!(about.path_arguments.len(), 1);
         let p = &about.path_arguments[0];
         assert_eq!((p.root_field.as_str(), p.path_field.as_str()), ("root", ""));
-        assert_eq!(p.permission, Permission::Write);
-        assert!(about.keeps_history);
+        assert_eq!(p.permission, Permission::Delete);
     }
 
     /// The file's bytes after the patch's one update.

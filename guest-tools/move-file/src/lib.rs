@@ -63,7 +63,11 @@ fn call(ctx: Context, args: TransferArgs) -> Result<Answer<Transferred>, ToolErr
             } else {
                 let mut from =
                     fs::File::open(&source.full).map_err(|e| io_error(&source.rel, &e))?;
-                let publish = if exists { Publish::Replace } else { Publish::New };
+                let publish = if exists {
+                    Publish::Replace
+                } else {
+                    Publish::New
+                };
                 out.bytes = replace(&destination, publish, |f| io::copy(&mut from, f))?.bytes;
                 out.files = 1;
             }

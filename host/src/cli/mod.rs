@@ -315,7 +315,8 @@ enum ComponentAction {
 #[derive(Subcommand)]
 enum TrashAction {
     /// One line per entry: ID, root, original path, deleted at (RFC 3339,
-    /// UTC), size in bytes; tab-separated, oldest first.
+    /// UTC), size in bytes, the call that kept it; tab-separated, oldest
+    /// first.
     List {
         /// Only this root's trash.
         #[arg(long, value_name = "NAME")]
