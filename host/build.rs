@@ -23,6 +23,7 @@ const TOOLS: &[&str] = &[
     "create_directory",
     "delete_file",
     "edit_file",
+    "apply_patch",
     "move_file",
     "copy_file",
     "search_files",

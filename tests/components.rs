@@ -325,7 +325,7 @@ fn components_that_cannot_be_tools_stop_the_start() {
         (
             vec!["tools/empty.wasm"],
             format!(
-                "component {}: does not export the tool interface (loom-fs:tool/tool@0.2.0); build it against wit/",
+                "component {}: does not export the tool interface (loom-fs:tool/tool@0.3.0); build it against wit/",
                 file("empty.wasm")
             ),
         ),
@@ -862,7 +862,7 @@ fn component_inspect_and_add_need_no_config() {
         "  path in root: read".into(),
         "input schema: {".into(),
         "output schema: {".into(),
-        "  loom-fs:tool/tool@0.2.0".into(),
+        "  loom-fs:tool/tool@0.3.0".into(),
         "accepted: yes".into(),
     ] {
         assert!(out.contains(&line), "{line:?} not in {out}");

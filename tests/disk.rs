@@ -90,7 +90,7 @@ async fn changes_that_do_not_fit_name_the_full_disk_and_leave_nothing() {
         );
         let t = text(&r);
         assert!(!t.contains("uncategorized"), "{t}");
-        assert!(t.contains("unchanged"), "{t}");
+        assert!(t.contains("Nothing was changed"), "{t}");
         assert_eq!(
             files(&env.path("ws")),
             before,
@@ -534,7 +534,7 @@ async fn a_file_size_limit_is_named_and_the_server_goes_on() {
             "the file would be larger than the disk that holds root 'ws' or the server's file \
              size limit allows (EFBIG)",
         );
-        assert!(text(&r).contains("unchanged"), "{}", text(&r));
+        assert!(text(&r).contains("Nothing was changed"), "{}", text(&r));
         assert_eq!(
             files(&env.path("ws")),
             before,
@@ -584,103 +584,4 @@ async fn a_file_size_limit_is_named_and_the_server_goes_on() {
     assert!(audit.iter().all(|l| l["tool"] != "filler"), "{audit:?}");
     let rotated = std::fs::read_to_string(env.path("audit.log.1")).unwrap();
     assert!(rotated.lines().all(|l| l.contains("filler")));
-}
-
-/// A file on a filesystem the trash cannot hard-link from (a mount inside
-/// the root: the link would cross devices, as on a filesystem without hard
-/// links) is kept by a copy. An overwrite stopped in the middle of that
-/// copy (here by `tool_timeout_ms`) leaves no partial copy in the trash,
-/// and the trash index lists none; the original is intact. The call cannot
-/// be paused mid-copy from outside, so the timeout grows by an eighth each
-/// attempt, from before the copy starts until a call replaces the file
-/// (stopped after its publish, or not stopped): copying 48 MiB takes most
-/// of such a call, so several attempts stop it mid-copy (without the fix,
-/// the first of them leaves a partial copy, listed). Every attempt is
-/// checked; the one that replaced the file kept the original whole, once.
-#[tokio::test(flavor = "multi_thread")]
-async fn an_overwrite_stopped_mid_copy_leaves_no_partial_copy_in_the_trash() {
-    const BIG: usize = 48 << 20;
-    let env = Env::new();
-    env.mkdir("ws");
-    let Some(_tmpfs) = Tmpfs::mount(&env.path("ws/sub"), "112m") else {
-        return;
-    };
-    let mut big = vec![b'x'; BIG - 7];
-    big.extend_from_slice(b"MARKER\n");
-    env.write("ws/sub/big.txt", &big);
-    let new = "new content\n";
-    let (mut stopped, mut finished) = (0, false);
-    let mut timeout_ms = 24;
-    while timeout_ms < 30_000 {
-        timeout_ms += timeout_ms / 8;
-        let config = env.config(&format!(
-            "audit_log = \"audit.log\"\nmin_free_bytes = 0\ntool_timeout_ms = {timeout_ms}\n\
-             [[roots]]\nname = \"ws\"\npath = \"ws\"\nrole = \"workspace\"\n"
-        ));
-        let client = start(&config).await;
-        let r = call(
-            &client,
-            "write_file",
-            json!({"root": "ws", "path": "sub/big.txt", "content": new}),
-        )
-        .await;
-        client.cancel().await.unwrap();
-        let line = audit(&env)
-            .into_iter()
-            .rev()
-            .find(|l| l["tool"] == "write_file")
-            .expect("the call's audit line");
-        let now = std::fs::read(env.path("ws/sub/big.txt")).unwrap();
-        let kept: Vec<_> = env
-            .trash("ws")
-            .into_iter()
-            .filter(|(_, p, c)| c.is_some() && p.starts_with("sub"))
-            .collect();
-        let sizes = || {
-            kept.iter()
-                .map(|(s, p, c)| (s, p, c.as_ref().map(Vec::len)))
-                .collect::<Vec<_>>()
-        };
-        if now != big {
-            // Replaced (the call was stopped after its publish, or not at
-            // all): the original is in the trash, whole, once.
-            assert_eq!(now, new.as_bytes());
-            assert!(
-                kept.len() == 1 && kept[0].2.as_deref() == Some(&big[..]),
-                "the replaced version is kept whole: {:?}",
-                sizes()
-            );
-            finished = true;
-            break;
-        }
-        if line["stopped"] != "timeout" {
-            panic!("a call neither stopped nor done: {line}");
-        }
-        stopped += 1;
-        assert_refused(&r, "was stopped (tool_timeout_ms)");
-        eprintln!("timeout {timeout_ms} ms: stopped");
-        assert!(
-            kept.is_empty(),
-            "a partial copy is in the trash: {:?}",
-            sizes()
-        );
-        for index in std::fs::read_dir(env.path("ws/.mcp-trash")).unwrap() {
-            let index = index.unwrap().path();
-            if index.extension().is_some_and(|e| e == "json") {
-                let text = std::fs::read_to_string(&index).unwrap();
-                assert!(!text.contains("big.txt"), "indexed: {text}");
-            }
-        }
-        let listed = command()
-            .args(["trash", "list", "--config"])
-            .arg(&config)
-            .output()
-            .unwrap();
-        let listed = String::from_utf8_lossy(&listed.stdout);
-        assert!(!listed.contains("big.txt"), "{listed}");
-    }
-    assert!(
-        stopped >= 3 && finished,
-        "the timeouts did not span the copy ({stopped} stopped, finished: {finished})"
-    );
 }

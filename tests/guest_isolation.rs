@@ -16,6 +16,7 @@ use loom_fs_mcp::runtime::{
     Budget, Cache, CallError, CallMount, CallOutcome, CallRequest, GuestLimits, Runtime,
 };
 use loom_fs_mcp::store::audit::Audit;
+use loom_fs_mcp::store::publish::publish;
 use loom_fs_mcp::store::staging::Staging;
 use loom_fs_mcp::tools::{Control, Toolbox};
 use serde_json::json;
@@ -64,8 +65,7 @@ fn request(
             } else {
                 Permission::Read
             },
-            staging: None,
-            keep: None,
+            deletes: vec![],
             area: None,
         }],
         limits: GuestLimits {
@@ -74,21 +74,37 @@ fn request(
             max_search_bytes: 1 << 20,
         },
         arguments: args.to_string(),
-        stamp: None,
+        staging: writable.then(|| Arc::clone(staging())),
         cancel,
         activity: Arc::default(),
         quota: None,
     }
 }
 
-/// Runs one attack on `root`, preopened read-write or not. Returns the
-/// component's report and the refusals the host recorded.
+/// The staging area the tests' calls stage their changes in.
+fn staging() -> &'static Arc<Staging> {
+    static STAGING: OnceLock<Arc<Staging>> = OnceLock::new();
+    STAGING.get_or_init(|| Arc::new(Staging::new()))
+}
+
+/// Runs one attack on `root`, preopened read-write or not, and publishes
+/// what it changed (as the toolbox does for a call that succeeded).
+/// Returns the component's report and the refusals the host recorded.
 fn attack(root: &Arc<Root>, writable: bool, args: serde_json::Value) -> (String, Vec<Refusal>) {
     let outcome = runtime().call(0, request(root, writable, &args, CancellationToken::new()));
     let output = outcome
         .result
         .unwrap_or_else(|e| panic!("call failed: {e:?}"));
-    (output.text.join("\n"), outcome.refusals)
+    let report = output.text.join("\n");
+    match publish(&outcome.changes.changes, &stamp()) {
+        Ok(_) => (report, outcome.refusals),
+        Err(e) => (format!("refused: publish: {e}"), outcome.refusals),
+    }
+}
+
+/// A fresh trash stamp.
+fn stamp() -> String {
+    loom_fs_mcp::store::trash_stamp()
 }
 
 fn fixture() -> Env {
@@ -303,10 +319,11 @@ fn policy_holds_on_a_writable_preopen() {
             json!({"attack": "raw_link", "from": "keep.txt", "to": "id_rsa"}),
             "deny",
         ),
-        // Creating through a dangling symlink would create its target unchecked.
+        // Creating through a dangling symlink: to a denied name, refused as
+        // that name; to any other, refused as a name the call never gave.
         (
             json!({"attack": "raw_create", "path": "notes_alias"}),
-            "confinement",
+            "deny",
         ),
         (
             json!({"attack": "raw_create", "path": "dangling_in"}),
@@ -337,8 +354,15 @@ fn wasi_permission_advisories_hold_in_the_policing_filesystem() {
     let ws = root(&env, "ws", Role::Workspace, Role::Workspace.ceiling());
     // An open with `truncate` for reading only, on a reference root and on
     // a workspace root preopened read-only.
-    for (root, path) in [(reference(&env), "README.md"), (Arc::clone(&ws), "keep.txt")] {
-        let (report, _) = attack(&root, false, json!({"attack": "raw_truncate", "path": path}));
+    for (root, path) in [
+        (reference(&env), "README.md"),
+        (Arc::clone(&ws), "keep.txt"),
+    ] {
+        let (report, _) = attack(
+            &root,
+            false,
+            json!({"attack": "raw_truncate", "path": path}),
+        );
         assert!(report.starts_with("refused"), "{path}: {report}");
     }
     // Links and renames between a writable root and a read-only one, in
@@ -352,14 +376,10 @@ fn wasi_permission_advisories_hold_in_the_policing_filesystem() {
             } else {
                 Permission::Read
             },
-            staging: None,
-            keep: None,
+            deletes: vec![],
             area: None,
         };
-        (
-            mount(first, writable_first),
-            mount(second, !writable_first),
-        )
+        (mount(first, writable_first), mount(second, !writable_first))
     };
     let r = reference(&env);
     for (from_ws, attack_name, from, to) in [
@@ -378,7 +398,11 @@ fn wasi_permission_advisories_hold_in_the_policing_filesystem() {
         let mut req = request(&ws, true, &args, CancellationToken::new());
         req.mounts = vec![first, second];
         let outcome = runtime().call(0, req);
-        let report = outcome.result.unwrap_or_else(|e| panic!("call failed: {e:?}")).text.join("\n");
+        let report = outcome
+            .result
+            .unwrap_or_else(|e| panic!("call failed: {e:?}"))
+            .text
+            .join("\n");
         assert!(report.starts_with("refused"), "{args}: {report}");
     }
     assert_eq!(env.snapshot(), before, "nothing changed on either root");
@@ -469,133 +493,10 @@ fn runaway_guests_are_stopped_by_the_limits() {
     assert_eq!(ok.result.unwrap().text, ["ok: readme\n"]);
 }
 
-/// A call that keeps history gets its root's trash, in which it may only
-/// create directories and move or link entries in: never read, list,
-/// remove or take anything out. What goes in is recorded for the audit.
+/// A guest stopped mid-write (its deadline) changes nothing: neither the
+/// temporary file it was writing nor the file it had finished appears.
 #[test]
-fn the_trash_only_takes_things_in() {
-    let env = fixture();
-    env.write("ws/.mcp-trash/old/secret.txt", "CANARY-TRASHED\n")
-        .write("ws/b.txt", "b\n");
-    let ws = root(&env, "ws", Role::Workspace, Role::Workspace.ceiling());
-    let call = |args: serde_json::Value| {
-        let mut req = request(&ws, true, &args, CancellationToken::new());
-        req.stamp = Some("20261129T000000.000001Z".into());
-        let outcome = runtime().call(0, req);
-        let text = outcome.result.unwrap().text.join("\n");
-        (text, outcome.refusals, outcome.kept)
-    };
-    for args in [
-        json!({"attack": "trash_read", "path": ".mcp-trash/old/secret.txt"}),
-        json!({"attack": "trash_list"}),
-        json!({"attack": "trash_unlink", "path": ".mcp-trash/old/secret.txt"}),
-        json!({"attack": "trash_out", "path": ".mcp-trash/old/secret.txt"}),
-        // Through the trash mount, nothing but the trash.
-        json!({"attack": "trash_read", "path": "keep.txt"}),
-        json!({"attack": "trash_mkdir", "path": "elsewhere"}),
-        json!({"attack": "std_read", "path": ".mcp-trash/old/secret.txt"}),
-        json!({"attack": "raw_list", "path": ".mcp-trash"}),
-    ] {
-        let (report, refusals) = {
-            let (r, f, _) = call(args.clone());
-            (r, f)
-        };
-        assert!(report.starts_with("refused"), "{args}: {report}");
-        assert!(!report.contains("CANARY"), "{args}: {report}");
-        assert!(!refusals.is_empty(), "{args}: refusal not recorded");
-    }
-    let (made, refused, _) =
-        call(json!({"attack": "trash_mkdir", "path": ".mcp-trash/20261129T000000.000001Z"}));
-    assert_eq!(made, "ok: created", "{refused:?}");
-    let (linked, _, kept) = call(json!({"attack": "trash_link", "path": "keep.txt",
-        "to": ".mcp-trash/20261129T000000.000001Z/keep.txt"}));
-    assert_eq!(linked, "ok: linked in");
-    assert_eq!(kept.len(), 1);
-    assert_eq!(kept[0].from, "keep.txt");
-    assert_eq!(kept[0].to, ".mcp-trash/20261129T000000.000001Z/keep.txt");
-    let (moved, _, kept) = call(json!({"attack": "trash_in", "path": "b.txt",
-        "to": ".mcp-trash/20261129T000000.000001Z/b.txt"}));
-    assert_eq!(moved, "ok: moved in");
-    assert_eq!(kept[0].to, ".mcp-trash/20261129T000000.000001Z/b.txt");
-    assert_eq!(
-        std::fs::read(env.path("ws/.mcp-trash/20261129T000000.000001Z/b.txt")).unwrap(),
-        b"b\n"
-    );
-    assert!(!env.path("ws/b.txt").exists());
-    assert_eq!(
-        std::fs::read(env.path("ws/.mcp-trash/old/secret.txt")).unwrap(),
-        b"CANARY-TRASHED\n"
-    );
-    // Nothing kept is ever replaced: not another call's entry, not one of
-    // this call's.
-    env.write("ws/c.txt", "c\n");
-    for to in [
-        ".mcp-trash/old/secret.txt",
-        ".mcp-trash/20261129T000000.000001Z/b.txt",
-    ] {
-        let (report, refusals, _) = call(json!({"attack": "trash_in", "path": "c.txt", "to": to}));
-        assert!(report.starts_with("refused"), "{to}: {report}");
-        assert!(
-            refusals.iter().any(|r| r.rule == "trash"),
-            "{to}: {refusals:?}"
-        );
-    }
-    assert_eq!(
-        std::fs::read(env.path("ws/.mcp-trash/old/secret.txt")).unwrap(),
-        b"CANARY-TRASHED\n"
-    );
-    assert_eq!(
-        std::fs::read(env.path("ws/.mcp-trash/20261129T000000.000001Z/b.txt")).unwrap(),
-        b"b\n"
-    );
-    // Moving into the trash takes delete: a sourcecode root cannot.
-    let src = root(&env, "ws", Role::Sourcecode, Role::Sourcecode.ceiling());
-    let mut req = request(
-        &src,
-        true,
-        &json!({"attack": "trash_in", "path": "c.txt", "to": ".mcp-trash/20261129T000000.000003Z/c.txt"}),
-        CancellationToken::new(),
-    );
-    req.stamp = Some("20261129T000000.000003Z".into());
-    let outcome = runtime().call(0, req);
-    assert!(outcome.result.unwrap().text[0].starts_with("refused"));
-    assert!(
-        outcome.refusals.iter().any(|r| r.rule == "permission"),
-        "{:?}",
-        outcome.refusals
-    );
-    assert!(env.path("ws/c.txt").exists());
-}
-
-/// A `.mcp-trash` that is a symlink (planted to widen the capability) is
-/// never followed.
-#[test]
-fn a_planted_trash_symlink_is_not_followed() {
-    let env = fixture();
-    env.symlink("../outside", "ws/.mcp-trash");
-    let ws = root(&env, "ws", Role::Workspace, Role::Workspace.ceiling());
-    let mut req = request(
-        &ws,
-        true,
-        &json!({"attack": "trash_mkdir", "path": ".mcp-trash/20261129T000000.000002Z"}),
-        CancellationToken::new(),
-    );
-    req.stamp = Some("20261129T000000.000002Z".into());
-    let outcome = runtime().call(0, req);
-    let report = outcome.result.unwrap().text.join("");
-    assert!(report.starts_with("refused"), "{report}");
-    assert!(
-        outcome.refusals.iter().any(|r| r.rule == "confinement"),
-        "{:?}",
-        outcome.refusals
-    );
-    assert!(!env.path("outside/20261129T000000.000002Z").exists());
-}
-
-/// A guest stopped mid-write (its deadline) leaves no temporary file: the
-/// host removes the ones it created, by their reserved name only.
-#[test]
-fn a_stopped_call_leaves_no_temporary_file() {
+fn a_stopped_call_changes_nothing() {
     let env = fixture();
     let ws = root(&env, "ws", Role::Sourcecode, Role::Sourcecode.ceiling());
     let rt = runtime_with(Budget {
@@ -613,11 +514,12 @@ fn a_stopped_call_leaves_no_temporary_file() {
         ),
     );
     assert!(matches!(outcome.result, Err(CallError::Timeout(_))));
-    assert!(!env.path("ws/.loom-fs-write-0123456789abcdef").exists());
     assert!(
-        env.path("ws/made-by-guest.txt").exists(),
-        "only temporaries are swept"
+        outcome.changes.is_empty(),
+        "a failed call publishes nothing"
     );
+    assert!(!env.path("ws/.loom-fs-write-0123456789abcdef").exists());
+    assert!(!env.path("ws/made-by-guest.txt").exists());
 }
 
 /// A `Toolbox` serving the hostile fixture, with `max_concurrent_calls`
@@ -699,7 +601,10 @@ async fn one_slow_call_does_not_hold_up_63_others() {
     assert!(!slow.is_finished(), "the slow call ended early");
     stuck.cancel();
     let (text, failed) = slow.await.unwrap();
-    assert!(failed && text == "the call was cancelled", "{text}");
+    assert!(
+        failed && text == "the call was cancelled; nothing was changed",
+        "{text}"
+    );
     assert_unchanged_but_the_audit(&env, &before);
 }
 
@@ -746,7 +651,7 @@ async fn calls_beyond_the_bound_wait_their_turn() {
     // Cancelling a sleeping guest wakes it: its slot frees at once.
     a.cancel();
     let (text, _) = first.await.unwrap();
-    assert_eq!(text, "the call was cancelled");
+    assert_eq!(text, "the call was cancelled; nothing was changed");
     let (text, failed) = tokio::time::timeout(Duration::from_secs(30), third)
         .await
         .expect("the waiting call never got the freed slot")
@@ -770,7 +675,8 @@ async fn calls_beyond_the_bound_wait_their_turn() {
     for call in calls {
         texts.push(call.await.unwrap().0);
     }
-    let timed_out = "the call took longer than 1500 ms and was stopped (tool_timeout_ms)";
+    let timed_out =
+        "the call took longer than 1500 ms and was stopped (tool_timeout_ms); nothing was changed";
     assert_eq!(
         texts,
         [
@@ -780,112 +686,6 @@ async fn calls_beyond_the_bound_wait_their_turn() {
         ]
     );
     assert_unchanged_but_the_audit(&env, &before);
-}
-
-/// A call's staging directory: what the call makes there leaves only by a
-/// rename or link into its own root (a publish, which keeps the file it
-/// replaces); nothing enters it from elsewhere, no symlink is made in it,
-/// nothing of it goes to the trash or to another root, and a directory is
-/// published only where nothing stands.
-#[test]
-fn the_staging_directory_lets_out_only_into_its_own_root() {
-    let env = fixture();
-    env.write("ws/b.txt", "b\n").write("other/o.txt", "o\n");
-    let ws = root(&env, "ws", Role::Workspace, Role::Workspace.ceiling());
-    let other = root(&env, "other", Role::Workspace, Role::Workspace.ceiling());
-    let staging = Staging::new();
-    let dir = staging.call_dir(&ws, None).unwrap();
-    let stamp = "20261129T000000.000009Z";
-    let call = |args: serde_json::Value| {
-        let mut req = request(&ws, true, &args, CancellationToken::new());
-        req.stamp = Some(stamp.into());
-        req.mounts[0].staging = Some(dir.path().to_path_buf());
-        req.mounts.push(CallMount {
-            root: Arc::clone(&other),
-            op: Permission::Write,
-            staging: None,
-            keep: None,
-            area: None,
-        });
-        let outcome = runtime().call(0, req);
-        let text = outcome.result.unwrap().text.join("\n");
-        (text, outcome.refusals, outcome.kept)
-    };
-    let write = |name: &str, content: &str| {
-        let (r, f, _) = call(json!({"attack": "staging_write", "path": name, "content": content}));
-        assert_eq!(r, "ok: written", "{f:?}");
-    };
-    write("new", "NEW\n");
-    for args in [
-        json!({"attack": "staging_in", "path": "keep.txt", "to": "in"}),
-        json!({"attack": "staging_link_in", "path": "keep.txt", "to": "in"}),
-        json!({"attack": "staging_to_trash", "path": "new", "to": format!(".mcp-trash/{stamp}/new")}),
-        json!({"attack": "staging_symlink", "path": "link"}),
-        json!({"attack": "staging_out_to", "path": "new", "to": "stolen.txt", "dest_mount": "other"}),
-    ] {
-        let (report, refusals, _) = call(args.clone());
-        assert!(report.starts_with("refused"), "{args}: {report}");
-        assert!(
-            refusals.iter().any(|r| r.rule == "staging"),
-            "{args}: {refusals:?}"
-        );
-    }
-    // Denied names are denied there too, and as a publish's target.
-    let (r, refusals, _) = call(json!({"attack": "staging_write", "path": ".env", "content": "x"}));
-    assert!(
-        r.starts_with("refused") && refusals.iter().any(|r| r.rule == "deny"),
-        "{r}"
-    );
-    let (r, refusals, _) = call(json!({"attack": "staging_out", "path": "new", "to": ".env"}));
-    assert!(
-        r.starts_with("refused") && refusals.iter().any(|r| r.rule == "deny"),
-        "{r}"
-    );
-    assert_eq!(std::fs::read(env.path("ws/keep.txt")).unwrap(), b"keep\n");
-    assert!(!env.path("other/stolen.txt").exists());
-    assert!(
-        std::fs::read_dir(dir.path())
-            .unwrap()
-            .all(|e| e.unwrap().file_name() != "in")
-    );
-
-    // Where nothing stands: published, nothing kept.
-    let (r, _, kept) = call(json!({"attack": "staging_out", "path": "new", "to": "fresh.txt"}));
-    assert_eq!(r, "ok: published");
-    assert!(kept.is_empty(), "{kept:?}");
-    assert_eq!(std::fs::read(env.path("ws/fresh.txt")).unwrap(), b"NEW\n");
-    // Over a file the call did not keep: published, the replaced one kept.
-    write("newer", "NEWER\n");
-    let (r, _, kept) = call(json!({"attack": "staging_out", "path": "newer", "to": "b.txt"}));
-    assert_eq!(r, "ok: published");
-    assert_eq!(kept.len(), 1, "{kept:?}");
-    assert_eq!(kept[0].from, "b.txt");
-    assert_eq!(kept[0].to, format!(".mcp-trash/{stamp}/b.txt"));
-    assert_eq!(std::fs::read(env.path("ws/b.txt")).unwrap(), b"NEWER\n");
-    assert_eq!(
-        std::fs::read(env.path(&format!("ws/.mcp-trash/{stamp}/b.txt"))).unwrap(),
-        b"b\n"
-    );
-    // Again over it: the slot is taken, the next one is used.
-    write("newest", "NEWEST\n");
-    let (_, _, kept) = call(json!({"attack": "staging_out", "path": "newest", "to": "b.txt"}));
-    assert_eq!(kept[0].to, format!(".mcp-trash/{stamp}/b.txt.~2~"));
-    // A link out never replaces.
-    write("linked", "L\n");
-    let (r, _, _) =
-        call(json!({"attack": "staging_out_link", "path": "linked", "to": "fresh.txt"}));
-    assert!(r.starts_with("refused"), "{r}");
-    assert_eq!(std::fs::read(env.path("ws/fresh.txt")).unwrap(), b"NEW\n");
-    // A directory only where nothing stands.
-    let (r, _, _) = call(json!({"attack": "staging_mkdir", "path": "tree"}));
-    assert_eq!(r, "ok: created");
-    let (r, _, _) = call(json!({"attack": "staging_out", "path": "tree", "to": "fresh.txt"}));
-    assert!(r.starts_with("refused"), "{r}");
-    let (r, _, _) = call(json!({"attack": "staging_out", "path": "tree", "to": "tree"}));
-    assert_eq!(r, "ok: published");
-    assert!(env.path("ws/tree").is_dir());
-    // Nothing of this reached the other root.
-    assert_eq!(env.snapshot_of("other").len(), 1);
 }
 
 /// A denied name looks exactly like a missing one, whichever way it is
@@ -959,44 +759,6 @@ fn a_denied_name_looks_missing_whichever_way_it_is_reached() {
     );
     assert!(create("to_git/../made.txt").starts_with("refused"));
     assert!(!env.path("r/made.txt").exists());
-}
-
-/// The trash takes things in and gives nothing back, not even to the call
-/// that put them there: no stat, metadata hash, read, stream, open,
-/// readlink or listing, by path or by descriptor.
-#[test]
-fn the_trash_gives_nothing_back_even_metadata() {
-    let env = fixture();
-    let ws = root(&env, "ws", Role::Workspace, Role::Workspace.ceiling());
-    let stamp = "20261129T000000.000007Z";
-    let call = |args: serde_json::Value| {
-        let mut req = request(&ws, true, &args, CancellationToken::new());
-        req.stamp = Some(stamp.into());
-        let outcome = runtime().call(0, req);
-        (outcome.result.unwrap().text.join("\n"), outcome.refusals)
-    };
-    // Making the trash itself says nothing of whether it was there.
-    for _ in 0..2 {
-        let (r, _) = call(json!({"attack": "trash_mkdir", "path": ".mcp-trash"}));
-        assert_eq!(r, "ok: created");
-    }
-    let (r, _) = call(json!({"attack": "trash_mkdir", "path": format!(".mcp-trash/{stamp}")}));
-    assert_eq!(r, "ok: created");
-    let (report, refusals) =
-        call(json!({"attack": "trash_peek", "path": format!(".mcp-trash/{stamp}/mine.txt")}));
-    for line in report.lines() {
-        let (op, said) = line.split_once(": ").unwrap();
-        if op == "same" {
-            assert_eq!(said, "false", "{report}");
-        } else {
-            assert!(said.contains(r#"name: "access""#), "{op}: {report}");
-        }
-    }
-    assert!(refusals.iter().all(|r| r.rule == "trash"), "{refusals:?}");
-    assert_eq!(
-        std::fs::read(env.path(&format!("ws/.mcp-trash/{stamp}/mine.txt"))).unwrap(),
-        b"mine"
-    );
 }
 
 /// A directory's link count and size say nothing about the entries the

@@ -623,7 +623,7 @@ fn only_the_built_in_component_may_import_the_history_interface() {
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(
         said.contains(
-            "accepted: no: it imports loom-fs:tool/history@0.2.0, which only the built-in \
+            "accepted: no: it imports loom-fs:tool/history@0.3.0, which only the built-in \
              history component may"
         ),
         "{said}"

@@ -611,6 +611,12 @@ async fn hostile_arguments_get_clear_answers() {
             json!({"root": "ws", "path": "d.txt"}),
             &["path"][..],
         ),
+        (
+            "apply_patch",
+            json!({"root": "ws", "patch": "*** Begin Patch\n*** Add File: p.txt\n+x\n*** End Patch\n",
+                   "dry_run": true}),
+            &[][..],
+        ),
     ];
     let mut listed: Vec<&str> = bases.iter().map(|b| b.0).collect();
     listed.sort();

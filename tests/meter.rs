@@ -135,10 +135,10 @@ async fn the_quota_runs_out_mid_call_then_refuses_to_start() {
 async fn a_call_cut_short_loses_nothing() {
     let (env, config) = fixture(SLOW);
 
-    // An edit of 24 KiB reads it twice (once more just before it
-    // publishes) and writes it once: it runs out while writing, and the
-    // file stays as it was, with no temporary file beside it.
-    env.write("ws/mid.txt", "x".repeat(24 * 1024) + "\nMARKER\n");
+    // An edit of 40 KiB reads it and writes it once: it runs out while
+    // writing, and the file stays as it was, with no temporary file beside
+    // it.
+    env.write("ws/mid.txt", "x".repeat(40 * 1024) + "\nMARKER\n");
     let client = start(&config).await;
     let before = std::fs::read(env.path("ws/mid.txt")).unwrap();
     let edit = call(

@@ -562,7 +562,8 @@ async fn a_kill_mid_copy_into_the_trash_leaves_no_partial_copy() {
     );
     let (client, pid, _said) = start_command(server_command(&config)).await;
     let staging = env.path("ws/.mcp-trash/.staging");
-    // The copies in the making: files in a call's `-keep` directory.
+    // The copies in the making: the host's `k<N>` files in a call's stage
+    // on the root's filesystem.
     let in_the_making = move || -> Vec<PathBuf> {
         let mut found = Vec::new();
         for server in std::fs::read_dir(&staging).into_iter().flatten().flatten() {
@@ -571,15 +572,17 @@ async fn a_kill_mid_copy_into_the_trash_leaves_no_partial_copy() {
                 .flatten()
                 .flatten()
             {
-                if call.file_name().to_string_lossy().ends_with("-keep") {
-                    found.extend(
-                        std::fs::read_dir(call.path())
-                            .into_iter()
-                            .flatten()
-                            .flatten()
-                            .map(|e| e.path()),
-                    );
-                }
+                found.extend(
+                    std::fs::read_dir(call.path())
+                        .into_iter()
+                        .flatten()
+                        .flatten()
+                        .filter(|e| {
+                            let name = e.file_name().to_string_lossy().into_owned();
+                            name.starts_with('k') && name[1..].bytes().all(|b| b.is_ascii_digit())
+                        })
+                        .map(|e| e.path()),
+                );
             }
         }
         found

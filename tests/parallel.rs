@@ -360,7 +360,7 @@ async fn an_outside_change_during_an_edit_is_never_lost() {
     .await;
     assert!(!is_error(&r), "{}", text(&r));
     assert!(
-        text(&r).contains("the file changed while it was being edited"),
+        text(&r).contains("'f.txt' in root 'ws' was changed by someone else while the call ran"),
         "{}",
         text(&r)
     );
@@ -373,7 +373,10 @@ async fn an_outside_change_during_an_edit_is_never_lost() {
         saved_whole(env, "a = 1\nb = 3\nc = 3\n")
     })
     .await;
-    assert_refused(&r, "'f.txt' changed while it was being edited");
+    assert_refused(
+        &r,
+        "'f.txt' in root 'ws' was changed by someone else while the call ran",
+    );
     assert!(text(&r).contains("read it again"), "{}", text(&r));
     assert_eq!(file(), "a = 1\nb = 3\nc = 3\n");
 

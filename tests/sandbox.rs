@@ -333,6 +333,75 @@ impl Raw {
     }
 }
 
+/// A root that may delete but not write cannot hold a publish journal (a
+/// file written there) under the sandbox: a call removing one entry there
+/// needs none and works; a component removing two is refused whole, naming
+/// the root, and nothing changes.
+#[tokio::test]
+async fn a_delete_only_root_refuses_a_removal_of_several_entries_whole() {
+    if !landlock_available("a_delete_only_root_refuses_a_removal_of_several_entries_whole") {
+        return;
+    }
+    let env = Env::new();
+    let wasm = build_wasm_with(
+        "tests/fixtures/hostile-tool",
+        "hostile_tool.wasm",
+        &["deletes"],
+    );
+    env.write("tools/hostile.wasm", &wasm)
+        .write("del/x1.txt", "1\n")
+        .write("del/x2.txt", "2\n")
+        .write("del/x3.txt", "3\n");
+    let config = sandboxed(
+        &env,
+        &("[[roots]]\nname = \"del\"\npath = \"del\"\nrole = \"workspace\"\n\
+           permissions = [\"read\", \"delete\"]\n"
+            .to_string()
+            + &pinned("tools/hostile.wasm", &wasm)
+            + "roots = [\"del\"]\n"),
+    );
+    let before = env.snapshot_of("del");
+    let client = start(&config).await;
+    let r = call(
+        &client,
+        "hostile",
+        json!({"root": "del", "write_path": "x1.txt", "attack": "raw_unlink_many",
+               "paths": ["x1.txt", "x2.txt"]}),
+    )
+    .await;
+    assert!(is_error(&r), "{r:?}");
+    assert!(
+        text(&r).contains("root 'del'") && text(&r).contains("nothing was changed"),
+        "{}",
+        text(&r)
+    );
+    // Nothing changed for the user, and nothing was kept: the trash holds
+    // only the host's staging area.
+    let visible = |env: &Env| -> Vec<_> {
+        env.snapshot_of("del")
+            .into_iter()
+            .filter(|(p, _)| !p.starts_with(".mcp-trash"))
+            .collect()
+    };
+    assert_eq!(visible(&env), before);
+    let trash: Vec<_> = std::fs::read_dir(env.path("del/.mcp-trash"))
+        .map(|d| d.map(|e| e.unwrap().file_name()).collect())
+        .unwrap_or_default();
+    assert!(trash.iter().all(|n| n == ".staging"), "{trash:?}");
+    // One removal needs no journal.
+    let r = call(
+        &client,
+        "hostile",
+        json!({"root": "del", "write_path": "x3.txt", "attack": "raw_unlink_many",
+               "paths": ["x3.txt"]}),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert!(!env.path("del/x3.txt").exists());
+    assert!(env.path("del/x1.txt").exists() && env.path("del/x2.txt").exists());
+    client.cancel().await.unwrap();
+}
+
 #[test]
 fn the_start_says_the_process_is_restricted_and_every_thread_is() {
     if !landlock_available("the_start_says_the_process_is_restricted_and_every_thread_is") {

@@ -98,6 +98,18 @@ fn calls() -> Vec<(&'static str, Value)> {
                    "edits": [{"old_text": "two", "new_text": "2"}]}),
         ),
         (
+            "apply_patch",
+            json!({"root": "ws", "dry_run": true, "patch": "*** Begin Patch\n\
+                   *** Update File: new/a.txt\n@@\n one\n-2\n+two\n\
+                   *** Add File: patched/b.txt\n+b\n*** End Patch\n"}),
+        ),
+        (
+            "apply_patch",
+            json!({"root": "ws", "patch": "--- a/new/a.txt\n+++ b/new/a.txt\n\
+                   @@ -1,2 +1,2 @@\n one\n-2\n+two\n\
+                   --- /dev/null\n+++ b/patched/b.txt\n@@ -0,0 +1 @@\n+b\n"}),
+        ),
+        (
             "create_directory",
             json!({"root": "ws", "path": "made/deep"}),
         ),

@@ -774,8 +774,7 @@ fn denied_directories_are_never_walked() {
                 mounts: vec![CallMount {
                     root: Arc::clone(&root),
                     op: Permission::Read,
-                    staging: None,
-                    keep: None,
+                    deletes: vec![],
                     area: None,
                 }],
                 limits: GuestLimits {
@@ -784,7 +783,7 @@ fn denied_directories_are_never_walked() {
                     max_search_bytes: 1 << 20,
                 },
                 arguments: args.to_string(),
-                stamp: None,
+                staging: None,
                 cancel: Default::default(),
                 activity: Arc::clone(&activity),
                 quota: None,

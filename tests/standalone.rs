@@ -85,7 +85,7 @@ fn the_readme_standalone_commands_run_under_wasmtime() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     let results: Vec<&str> = stdout.lines().collect();
-    assert_eq!(results.len(), 14, "{stdout}\n{stderr}");
+    assert_eq!(results.len(), 15, "{stdout}\n{stderr}");
     for r in &results {
         assert!(r.starts_with("ok("), "{r}");
     }
@@ -113,7 +113,9 @@ fn the_readme_standalone_commands_run_under_wasmtime() {
     let last = results[results.len() - 1];
     assert!(last.contains("DEMO_TOKEN=not-a-real-secret"), "{last}");
 
-    // The write tools did their work on the copy, keeping what they replaced.
+    // The write tools did their work on the copy. Nothing is kept: keeping
+    // is the host's, and there is none here. Each write went through a
+    // temporary file and a rename, so none is left beside its target.
     let notes = env.path("sample/notes");
     assert_eq!(
         fs::read_to_string(notes.join("archive/draft.txt")).unwrap(),
@@ -121,16 +123,20 @@ fn the_readme_standalone_commands_run_under_wasmtime() {
     );
     assert!(!notes.join("draft.txt").exists());
     assert!(!notes.join("archive/copy.txt").exists());
-    let trash = notes.join(".mcp-trash/20261201T120000.000000Z");
     assert_eq!(
-        fs::read_to_string(trash.join("archive/copy.txt")).unwrap(),
-        "first draft\n"
+        fs::read_to_string(notes.join("ideas.txt")).unwrap(),
+        "an idea\n"
     );
     let todo = fs::read_to_string(notes.join("todo.txt")).unwrap();
-    assert!(todo.starts_with("- read the README (done)\n"), "{todo}");
+    assert!(todo.starts_with("- read the README (twice)\n"), "{todo}");
+    let names: Vec<String> = common::snapshot_dir(&notes)
+        .into_iter()
+        .map(|(p, _)| p.to_string_lossy().into_owned())
+        .collect();
     assert_eq!(
-        fs::read_to_string(trash.join("todo.txt")).unwrap(),
-        fs::read_to_string(sample.join("notes/todo.txt")).unwrap()
+        names,
+        ["archive", "archive/draft.txt", "ideas.txt", "todo.txt"],
+        "no trash, no temporary file"
     );
     // The repository's own sample/ is untouched.
     assert_eq!(common::snapshot_dir(&sample), before);

@@ -64,6 +64,8 @@ struct Line {
     path: String,
     at: SystemTime,
     size: u64,
+    /// The call that kept it.
+    call: String,
 }
 
 fn lines(stdout: &str) -> Vec<Line> {
@@ -71,7 +73,7 @@ fn lines(stdout: &str) -> Vec<Line> {
         .lines()
         .map(|l| {
             let f: Vec<&str> = l.split('\t').collect();
-            assert_eq!(f.len(), 5, "{l:?}");
+            assert_eq!(f.len(), 6, "{l:?}");
             assert_eq!(f[3].len(), "2026-12-01T08:31:45.123456Z".len(), "{l:?}");
             Line {
                 id: f[0].into(),
@@ -79,6 +81,7 @@ fn lines(stdout: &str) -> Vec<Line> {
                 path: f[2].into(),
                 at: humantime::parse_rfc3339(f[3]).unwrap_or_else(|e| panic!("{l:?}: {e}")),
                 size: f[4].parse().unwrap(),
+                call: f[5].into(),
             }
         })
         .collect()
@@ -259,12 +262,13 @@ async fn purge_by_age_and_trash_without_an_index() {
 
     let line = |l: &Line| {
         format!(
-            "{}\t{}\t{}\t{}\t{}\n",
+            "{}\t{}\t{}\t{}\t{}\t{}\n",
             l.id,
             l.root,
             l.path,
             humantime::format_rfc3339_micros(l.at),
-            l.size
+            l.size,
+            l.call
         )
     };
     let old_lines: String = listed[..2].iter().map(line).collect();

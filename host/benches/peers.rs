@@ -31,6 +31,8 @@
 //! a tree exactly 3 levels deep (10 × 10 directories of 49 files, 5,010
 //! entries, so the Node server's `directory_tree`, which has no depth, lists
 //! the same), a 4 KiB and a 100 KiB file per server for writes and edits,
+//! a 16 MiB file per loom-fs build for appends (4 KiB each; the peers have
+//! no append),
 //! and the noisy tree of `session/noisy.rs` (24,300 files, 24,000 of them
 //! under `.venv/` and `node_modules/`). loom-fs serves it as one workspace
 //! root (its audit log to stderr, which is null: an audit file is held by
@@ -51,6 +53,10 @@
 //! workloads, `LOOMFS_PEERS_ROUNDS` sets every workload's rounds,
 //! `LOOMFS_PEERS_SDK=0` skips the Python mode, `LOOMFS_PEERS_PYTHON` names
 //! the interpreter,
+//! `LOOMFS_PEERS_BASELINE` names another build of loom-fs (a
+//! `loom-fs-mcp` binary) served beside this one as the column `before`,
+//! `LOOMFS_PEERS_DIR` a directory to build the fixture in (another
+//! filesystem), `LOOMFS_PEERS_OTHERS=0` leaves the two peers out,
 //! `LOOMFS_PEERS_NOFILE` sets the open-file limit the servers inherit, if
 //! the hard limit allows (rust-mcp-filesystem 0.4.5 holds a descriptor per
 //! entry of a tree it searches, about 26,000 on the noisy tree, and answers
@@ -96,8 +102,18 @@ fn peers_dir() -> PathBuf {
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
 enum Kind {
     Loom,
+    /// Another build of loom-fs (`LOOMFS_PEERS_BASELINE`), served the same
+    /// way: the same workloads before and after a change, interleaved.
+    Before,
     Node,
     Rust,
+}
+
+impl Kind {
+    /// loom-fs, this build or the baseline one: the same tools.
+    fn is_loom(self) -> bool {
+        matches!(self, Kind::Loom | Kind::Before)
+    }
 }
 
 /// How to start one server on the fixture.
@@ -137,6 +153,17 @@ fn loom(fx: &Fixture) -> Server {
         ],
         env: vec![("LOOMFS_CACHE_DIR".into(), CACHE_DIR.into())],
     }
+}
+
+/// The build of loom-fs named by `LOOMFS_PEERS_BASELINE`, if any.
+fn baseline(fx: &Fixture) -> Option<Server> {
+    let bin = std::env::var_os("LOOMFS_PEERS_BASELINE")?;
+    Some(Server {
+        kind: Kind::Before,
+        name: "before",
+        program: bin,
+        ..loom(fx)
+    })
 }
 
 /// The pinned Node server, installed on first use.
@@ -234,6 +261,9 @@ struct Fixture {
     config: PathBuf,
 }
 
+/// The size of the file the append workload appends 4 KiB to.
+const APPEND_BASE: usize = 16 << 20;
+
 const EDIT_A: &str = "status = \"draft\"  # the line the edit workload changes";
 const EDIT_B: &str = "status = \"final\"  # the line the edit workload changes";
 
@@ -247,7 +277,7 @@ fn lines(len: usize) -> String {
 static PAGE_4K: LazyLock<String> = LazyLock::new(|| lines(4096));
 
 /// Every server, in table order.
-const KINDS: [Kind; 3] = [Kind::Loom, Kind::Node, Kind::Rust];
+const KINDS: [Kind; 4] = [Kind::Loom, Kind::Before, Kind::Node, Kind::Rust];
 
 /// 100 KiB holding `EDIT_A` once, in the middle.
 fn edit_text() -> String {
@@ -256,7 +286,13 @@ fn edit_text() -> String {
 }
 
 fn fixture() -> Fixture {
-    let tmp = tempfile::TempDir::new().unwrap();
+    // On the filesystem `LOOMFS_PEERS_DIR` names (a btrfs mount, to see
+    // what reflinks change), else in the system's temporary directory.
+    let tmp = match std::env::var_os("LOOMFS_PEERS_DIR") {
+        Some(dir) => tempfile::TempDir::new_in(dir),
+        None => tempfile::TempDir::new(),
+    }
+    .unwrap();
     let base = std::fs::canonicalize(tmp.path()).unwrap();
     let dir = base.join("fx");
     let put = |rel: &str, content: &str| {
@@ -280,6 +316,9 @@ fn fixture() -> Fixture {
     }
     for kind in KINDS {
         put(&format!("w/{kind:?}.txt"), &PAGE_4K);
+        if kind.is_loom() {
+            put(&format!("a/{kind:?}.txt"), &lines(APPEND_BASE));
+        }
     }
     reset_edits(&dir);
     noisy::build(&dir.join("noisy"));
@@ -322,6 +361,7 @@ enum Work {
     Tree5000,
     Write4k,
     Edit100k,
+    Append16m,
     Glob,
     Contains,
     Copy1000,
@@ -395,6 +435,7 @@ const WORKLOADS: &[Workload] = &[
     w(Work::Write4k, "write_4k", "write_file 4 KiB overwrite", 30, Some(Floor::NativeWrite)),
     w(Work::Write4k, "write_4k_dur", "write_file 4 KiB, durable floor", 30, Some(Floor::DurableWrite)),
     w(Work::Edit100k, "edit_100k", "edit_file 1 line in 100 KiB", 30, None),
+    w(Work::Append16m, "append_16m", "write_file append 4 KiB to 16 MiB", 10, None),
     w(Work::Glob, "glob", "glob *.py, noisy tree", 10, Some(Floor::Find)),
     w(Work::Contains, "contains", "contains token, noisy tree", 10, Some(Floor::Grep)),
     w(Work::Copy1000, "copy_1000", "copy 1,000-file directory", 5, None),
@@ -403,7 +444,7 @@ const WORKLOADS: &[Workload] = &[
 /// The tool and arguments of one sample of `work` for `kind`, or `None`
 /// when that server has no such tool (`Spawn` is not a call).
 fn call(work: Work, kind: Kind, dir: &Path, round: usize) -> Option<(&'static str, Value)> {
-    let loom = kind == Kind::Loom;
+    let loom = kind.is_loom();
     // loom-fs names a root and a relative path; the peers an absolute path.
     let at = |rel: &str| -> Value {
         if loom {
@@ -430,7 +471,7 @@ fn call(work: Work, kind: Kind, dir: &Path, round: usize) -> Option<(&'static st
         Work::Info => ("get_file_info", at("page-4k.txt")),
         Work::List1000 => ("list_directory", at("list")),
         Work::Tree5000 => match kind {
-            Kind::Loom => ("list_directory", with("tree", json!({"depth": 3}))),
+            Kind::Loom | Kind::Before => ("list_directory", with("tree", json!({"depth": 3}))),
             Kind::Node => ("directory_tree", at("tree")),
             Kind::Rust => ("directory_tree", with("tree", json!({"max_depth": 3}))),
         },
@@ -454,8 +495,16 @@ fn call(work: Work, kind: Kind, dir: &Path, round: usize) -> Option<(&'static st
                 with(&format!("e/{kind:?}.txt"), json!({"edits": [edit]})),
             )
         }
+        Work::Append16m if loom => (
+            "write_file",
+            with(
+                &format!("a/{kind:?}.txt"),
+                json!({"content": *PAGE_4K, "mode": "append"}),
+            ),
+        ),
+        Work::Append16m => return None,
         Work::Glob => match kind {
-            Kind::Loom => (
+            Kind::Loom | Kind::Before => (
                 "search_files",
                 with("noisy", json!({"pattern": "*.py", "max_results": 1000})),
             ),
@@ -475,7 +524,7 @@ fn call(work: Work, kind: Kind, dir: &Path, round: usize) -> Option<(&'static st
             ),
         },
         Work::Contains => match kind {
-            Kind::Loom => (
+            Kind::Loom | Kind::Before => (
                 "search_files",
                 with("noisy", json!({"pattern": "*", "contains": noisy::TOKEN})),
             ),
@@ -1160,10 +1209,15 @@ fn main() {
     let started = Instant::now();
     let fx = fixture();
     let mut servers = vec![loom(&fx)];
-    for (name, peer) in [(NODE_PACKAGE, node(&fx)), (RUST_CRATE, rust(&fx))] {
-        match peer {
-            Ok(s) => servers.push(s),
-            Err(why) => println!("{name}: skipped ({why})"),
+    servers.extend(baseline(&fx));
+    if std::env::var("LOOMFS_PEERS_OTHERS").is_ok_and(|v| v == "0") {
+        println!("{NODE_PACKAGE}, {RUST_CRATE}: skipped (LOOMFS_PEERS_OTHERS=0)");
+    } else {
+        for (name, peer) in [(NODE_PACKAGE, node(&fx)), (RUST_CRATE, rust(&fx))] {
+            match peer {
+                Ok(s) => servers.push(s),
+                Err(why) => println!("{name}: skipped ({why})"),
+            }
         }
     }
     println!(

@@ -56,8 +56,7 @@ fn bench(c: &mut Criterion) {
                 mounts: vec![CallMount {
                     root: Arc::clone(&root),
                     op: Permission::Read,
-                    staging: None,
-                    keep: None,
+                    deletes: vec![],
                     area: None,
                 }],
                 limits: GuestLimits {
@@ -66,7 +65,7 @@ fn bench(c: &mut Criterion) {
                     max_search_bytes: 1 << 26,
                 },
                 arguments: format!(r#"{{"root":"docs","path":"{path}"}}"#),
-                stamp: None,
+                staging: None,
                 cancel: Default::default(),
                 activity: Arc::default(),
                 quota: None,

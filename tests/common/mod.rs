@@ -463,11 +463,13 @@ pub async fn start_command(
         let _ = stderr.read_to_end(&mut all).await;
         String::from_utf8_lossy(&all).into_owned()
     });
-    let client =
-        ().serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
-            .await
-            .expect("MCP handshake");
-    (client, pid, said)
+    match ().serve_with_lifecycle(transport, ClientLifecycleMode::Initialize).await {
+        Ok(client) => (client, pid, said),
+        Err(e) => {
+            let said = tokio::time::timeout(std::time::Duration::from_secs(10), said).await;
+            panic!("MCP handshake: {e}; the server said: {said:?}")
+        }
+    }
 }
 
 /// A client that collects the progress notifications the server sends.
@@ -797,8 +799,15 @@ pub fn assert_clean(env: &Env, results: &[CallToolResult]) {
 /// returns the bytes of `artifact`. Cargo's variables that would leak into
 /// the nested build are removed.
 pub fn build_wasm(crate_dir: &str, artifact: &str) -> Vec<u8> {
+    build_wasm_with(crate_dir, artifact, &[])
+}
+
+/// [`build_wasm`] with cargo `features` (built in a target directory of
+/// their own).
+pub fn build_wasm_with(crate_dir: &str, artifact: &str, features: &[&str]) -> Vec<u8> {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("wasm-target");
+    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("wasm-target{}", features.join("-")));
     let status = std::process::Command::new(env!("CARGO"))
         .args([
             "build",
@@ -806,6 +815,8 @@ pub fn build_wasm(crate_dir: &str, artifact: &str) -> Vec<u8> {
             "--locked",
             "--target",
             "wasm32-wasip2",
+            "--features",
+            &features.join(","),
         ])
         .current_dir(repo.join(crate_dir))
         .env("CARGO_TARGET_DIR", &target)

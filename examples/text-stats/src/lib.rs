@@ -94,7 +94,6 @@ impl Guest for TextStats {
                 across_roots: None,
                 optional: false,
             }],
-            keeps_history: false,
         }
     }
 

@@ -2,7 +2,7 @@
 //!
 //! The source is read (read on its root), the destination written (write on
 //! its root). A file is written atomically; an existing destination file is
-//! replaced only with `overwrite`, after its content is kept in the trash. A
+//! replaced only with `overwrite` (the host keeps its content in the trash). A
 //! directory is copied to a new path only, recursively, skipping symlinks and
 //! special files (listed in `skipped`) and, unseen, denied entries.
 
@@ -14,7 +14,7 @@ use loomfs_guest::transfer::{
 };
 use loomfs_guest::write::{Publish, replace};
 use loomfs_guest::{
-    About, Answer, Context, Kind, Permission, ToolError, human_bytes, io_error, shown, special_file,
+    About, Answer, Context, Kind, Permission, ToolError, human_bytes, io_error, special_file,
 };
 
 const DESCRIPTION: &str = "Copy a file, or a directory recursively, within a root or to another \
@@ -60,7 +60,6 @@ fn call(ctx: Context, args: TransferArgs) -> Result<Answer<Transferred>, ToolErr
             };
             let done = replace(&destination, publish, |f| io::copy(&mut from, f))?;
             out.overwritten = exists;
-            out.previous = done.previous;
             out.files = 1;
             out.bytes = done.bytes;
         }
@@ -85,9 +84,6 @@ fn call(ctx: Context, args: TransferArgs) -> Result<Answer<Transferred>, ToolErr
     }
     if !out.skipped_shown.is_empty() {
         text.push_str(&format!("; skipped: {}", out.skipped_shown.join(", ")));
-    }
-    if let Some(p) = &out.previous {
-        text.push_str(&format!("; the replaced file is kept at {}", shown(p)));
     }
     Ok(Answer::new(text, out))
 }

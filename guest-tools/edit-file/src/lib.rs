@@ -4,10 +4,10 @@
 //! the edits before it (overlapping occurrences count); with `replace_all`
 //! every occurrence is replaced, at least one needed. An `old_text` with no
 //! exact occurrence may still match whole lines ignoring the whitespace at
-//! their ends (`matcher`): applied if that match is unique, with the
-//! file's indentation, and said so. Several matches are an error naming the
-//! edit and the lines; none, an error showing the closest region of the
-//! file; then nothing is written. A file with CRLF line endings keeps
+//! their ends (`loomfs_guest::matcher`): applied if that match is unique,
+//! with the file's indentation, and said so. Several matches are an error
+//! naming the edit and the lines; none, an error showing the closest region
+//! of the file; then nothing is written. A file with CRLF line endings keeps
 //! them: the edits' line breaks are written the file's way.
 //!
 //! The file is edited as text decoded from its encoding
@@ -15,36 +15,26 @@
 //! bytes of what no edit touched stay as they were. A file whose decoding
 //! would not write back byte for byte (bytes invalid in its encoding) is
 //! refused, and so is an edit bringing a character the encoding cannot
-//! hold, naming it and where; nothing is written then. `dry_run` returns the diff and changes nothing;
-//! otherwise the file is replaced atomically and its previous content kept
-//! in the root's trash.
+//! hold, naming it and where; nothing is written then. `dry_run` returns
+//! the diff and changes nothing; otherwise the file is replaced atomically
+//! (the host keeps its previous content in the root's trash).
 //!
-//! An edit is a compare-and-swap against the file it read. The host keeps
-//! calls that change one file apart, but a program that does not ask it
-//! (an editor, a build) may change the file between the read and the
-//! publish. So just before publishing, the file is read again and compared
-//! with what the edits were applied to, and the host refuses the publish
-//! (`busy`) if the file changed after that read. Either way the edits are
-//! applied again to the new content, if each still matches exactly once;
-//! otherwise the call fails naming the conflict. Never "edited" with a
-//! change lost.
+//! An edit is a compare-and-swap against the file it read, kept by the
+//! host for every call: a file changed by someone else between the call's
+//! read and its publish is not overwritten; the host runs the call again on
+//! the new content (the edits apply if each still matches), then refuses
+//! naming the file. Never "edited" with a change lost.
 
-use std::io::{Read, Write};
+use std::io::Write;
 
-use loomfs_guest::content::is_binary;
 use loomfs_guest::encoding::{self, Format};
-use loomfs_guest::write::{Publish, Published, replace_checked};
-use loomfs_guest::{
-    About, Answer, Context, Kind, Permission, ToolError, human_bytes, io_error, locate, shown,
-    special_file,
-};
+use loomfs_guest::matcher::{self, Closest, Found};
+use loomfs_guest::text::read_text;
+use loomfs_guest::write::{Publish, replace};
+use loomfs_guest::{About, Answer, Context, Permission, ToolError, locate, shown};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use similar::TextDiff;
-
-mod matcher;
-
-use matcher::{Closest, Found};
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -83,7 +73,7 @@ struct Edited {
     edits: usize,
     /// Unified diff of the change.
     diff: String,
-    /// Where the previous content was kept (root-relative, in the trash).
+    /// Where the previous content was kept (root-relative, in the trash); filled in by the host.
     previous: Option<String>,
     /// Edits (1-based) whose old_text matched only ignoring whitespace at line ends; the
     /// file's indentation was kept.
@@ -120,47 +110,20 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Edited>, ToolError> {
     let at = locate(&ctx, &args.root, &args.path)?;
     let rel = at.rel.as_str();
     let max = at.mount.max_read_bytes;
-    let mut original = read_text(&at.full, rel, max)?;
-    let mut attempt = 1;
-    let (text, matched, previous) = loop {
-        let (text, matched) =
-            apply(&args.edits, &original.text).map_err(|e| e.refusal(rel, attempt))?;
-        if text == original.text {
-            break (text, matched, None);
-        }
+    let original = read_text(&at.full, rel, max)?;
+    let (text, matched) = apply(&args.edits, &original.text).map_err(|e| e.refusal(rel))?;
+    if text != original.text {
         // Encoded before anything is written, a dry run too: a character
         // the file's encoding cannot hold refuses the call.
         let bytes = encoding::encode(&text, original.format)
             .map_err(|e| unencodable(&e, &args.edits, original.format, rel))?;
-        if args.dry_run {
-            break (text, matched, None);
-        }
-        // Read again just before publishing: a change since the first
-        // read is seen here, and one after this read by the host.
-        let current = read_text(&at.full, rel, max)?;
-        let published = if current == original {
-            replace_checked(&at, Publish::Replace, attempt, |f| {
+        if !args.dry_run {
+            replace(&at, Publish::Replace, |f| {
                 f.write_all(&bytes)?;
                 Ok(bytes.len() as u64)
-            })?
-        } else {
-            Published::Changed
-        };
-        match published {
-            Published::Done(done) => break (text, matched, done.previous),
-            Published::Changed if attempt < MAX_ATTEMPTS => {
-                attempt += 1;
-                original = read_text(&at.full, rel, max)?;
-            }
-            Published::Changed => {
-                return Err(ToolError::Refused(format!(
-                    "'{}' kept changing while it was being edited ({MAX_ATTEMPTS} tries); \
-                     nothing was written; read it again",
-                    at.shown()
-                )));
-            }
+            })?;
         }
-    };
+    }
     // The header names the file by the rule too, prefix included, as git
     // quotes such a path ("a/evil\nfile"): a line break in the name
     // would forge a line of the diff. The body is the file's content,
@@ -177,7 +140,7 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Edited>, ToolError> {
         applied: !args.dry_run && !unchanged,
         edits: args.edits.len(),
         diff,
-        previous,
+        previous: None,
         tolerant: (matched.iter().enumerate())
             .filter(|(_, m)| m.tolerant.is_some())
             .map(|(i, _)| i + 1)
@@ -213,18 +176,6 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Edited>, ToolError> {
     if !unchanged && format != Format::UTF8 {
         summary.push_str(&format!("; in {}, as the file was", format.describe()));
     }
-    if attempt > 1 && result.applied {
-        summary.push_str(
-            " (the file changed while it was being edited: the edits were applied again to \
-             its new content, which the diff shows)",
-        );
-    }
-    if let Some(p) = &result.previous {
-        summary.push_str(&format!(
-            "; the previous content is kept at {}",
-            loomfs_guest::shown(p)
-        ));
-    }
     let mut text_blocks = vec![summary];
     if !result.diff.is_empty() {
         text_blocks.push(result.diff.clone());
@@ -235,9 +186,6 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Edited>, ToolError> {
         images: vec![],
     })
 }
-
-/// How many times an edit is tried against a file that keeps changing.
-const MAX_ATTEMPTS: u32 = 4;
 
 /// How an edit matched the text.
 struct Matched {
@@ -287,24 +235,9 @@ fn places<T>(all: &[T], one: impl Fn(&T) -> String) -> String {
 }
 
 impl Mismatch {
-    /// The refusal: on the first try, what the model sent does not fit the
-    /// file; on a later one, the file changed under the edit.
-    fn refusal(self, rel: &str, attempt: u32) -> ToolError {
+    /// The refusal: what the model sent does not fit the file.
+    fn refusal(self, rel: &str) -> ToolError {
         let shown = shown(rel);
-        if attempt > 1 {
-            let (n, found) = match &self {
-                Mismatch::Exact { n, count, .. } => (n, format!("matches {count} times")),
-                Mismatch::Tolerant { n, lines } => (
-                    n,
-                    format!("matches {} times ignoring whitespace", lines.len()),
-                ),
-                Mismatch::Nowhere { n, .. } => (n, "was not found".to_string()),
-            };
-            return ToolError::Refused(format!(
-                "'{shown}' changed while it was being edited, and edit {n}'s old_text now \
-                 {found} in it; nothing was written; read it again"
-            ));
-        }
         ToolError::Refused(match self {
             Mismatch::Exact { n, count, lines } => format!(
                 "edit {n}: old_text matches {count} times in '{shown}' (line {}); include more \
@@ -422,73 +355,6 @@ fn unencodable(e: &encoding::Unencodable, edits: &[Edit], format: Format, rel: &
         shown(rel),
         format.name()
     ))
-}
-
-/// A file's text, decoded, and how it is stored.
-#[derive(PartialEq)]
-struct Text {
-    text: String,
-    format: Format,
-}
-
-/// The file (`rel`) as text, refusing what cannot be edited as text or
-/// would not be written back byte for byte.
-fn read_text(full: &std::path::Path, rel: &str, max: u64) -> Result<Text, ToolError> {
-    // The host refuses to open special files (FIFO, socket, device); a
-    // refusal is named by a stat.
-    let file = std::fs::File::open(full).map_err(|e| match Kind::at(full, true) {
-        kind if kind.is_special() && kind != Kind::Unknown => special_file(rel, kind, "edited"),
-        _ => io_error(rel, &e),
-    })?;
-    let meta = file.metadata().map_err(|e| io_error(rel, &e))?;
-    let kind = Kind::of(meta.file_type(), full, true);
-    if kind.is_special() && kind != Kind::Unknown {
-        return Err(special_file(rel, kind, "edited"));
-    }
-    let shown = shown(rel);
-    if kind != Kind::File {
-        return Err(ToolError::Refused(format!(
-            "'{shown}' is a {}, not a text file",
-            kind.name()
-        )));
-    }
-    if meta.len() > max {
-        return Err(ToolError::Refused(format!(
-            "'{shown}' is {}, over this root's read limit of {}; it cannot be edited whole",
-            human_bytes(meta.len()),
-            human_bytes(max)
-        )));
-    }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    file.take(max + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| io_error(rel, &e))?;
-    if bytes.len() as u64 > max {
-        return Err(ToolError::Refused(format!(
-            "'{shown}' grew past this root's read limit while being read"
-        )));
-    }
-    if is_binary(&bytes) {
-        return Err(ToolError::Refused(format!(
-            "'{shown}' is a binary file and cannot be edited as text"
-        )));
-    }
-    let decoded = encoding::decode(&bytes);
-    let name = decoded.format.name();
-    match decoded.round_trips(&bytes) {
-        Ok(()) => Ok(Text {
-            text: decoded.text,
-            format: decoded.format,
-        }),
-        Err(at) if decoded.malformed => Err(ToolError::Refused(format!(
-            "'{shown}' is not valid {name} (at byte offset {at}) and cannot be edited as text \
-             without changing bytes no edit touches"
-        ))),
-        Err(at) => Err(ToolError::Refused(format!(
-            "'{shown}' is {name} text that would not be written back byte for byte (from byte \
-             offset {at}: a character with two byte forms) and cannot be edited as text"
-        ))),
-    }
 }
 
 /// `s` with its line breaks written the file's way.

@@ -9,8 +9,10 @@
 //! carries its own copy: the [`Tool`] trait and [`tool!`], which derive a
 //! tool's descriptor and JSON Schemas from its argument and result types
 //! (`tool.rs`), argument parsing, locating a root-relative path under its
-//! mount, naming file types, error mapping, binary detection, timestamps and
-//! a breadth-first walk.
+//! mount, naming file types, error mapping, binary detection, timestamps, a
+//! breadth-first walk, and for the tools that change text (`edit_file`,
+//! `apply_patch`) a file read whole to be written back as it was stored
+//! (`text.rs`) and where a text a model quotes is in it (`matcher.rs`).
 //!
 //! Messages never carry a mount directory: paths are shown relative to their
 //! root, and always through [`shown`], the naming rule of `loomfs-names`
@@ -27,8 +29,10 @@ pub mod encoding;
 pub mod glob;
 pub mod ignores;
 pub mod lines;
+pub mod matcher;
 pub mod page;
 pub mod sys;
+pub mod text;
 pub mod tool;
 pub mod transfer;
 pub mod walk;
@@ -57,7 +61,7 @@ pub mod bindings {
 
 pub use bindings::exports::loom_fs::tool::tool::{
     Annotations, Context, Descriptor, Guest, Image, Limits, Mount, Output, PathArgument,
-    Permission, ToolError, Trash,
+    Permission, ToolError,
 };
 
 /// Declares this component's tool: `tool!(Name(Args) -> Result, about)`

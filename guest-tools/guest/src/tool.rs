@@ -38,15 +38,13 @@ pub struct About {
     pub annotations: Annotations,
     /// Which arguments name paths, on which root, for which operation.
     pub path_arguments: Vec<PathArgument>,
-    /// Whether it keeps what it replaces or removes in the trash.
-    pub keeps_history: bool,
 }
 
 impl About {
     /// A tool that needs `permission` on the root and path of its `root`
     /// and `path` arguments, with the usual hints: one that reads is
-    /// read-only; one that writes or deletes is destructive and keeps what
-    /// it replaces or removes in the trash.
+    /// read-only; one that writes or deletes is destructive (the host keeps
+    /// what it replaces or removes in the trash).
     pub fn new(name: &'static str, description: &'static str, permission: Permission) -> About {
         let reads = permission == Permission::Read;
         About {
@@ -55,7 +53,6 @@ impl About {
             permission,
             annotations: if reads { READ_ONLY } else { DESTRUCTIVE },
             path_arguments: root_and_path(permission, false),
-            keeps_history: !reads,
         }
     }
 
@@ -73,15 +70,14 @@ impl About {
         self
     }
 
-    /// A tool that only adds what is missing: nothing it does needs the
-    /// trash, and doing it again changes nothing.
+    /// A tool that only adds what is missing: it replaces nothing, and
+    /// doing it again changes nothing.
     pub fn additive(mut self) -> About {
         self.annotations = Annotations {
             read_only: false,
             destructive: false,
             idempotent: true,
         };
-        self.keeps_history = false;
         self
     }
 }
@@ -146,7 +142,6 @@ pub fn describe<T: Tool>() -> Descriptor {
         permission: about.permission,
         annotations: about.annotations,
         path_arguments: about.path_arguments,
-        keeps_history: about.keeps_history,
     }
 }
 

@@ -3,17 +3,14 @@
 //! tree.
 //!
 //! A destination that exists is replaced only with `overwrite`, only if it
-//! is not a directory (a directory is never replaced or merged into), and its
-//! previous content is kept in the trash first. A directory is never moved or
-//! copied into itself. A tree copy skips symlinks (their targets would mean
-//! something else at the new place) and special files, and says so; denied
-//! entries are not even seen. A tree is copied whole into the call's
-//! staging directory and published by one rename, so a copy cut short (a
-//! full disk, the byte quota, a killed server) leaves nothing at the
-//! destination. Without a staging directory (a standalone run, or one on
-//! another filesystem than the destination), each file of the tree is
-//! copied to a temporary file beside its place and published whole, so a
-//! copy cut short leaves only complete files.
+//! is not a directory (a directory is never replaced or merged into); the
+//! host keeps its previous content in the trash. A directory is never moved
+//! or copied into itself. A tree copy skips symlinks (their targets would
+//! mean something else at the new place) and special files, and says so;
+//! denied entries are not even seen. A tree is built under a temporary name
+//! beside the destination and renamed into place whole, so even under a
+//! standalone wasmtime a copy cut short leaves nothing at the destination
+//! (under loom-fs the host publishes the call whole anyway).
 
 use std::fs::{self, File};
 use std::io;
@@ -23,7 +20,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::walk::{self, Flow, IgnoreFiles};
-use crate::write::{create_parents, publish_new_file, temp_beside};
+use crate::write::{create_parents, temp_beside};
 use crate::{Context, Kind, Located, PathArgument, Permission, ToolError, io_error, locate, shown};
 
 /// The arguments of a move or a copy.
@@ -39,8 +36,8 @@ pub struct TransferArgs {
     /// Root of the destination; default: the source's root.
     #[serde(default)]
     pub destination_root: Option<String>,
-    /// Replace an existing destination file (its content is kept in the trash). A directory is
-    /// never replaced.
+    /// Replace an existing destination file (the host keeps its content in the trash). A
+    /// directory is never replaced.
     #[serde(default)]
     pub overwrite: bool,
 }
@@ -82,7 +79,7 @@ pub struct Transferred {
     pub kind: &'static str,
     pub overwritten: bool,
     /// Where the replaced destination was kept (root-relative, in the trash of the destination
-    /// root).
+    /// root); filled in by the host.
     pub previous: Option<String>,
     pub files: u64,
     pub directories: u64,
@@ -139,8 +136,8 @@ pub fn check_destination(
     }
 }
 
-/// Copies the directory `source` to the new path `destination`: built in
-/// the staging directory and published by one rename where there is one.
+/// Copies the directory `source` to the new path `destination`: built
+/// under a temporary name beside it and renamed into place whole.
 pub fn copy_tree(
     source: &Located,
     destination: &Located,
@@ -163,60 +160,31 @@ pub fn copy_tree(
         }
     }
     create_parents(&destination.full, &destination.rel)?;
-    if let Some(staging) = &destination.mount.staging {
-        let built = Path::new(staging).join("tree");
-        let mut staged = Transferred::default();
-        copy_entries(
-            source,
-            &built,
-            &destination.rel,
-            &entries,
-            false,
-            &mut staged,
-        )?;
-        match fs::rename(&built, &destination.full) {
-            Ok(()) => {
-                out.files += staged.files;
-                out.directories += staged.directories;
-                out.bytes += staged.bytes;
-                out.skipped.extend(staged.skipped);
-                out.skipped_shown.extend(staged.skipped_shown);
-                return Ok(());
-            }
-            // The staging directory is on another filesystem: in place.
-            Err(e) if e.kind() == io::ErrorKind::CrossesDevices => {
-                let _ = fs::remove_dir_all(&built);
-            }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                return Err(ToolError::Refused(format!(
-                    "destination '{}' appeared while the copy was made; nothing was copied \
-                     there",
-                    destination.shown()
-                )));
-            }
-            Err(e) => return Err(io_error(&destination.rel, &e)),
+    let built = temp_beside(&destination.full);
+    let copied = copy_entries(source, &built, &destination.rel, &entries, out).and_then(|()| {
+        // A directory that appeared meanwhile is never replaced, even an
+        // empty one (which a rename would).
+        if fs::symlink_metadata(&destination.full).is_ok() {
+            return Err(ToolError::Refused(format!(
+                "destination '{}' appeared while the copy was made; nothing was copied there",
+                destination.shown()
+            )));
         }
+        fs::rename(&built, &destination.full).map_err(|e| io_error(&destination.rel, &e))
+    });
+    if copied.is_err() {
+        let _ = fs::remove_dir_all(&built);
     }
-    copy_entries(
-        source,
-        &destination.full,
-        &destination.rel,
-        &entries,
-        true,
-        out,
-    )
+    copied
 }
 
 /// Copies the listed `entries` of `source` to the new directory `to`
-/// (`rel` in messages): each file through a temporary file beside its place
-/// when `each_whole` (a tree built in place), straight otherwise (a tree
-/// built out of sight).
+/// (`rel_to` in messages), a tree no one sees yet.
 fn copy_entries(
     source: &Located,
     to: &Path,
     rel_to: &str,
     entries: &[(String, Kind, std::path::PathBuf)],
-    each_whole: bool,
     out: &mut Transferred,
 ) -> Result<(), ToolError> {
     let destination = to;
@@ -236,12 +204,7 @@ fn copy_entries(
                 out.directories += 1;
             }
             Kind::File => {
-                let copied = if each_whole {
-                    copy_new(from, &to)
-                } else {
-                    copy_straight(from, &to)
-                };
-                out.bytes += copied.map_err(|e| io_error(rel, &e))?;
+                out.bytes += copy_straight(from, &to).map_err(|e| io_error(rel, &e))?;
                 out.files += 1;
             }
             other => {
@@ -261,21 +224,4 @@ fn copy_straight(from: &Path, to: &Path) -> io::Result<u64> {
     let bytes = io::copy(&mut source, &mut target)?;
     target.sync_all()?;
     Ok(bytes)
-}
-
-/// Copies a file to a path that does not exist yet: to a temporary file
-/// beside it, flushed to disk, then published (never replacing anything).
-fn copy_new(from: &Path, to: &Path) -> io::Result<u64> {
-    let temp = temp_beside(to);
-    let copied = (|| {
-        let mut source = File::open(from)?;
-        let mut target = File::create_new(&temp)?;
-        let bytes = io::copy(&mut source, &mut target)?;
-        target.sync_all()?;
-        Ok::<u64, io::Error>(bytes)
-    })();
-    let published = copied.and_then(|bytes| publish_new_file(&temp, to).map(|()| bytes));
-    // This call made it: removed again without delete permission.
-    let _ = fs::remove_file(&temp);
-    published
 }

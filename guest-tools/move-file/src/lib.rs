@@ -3,8 +3,9 @@
 //! Both ends were resolved by the host with their own operation: write on
 //! both, plus delete on the source root when the destination is another
 //! root (the entry leaves it). An existing destination file is replaced only
-//! with `overwrite`, after its content is kept in the trash; a directory is
-//! never replaced. Between filesystems a file is copied then removed.
+//! with `overwrite` (the host keeps its content in the trash); a directory
+//! is never replaced. Between roots, or between filesystems, the entry is
+//! copied then removed (the host keeps what is removed).
 
 use std::fs;
 use std::io;
@@ -12,8 +13,8 @@ use std::io;
 use loomfs_guest::transfer::{
     TransferArgs, Transferred, check_destination, copy_tree, locate_ends, path_arguments, within,
 };
-use loomfs_guest::write::{Publish, create_parents, keep_by_link, keep_by_move, replace, unkeep};
-use loomfs_guest::{About, Answer, Context, Kind, Permission, ToolError, io_error, shown};
+use loomfs_guest::write::{Publish, create_parents, replace};
+use loomfs_guest::{About, Answer, Context, Kind, Permission, ToolError, io_error};
 
 const DESCRIPTION: &str = "Move or rename a file or directory, within a root or to another \
     (destination_root; that needs delete on the source root). An \
@@ -37,44 +38,54 @@ fn call(ctx: Context, args: TransferArgs) -> Result<Answer<Transferred>, ToolErr
         )));
     }
     let exists = check_destination(&destination, is_dir, args.overwrite)?;
-    let previous = if exists {
-        Some(keep_by_link(&destination, 1)?)
-    } else {
+    if !exists {
         create_parents(&destination.full, &destination.rel)?;
-        None
-    };
+    }
     let mut out = Transferred {
         source: source.rel.clone(),
         destination: destination.rel.clone(),
         destination_root: destination.mount.name.clone(),
         kind: kind.name(),
         overwritten: exists,
-        previous,
+        previous: None,
         ..Transferred::default()
     };
     let across = source.mount.name != destination.mount.name;
     match fs::rename(&source.full, &destination.full) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::CrossesDevices && across => {
-            // Another filesystem: copy, then move the source into its
-            // root's trash (the host has checked delete there): what the
-            // copy skips is kept, nothing is erased.
+            // Another root (or filesystem): copy, then remove the source
+            // (the host has checked delete there, and keeps it whole in
+            // that root's trash, with what the copy skips: nothing is
+            // erased).
             if is_dir {
                 copy_tree(&source, &destination, &mut out)?;
             } else {
                 let mut from =
                     fs::File::open(&source.full).map_err(|e| io_error(&source.rel, &e))?;
-                out.bytes = replace(&destination, Publish::New, |f| io::copy(&mut from, f))?.bytes;
+                let publish = if exists {
+                    Publish::Replace
+                } else {
+                    Publish::New
+                };
+                out.bytes = replace(&destination, publish, |f| io::copy(&mut from, f))?.bytes;
+                out.files = 1;
             }
-            keep_by_move(&source)?;
+            let removed = if is_dir {
+                fs::remove_dir(&source.full).or_else(|e| match e.kind() {
+                    // A standalone run: nothing hidden, nothing kept.
+                    io::ErrorKind::DirectoryNotEmpty => fs::remove_dir_all(&source.full),
+                    _ => Err(e),
+                })
+            } else {
+                fs::remove_file(&source.full)
+            };
+            removed.map_err(|e| io_error(&source.rel, &e))?;
         }
         Err(e) if e.kind() == io::ErrorKind::CrossesDevices => {
             // Within a root a move is a rename (write permission), which
             // cannot cross filesystems; a copy and a delete would need
             // delete permission, which a move within a root does not ask.
-            if let Some(kept) = &out.previous {
-                unkeep(&destination, kept);
-            }
             return Err(ToolError::Refused(format!(
                 "'{}' and '{}' are on different filesystems (one is mounted inside root '{}'), \
                  and a move within a root is a rename, which cannot cross them; nothing was \
@@ -84,17 +95,9 @@ fn call(ctx: Context, args: TransferArgs) -> Result<Answer<Transferred>, ToolErr
                 source.mount.name
             )));
         }
-        Err(e) if e.kind() == io::ErrorKind::PermissionDenied && across && is_dir => {
-            return Err(ToolError::Refused(format!(
-                "moving directory '{}' to root '{}' was refused: the roots deny different \
-                 names, and entries hidden in one would appear in the other; copy it instead",
-                source.shown(),
-                destination.mount.name
-            )));
-        }
         Err(e) => return Err(io_error(&source.rel, &e)),
     }
-    let mut text = format!(
+    let text = format!(
         "moved {} '{}' to '{}'{}",
         out.kind,
         source.shown(),
@@ -105,12 +108,5 @@ fn call(ctx: Context, args: TransferArgs) -> Result<Answer<Transferred>, ToolErr
             String::new()
         }
     );
-    if let Some(p) = &out.previous {
-        text.push_str(&format!(
-            "; the replaced file is kept at {} (root '{}')",
-            shown(p),
-            out.destination_root
-        ));
-    }
     Ok(Answer::new(text, out))
 }

@@ -1,14 +1,15 @@
 //! `write_file`: create, replace or append to a text file.
 //!
-//! Every mode writes atomically (a temporary file out of sight, fsync,
-//! rename; see `loomfs_guest::write`): a crash leaves the old file or the
-//! new one, never part of either. `overwrite` (default) first keeps the
-//! previous content in the root's trash; `create` never replaces anything;
-//! `append` writes the file's content and the new text to the temporary
-//! file, so an append is whole or not at all, and keeps the previous
-//! version like an overwrite. It refuses a file with other hard links,
-//! which would keep the old content. Missing parent directories are
-//! created. The root itself and directories are never written.
+//! Every mode writes atomically (a temporary file, fsync, rename; see
+//! `loomfs_guest::write`): a crash leaves the old file or the new one,
+//! never part of either. `overwrite` (default) replaces the file, whose
+//! previous content the host keeps in the root's trash; `create` never
+//! replaces anything; `append` writes the file's content and the new text
+//! to the temporary file, so an append is whole or not at all, and the
+//! host keeps the previous version like an overwrite's. It refuses a file
+//! with other hard links, which would keep the old content. Missing parent
+//! directories are created. The root itself and directories are never
+//! written.
 //!
 //! Text is written in the existing file's encoding and BOM
 //! (`loomfs_guest::encoding`, detected on its first 64 KiB), or in the
@@ -24,10 +25,10 @@ use std::io::{Read, Write};
 use loomfs_guest::content::is_binary;
 use loomfs_guest::encoding::{self, Eol, Format};
 use loomfs_guest::lines::DETECT_BYTES;
-use loomfs_guest::write::{Publish, Published, replace, replace_checked};
+use loomfs_guest::write::{Publish, replace};
 use loomfs_guest::{
     About, Answer, Context, Kind, Located, Permission, ToolError, human_bytes, io_error, locate,
-    shown, special_file, sys,
+    special_file, sys,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -78,7 +79,7 @@ struct Written {
     bytes: u64,
     /// Whether the file is new.
     created: bool,
-    /// Where the previous content was kept (root-relative, in the trash).
+    /// Where the previous content was kept (root-relative, in the trash); filled in by the host.
     previous: Option<String>,
     /// The encoding written (absent for UTF-8 without BOM).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -196,7 +197,7 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Written>, ToolError> {
             mode,
             bytes: r.bytes,
             created: r.created,
-            previous: r.previous,
+            previous: None,
             encoding: None,
             eol: None,
         }
@@ -227,14 +228,8 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Written>, ToolError> {
             }
         ));
     }
-    if let Some(p) = &written.previous {
-        text.push_str(&format!("; the previous content is kept at {}", shown(p)));
-    }
     Ok(Answer::new(text, written))
 }
-
-/// How many times an append is tried against a file that keeps changing.
-const MAX_ATTEMPTS: u32 = 4;
 
 /// Appends `content` to the file at `at`: its content and then `content`
 /// to a temporary file, published over it (see the module).
@@ -247,30 +242,21 @@ fn append(at: &Located, content: &[u8]) -> Result<Written, ToolError> {
             at.shown()
         )));
     }
-    for attempt in 1..=MAX_ATTEMPTS {
-        let mut from = std::fs::File::open(&at.full).map_err(|e| io_error(rel, &e))?;
-        let published = replace_checked(at, Publish::Replace, attempt, |f| {
-            std::io::copy(&mut from, f)?;
-            f.write_all(content)?;
-            Ok(content.len() as u64)
-        })?;
-        if let Published::Done(done) = published {
-            return Ok(Written {
-                path: rel.to_string(),
-                mode: Mode::Append,
-                bytes: done.bytes,
-                created: false,
-                previous: done.previous,
-                encoding: None,
-                eol: None,
-            });
-        }
-    }
-    Err(ToolError::Refused(format!(
-        "'{}' kept changing while the text was appended ({MAX_ATTEMPTS} tries); nothing was \
-         written; try again",
-        at.shown()
-    )))
+    let mut from = std::fs::File::open(&at.full).map_err(|e| io_error(rel, &e))?;
+    let done = replace(at, Publish::Replace, |f| {
+        std::io::copy(&mut from, f)?;
+        f.write_all(content)?;
+        Ok(content.len() as u64)
+    })?;
+    Ok(Written {
+        path: rel.to_string(),
+        mode: Mode::Append,
+        bytes: done.bytes,
+        created: false,
+        previous: None,
+        encoding: None,
+        eol: None,
+    })
 }
 
 /// The encoding of the text file at `at` and its line endings, from its

@@ -96,10 +96,6 @@ pub(super) fn inspect(file: &Path) -> anyhow::Result<()> {
         println!("name: {}", d.name.escape_debug());
         println!("description: {}", d.description.escape_debug());
         println!("permission: {}", Permission::from(d.permission));
-        println!(
-            "keeps history: {}",
-            if d.keeps_history { "yes" } else { "no" }
-        );
         if d.path_arguments.is_empty() {
             println!("path arguments: (none)");
         } else {

@@ -315,7 +315,8 @@ enum ComponentAction {
 #[derive(Subcommand)]
 enum TrashAction {
     /// One line per entry: ID, root, original path, deleted at (RFC 3339,
-    /// UTC), size in bytes; tab-separated, oldest first.
+    /// UTC), size in bytes, the call that kept it; tab-separated, oldest
+    /// first.
     List {
         /// Only this root's trash.
         #[arg(long, value_name = "NAME")]
@@ -334,6 +335,22 @@ enum TrashAction {
         to: Option<String>,
         /// Directories served as roots, as when serving.
         #[arg(value_name = "DIR")]
+        dirs: Vec<PathBuf>,
+    },
+    /// Undo a call (its ID is the last column of `list` and the `call` of
+    /// its audit lines): what it replaced or removed is put back, what it
+    /// put in place goes to the trash; refused, naming the paths, where a
+    /// later change touched them.
+    Undo {
+        /// The call's ID; or, with --since, none.
+        #[arg(value_name = "CALL", required_unless_present = "since")]
+        call: Option<String>,
+        /// Undo every call of the last DURATION (`10m`, `2h`...), newest
+        /// first, stopping at the first one refused.
+        #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, conflicts_with = "call")]
+        since: Option<std::time::Duration>,
+        /// Directories served as roots, as when serving.
+        #[arg(long = "dir", value_name = "DIR")]
         dirs: Vec<PathBuf>,
     },
     /// Remove for good the entries older than a duration.
@@ -417,6 +434,7 @@ fn dir_args(cli: &Cli) -> Vec<DirArg> {
         Some(Command::Trash { action }) => match action {
             TrashAction::List { dirs, .. }
             | TrashAction::Restore { dirs, .. }
+            | TrashAction::Undo { dirs, .. }
             | TrashAction::Purge { dirs, .. } => dirs,
         },
         Some(Command::Component { .. }) => &cli.dirs,

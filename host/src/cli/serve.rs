@@ -242,21 +242,33 @@ pub(super) fn serve(cli: &Cli) -> anyhow::Result<()> {
     served
 }
 
-/// Removes what servers that are gone (killed mid-call) left in the
-/// staging area of each root this server may write, and says so.
+/// Finishes the publishes servers that are gone (killed mid-call) had
+/// committed, then removes what else they left in the staging area of each
+/// root this server may change, and says so.
 pub(super) fn sweep_staging(config: &Config) {
     for root in config
         .roots
         .iter()
-        .filter(|r| r.perms.contains(Permission::Write))
+        .filter(|r| r.perms.contains(Permission::Write) || r.perms.contains(Permission::Delete))
     {
         match staging::sweep(root, false) {
-            Ok(swept) if !swept.is_empty() => eprintln!(
-                "{}: removed the unfinished files of {} stopped {} from its staging area",
-                root.name,
-                swept.servers,
-                plural(swept.servers, "server", "servers"),
-            ),
+            Ok(swept) if !swept.is_empty() => {
+                trash::record_recovered(std::slice::from_ref(root), &swept.recovered);
+                if !swept.recovered.is_empty() {
+                    eprintln!(
+                        "{}: finished {} publish{} a stopped server had begun",
+                        root.name,
+                        swept.recovered.len(),
+                        if swept.recovered.len() == 1 { "" } else { "es" },
+                    );
+                }
+                eprintln!(
+                    "{}: removed the unfinished files of {} stopped {} from its staging area",
+                    root.name,
+                    swept.servers,
+                    plural(swept.servers, "server", "servers"),
+                );
+            }
             Ok(_) => {}
             Err(e) => eprintln!(
                 "warning: {}: cannot clear its staging area ({}/{}): {e}",

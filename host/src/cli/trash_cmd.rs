@@ -19,6 +19,7 @@ pub(super) fn trash(cli: &Cli, action: &TrashAction) -> anyhow::Result<()> {
     let done = match action {
         TrashAction::List { root, .. } => trash_list(out, &config, root.as_deref(), now),
         TrashAction::Restore { id, to, .. } => trash_restore(out, &config, id, to.as_deref(), now),
+        TrashAction::Undo { call, since, .. } => trash_undo(out, &config, call.as_deref(), *since),
         TrashAction::Purge {
             older_than,
             root,
@@ -79,6 +80,65 @@ pub(super) fn trash_restore(
         restored.root.name,
         trash::escaped(&restored.path)
     )?;
+    Ok(())
+}
+
+/// `trash undo`: each call undone as one transaction (see
+/// `store::trash::undo`), under the path locks of what it touches, newest
+/// first; the first refusal stops the rest.
+pub(super) fn trash_undo(
+    out: &mut impl std::io::Write,
+    config: &Config,
+    call: Option<&str>,
+    since: Option<std::time::Duration>,
+) -> anyhow::Result<()> {
+    let calls = match (call, since) {
+        (Some(call), _) => vec![call.to_string()],
+        (None, Some(since)) => {
+            trash::calls_since(&config.roots, std::time::SystemTime::now() - since)?
+        }
+        (None, None) => anyhow::bail!("name a call, or --since DURATION"),
+    };
+    if calls.is_empty() {
+        writeln!(out, "no call changed anything in that time")?;
+        return Ok(());
+    }
+    let staging = crate::store::staging::Staging::new();
+    let locks = crate::store::locks::PathLocks::new();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()?;
+    for (n, call) in calls.iter().enumerate() {
+        let keys = trash::undo_places(&config.roots, call)?
+            .into_iter()
+            .map(|(root, rel)| crate::store::locks::Key { root, rel })
+            .collect();
+        let deadline = tokio::time::Instant::now() + config.limits.tool_timeout;
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let locked = rt.block_on(async { locks.lock(keys, deadline, &cancel).await })?;
+        let stamp = crate::store::trash_stamp();
+        let undone = trash::undo(&config.roots, call, &staging, &stamp);
+        drop(locked);
+        match undone {
+            Ok(u) => {
+                writeln!(
+                    out,
+                    "undid {call}: {} put back; what it had put in place is kept in trash \
+                     entry {} (call {})",
+                    u.published.put.len(),
+                    u.stamp,
+                    u.stamp
+                )?;
+            }
+            Err(e) if n > 0 => anyhow::bail!("undid {n} of {} calls; {call}: {e}", calls.len()),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    for root in &config.roots {
+        if root.trash_max_bytes > 0 {
+            let _ = trash::recount(root);
+        }
+    }
     Ok(())
 }
 

@@ -29,7 +29,9 @@ pub use names::{
 };
 pub use narrow::Narrowing;
 pub use requests::{LIST, MAX_LIST_PATHS, PathArg, PathRequest, path_requests};
-pub use resolve::{Denial, MAX_NAME_BYTES, MAX_PATH_BYTES, Resolved, Rule, resolve};
+pub use resolve::{
+    Denial, MAX_NAME_BYTES, MAX_PATH_BYTES, Resolved, Rule, resolve, resolve_within,
+};
 
 /// What may be done on a root.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -52,6 +52,9 @@ pub struct PathRequest<'a> {
     pub path: &'a str,
     pub op: Permission,
     pub item: Option<(&'a str, usize)>,
+    /// The root alone (an empty `path-field`): the tool's paths are not
+    /// its arguments.
+    pub root_alone: bool,
 }
 
 /// The paths a call names, in declaration order, or why the arguments do
@@ -90,6 +93,7 @@ pub fn path_requests<'a>(
                 _ => p.op,
             },
             item,
+            root_alone: p.path_field.is_empty(),
         })
         .collect())
 }
@@ -203,12 +207,14 @@ mod tests {
                     path: "x",
                     op: Permission::Write,
                     item: None,
+                    root_alone: false,
                 },
                 PathRequest {
                     root: "a",
                     path: "y",
                     op: Permission::Write,
                     item: None,
+                    root_alone: false,
                 },
             ]
         );

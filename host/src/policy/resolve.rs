@@ -236,6 +236,33 @@ pub fn resolve(
     })
 }
 
+/// The root named `root` itself, for `op` inside it at paths the call's
+/// arguments do not name (a patch names its files in its text): only the
+/// permission on the root is checked here; every path the tool reaches is
+/// checked as it reaches it, by the policing filesystem, with the same
+/// rules (confinement, the deny list as requested and as resolved).
+pub fn resolve_within(roots: &[Arc<Root>], root: &str, op: Permission) -> Result<Resolved, Denial> {
+    let Some(found) = roots.iter().find(|r| r.name == root) else {
+        return resolve(roots, root, "", Permission::Read);
+    };
+    if !found.perms.contains(op) {
+        return Err(Denial::new(
+            Rule::Permission,
+            format!(
+                "root '{}' (role {}) grants {}, not {op}",
+                found.name, found.role, found.perms
+            ),
+        ));
+    }
+    Ok(Resolved {
+        root: Arc::clone(found),
+        requested: String::new(),
+        real: found.path.clone(),
+        exists: true,
+        op,
+    })
+}
+
 /// Follows `rel` from `root` one component at a time, symlinks included,
 /// and fails as soon as the walk leaves the root. Returns the real path and
 /// whether it exists (a missing tail is appended as written).

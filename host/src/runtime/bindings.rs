@@ -19,7 +19,7 @@ pub mod history_world {
 
 pub use exports::loom_fs::tool::tool::{
     Annotations, Context, Descriptor, Image, Limits, Mount, Output, PathArgument, Permission,
-    ToolError, Trash,
+    ToolError,
 };
 pub use history_world::loom_fs::tool::history;
 

@@ -1,6 +1,8 @@
 //! One call: a fresh store and instance with only the call's mounts, the
 //! guest run under its memory cap and deadline, and what it left behind
-//! (refusals, kept versions, temporaries) gathered. The spent instance is
+//! gathered: its refusals and, when it succeeded, the changes it staged
+//! (for the caller to publish; a call that failed leaves them to be
+//! dropped with its instance). The spent instance is
 //! handed back beside the outcome ([`Spent`]) to be dropped once the answer
 //! is on its way; nothing in it runs again.
 
@@ -64,59 +66,17 @@ impl Runtime {
                     why(&e)
                 ));
             }
-            let trash = match (&req.stamp, m.writable()) {
-                (Some(stamp), true) => {
-                    let mount_dir = format!("/.trash/{}", m.root.name);
-                    if let Err(e) = wasi.preopened_dir(&m.root.path, &mount_dir, FsPerms::ReadWrite)
-                    {
-                        return setup(format!(
-                            "root '{}' cannot be opened{}",
-                            m.root.name,
-                            why(&e)
-                        ));
-                    }
-                    let dir = format!("{mount_dir}/{TRASH_DIR}");
-                    mounts.push(Mount::trash(
-                        Arc::clone(&m.root),
-                        mount_dir,
-                        m.op,
-                        m.keep.clone(),
-                    ));
-                    Some(bindings::Trash {
-                        dir,
-                        stamp: stamp.clone(),
-                    })
-                }
-                _ => None,
-            };
-            let staging = match (&m.staging, m.writable()) {
-                (Some(host), true) => {
-                    let mount_dir = format!("/.staging/{}", m.root.name);
-                    if let Err(e) = wasi.preopened_dir(host, &mount_dir, FsPerms::ReadWrite) {
-                        return setup(format!(
-                            "root '{}': its staging directory cannot be opened{}",
-                            m.root.name,
-                            why(&e)
-                        ));
-                    }
-                    mounts.push(Mount::staging(
-                        Arc::clone(&m.root),
-                        mount_dir.clone(),
-                        host.clone(),
-                    ));
-                    Some(mount_dir)
-                }
-                _ => None,
-            };
             context_mounts.push(bindings::Mount {
                 name: m.root.name.clone(),
                 dir: guest_dir.clone(),
                 writable: m.writable(),
                 max_read_bytes: m.root.max_read_bytes,
-                trash,
-                staging,
             });
-            mounts.push(Mount::root(Arc::clone(&m.root), guest_dir, m.op).narrowed(m.area.clone()));
+            mounts.push(
+                Mount::root(Arc::clone(&m.root), guest_dir, m.op)
+                    .narrowed(m.area.clone())
+                    .deleting(m.deletes.clone()),
+            );
             if tool.history {
                 // The root's git directory, for the history tools alone:
                 // read-only, seen through its own deny list (the built-in
@@ -163,9 +123,9 @@ impl Runtime {
             },
             guard: FsGuard::new(
                 mounts,
-                req.stamp.as_deref(),
                 Arc::clone(&req.activity),
                 req.quota.clone(),
+                req.staging.clone(),
             ),
             history: tool.history.then(|| HistoryState {
                 tool: tool.descriptor.name.clone(),
@@ -215,31 +175,19 @@ impl Runtime {
                 )))
             }
         };
+        // What a call that succeeded changed, to publish; a call that
+        // failed changed nothing (its stage goes with its instance).
         let guard = &mut store.data_mut().guard;
-        if matches!(
-            result,
-            Err(CallError::Timeout(_)
-                | CallError::Cancelled
-                | CallError::Memory(_)
-                | CallError::Crashed(_))
-        ) {
-            // A guest stopped mid-write cannot clean up: remove the temporary
-            // files it created (by their reserved name, nothing else).
-            sweep_temporaries(guard.created());
-        }
-        // The copies it made in the trash: in place if whole, removed if a
-        // stopped guest was still writing them.
-        guard.settle_copies(matches!(
-            result,
-            Err(CallError::Timeout(_)
-                | CallError::Cancelled
-                | CallError::Memory(_)
-                | CallError::Crashed(_))
-        ));
+        let changes = if result.is_ok() {
+            guard.take_changes()
+        } else {
+            guard.discard_changes();
+            fs::CallChanges::none()
+        };
         let outcome = CallOutcome {
             result,
             refusals: guard.take_refusals(),
-            kept: guard.take_kept(),
+            changes,
         };
         (
             outcome,
@@ -280,23 +228,8 @@ impl CallState {
                 used: 0,
                 hit: false,
             },
-            guard: FsGuard::new(vec![], None, Arc::default(), None),
+            guard: FsGuard::new(vec![], Arc::default(), None, None),
             history: None,
-        }
-    }
-}
-
-/// The prefix of the temporary files guests write before renaming them
-/// into place (see `guest-tools/guest/src/write.rs`).
-pub(super) const TEMPORARY_PREFIX: &str = ".loom-fs-write-";
-
-pub(super) fn sweep_temporaries(created: impl Iterator<Item = PathBuf>) {
-    for path in created {
-        let temporary = path
-            .file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with(TEMPORARY_PREFIX));
-        if temporary && std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
-            let _ = std::fs::remove_file(&path);
         }
     }
 }

@@ -142,19 +142,11 @@ impl Meter {
     /// A write stream of a file in `root`: a disk error it meets (the
     /// stream's error keeps the OS's) is recorded for the call.
     /// Each write is first held to the root's reserve (`min_free_bytes`).
-    /// `holds` lives as long as the stream (the policing filesystem's
-    /// token of a copy being written in a trash).
-    pub fn output(
-        self: &Arc<Self>,
-        inner: DynOutputStream,
-        root: Arc<Root>,
-        holds: Option<Box<dyn std::any::Any + Send>>,
-    ) -> DynOutputStream {
+    pub fn output(self: &Arc<Self>, inner: DynOutputStream, root: Arc<Root>) -> DynOutputStream {
         Box::new(MeteredOutput {
             inner,
             meter: Arc::clone(self),
             root,
-            _holds: holds,
         })
     }
 }
@@ -186,7 +178,6 @@ struct MeteredOutput {
     inner: DynOutputStream,
     meter: Arc<Meter>,
     root: Arc<Root>,
-    _holds: Option<Box<dyn std::any::Any + Send>>,
 }
 
 impl MeteredOutput {
@@ -431,7 +422,7 @@ mod tests {
     async fn stream_writes_need_their_whole_length() {
         let (meter, activity, _) = meter(3000);
         let pipe = MemoryOutputPipe::new(1 << 20);
-        let mut output = meter.output(Box::new(pipe.clone()), test_root(), None);
+        let mut output = meter.output(Box::new(pipe.clone()), test_root());
         assert_eq!(
             output.check_write().unwrap(),
             3000,
@@ -466,7 +457,7 @@ mod tests {
         let mut input = meter.input(Box::new(MemoryInputPipe::new(vec![7u8; 5000])));
         assert_eq!(input.read(8000).unwrap().len(), 5000);
         let pipe = MemoryOutputPipe::new(1 << 20);
-        let mut output = meter.output(Box::new(pipe.clone()), test_root(), None);
+        let mut output = meter.output(Box::new(pipe.clone()), test_root());
         output.write(Bytes::from(vec![1u8; 4000])).unwrap();
         assert_eq!(
             (activity.bytes_read(), activity.bytes_written()),

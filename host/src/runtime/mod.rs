@@ -42,7 +42,7 @@ use fs::{FsGuard, Mount, PolicedFs, Refusal};
 
 use crate::policy::{self, Root};
 use crate::store::quota::Quota;
-use crate::store::{Kept, TRASH_DIR};
+use crate::store::staging::Staging;
 use crate::sys::descriptors;
 
 mod call;
@@ -61,11 +61,16 @@ pub const MAX_INSTANCES: u32 = crate::config::MAX_CONCURRENT_CALLS as u32 + 1;
 const NETWORK_IMPORTS: &[&str] = &["wasi:sockets/", "wasi:http/"];
 
 /// The interface every tool component exports.
-pub const TOOL_INTERFACE: &str = "loom-fs:tool/tool@0.2.0";
+pub const TOOL_INTERFACE: &str = "loom-fs:tool/tool@0.3.0";
+
+/// The interface components built against the WIT package before 0.3.0
+/// export: they kept history themselves, which the host now does for
+/// every component.
+pub const OLD_TOOL_INTERFACE: &str = "loom-fs:tool/tool@0.2.0";
 
 /// The host interface of the history tools: only the built-in component
 /// that serves them may import it.
-pub const HISTORY_INTERFACE: &str = "loom-fs:tool/history@0.2.0";
+pub const HISTORY_INTERFACE: &str = "loom-fs:tool/history@0.3.0";
 
 /// The tools the history component serves, one `Tool` each, all from one
 /// component (one copy of gitoxide in the binary).
@@ -186,8 +191,9 @@ pub enum CallError {
 pub struct CallOutcome {
     pub result: Result<Output, CallError>,
     pub refusals: Vec<Refusal>,
-    /// What the call moved or linked into a trash.
-    pub kept: Vec<Kept>,
+    /// What a call that succeeded changed, staged, for the caller to
+    /// publish (nothing for a call that failed).
+    pub changes: fs::CallChanges,
 }
 
 impl CallOutcome {
@@ -196,25 +202,22 @@ impl CallOutcome {
         CallOutcome {
             result: Err(CallError::Setup(message)),
             refusals: vec![],
-            kept: vec![],
+            changes: fs::CallChanges::none(),
         }
     }
 }
 
 /// One root as a call sees it.
+#[derive(Clone)]
 pub struct CallMount {
     pub root: Arc<Root>,
     /// The most the call does there (its path arguments' strongest
     /// operation): the guest gets the root's permissions up to this, and a
     /// read-write preopen only beyond read.
     pub op: policy::Permission,
-    /// The call's staging directory in this root (see [`crate::store::staging`]),
-    /// for a tool that keeps history where the call writes.
-    pub staging: Option<PathBuf>,
-    /// The host's own directory for the call's copies on their way into
-    /// this root's trash, relative to the root (on its filesystem, as the
-    /// trash is): see [`crate::store::staging`].
-    pub keep: Option<PathBuf>,
+    /// The paths (real, root-relative) the call was asked to delete: a
+    /// directory among them is removed whole.
+    pub deletes: Vec<PathBuf>,
     /// What the session's client roots leave of the root
     /// (`client_roots = "narrow"`), held by the policing filesystem to
     /// whatever the guest opens; `None`: the whole root.
@@ -227,11 +230,12 @@ impl CallMount {
     }
 }
 
+#[derive(Clone)]
 pub struct CallRequest {
     pub mounts: Vec<CallMount>,
-    /// For a tool that keeps history: this call's trash entry name. The
-    /// trash of every writable mount is then preopened.
-    pub stamp: Option<String>,
+    /// Where the call stages its changes; none for a call that may change
+    /// nothing.
+    pub staging: Option<Arc<Staging>>,
     pub limits: GuestLimits,
     pub arguments: String,
     /// Fired by the caller to stop the call (client cancellation).
@@ -519,6 +523,17 @@ impl Runtime {
         }
         let instance_pre = self.linker.instantiate_pre(component)?;
         let pre = bindings::ToolComponentPre::new(instance_pre).map_err(|_| {
+            if ty
+                .exports(&self.engine)
+                .any(|(name, _)| name == OLD_TOOL_INTERFACE)
+            {
+                return wasmtime::Error::msg(format!(
+                    "is built against {OLD_TOOL_INTERFACE}, whose tools kept history \
+                     themselves; the host now keeps every call's history and stages its \
+                     changes: rebuild it against wit/ ({TOOL_INTERFACE}), dropping the \
+                     `keeps-history` field and any use of the mounts' `trash` and `staging`"
+                ));
+            }
             wasmtime::Error::msg(format!(
                 "does not export the tool interface ({TOOL_INTERFACE}); build it against wit/"
             ))

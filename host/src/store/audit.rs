@@ -70,6 +70,10 @@ pub struct Record<'a> {
     /// build of the tool made the call.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sha256: Option<&'a str>,
+    /// The call's id (its trash entry's name): `trash list` shows it, and
+    /// `trash undo` takes it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call: Option<&'a str>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
@@ -95,7 +99,14 @@ impl<'a> Record<'a> {
             stopped: None,
             client: None,
             sha256: None,
+            call: None,
         }
+    }
+
+    /// The call's id.
+    pub fn call(mut self, id: Option<&'a str>) -> Record<'a> {
+        self.call = id;
+        self
     }
 
     /// The call's tool is third-party component of this (short) digest.

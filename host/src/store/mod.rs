@@ -5,6 +5,7 @@
 
 pub mod audit;
 pub mod locks;
+pub mod publish;
 pub mod quota;
 pub mod staging;
 pub mod trash;

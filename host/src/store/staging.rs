@@ -1,15 +1,14 @@
-//! The staging area: where tools write new content before it is published.
+//! The staging area: where a call's changes wait for their publish.
 //!
-//! A file is replaced by writing the new content to a temporary file and
-//! renaming it over the old one. Written beside its target, that temporary
-//! file is visible while it grows (`list_directory` shows it, `git status`
-//! lists it), and a server killed mid-write leaves it there for good. So a
-//! call that writes gets a directory of its own, out of sight, on the
-//! root's filesystem so that the rename stays atomic:
-//! `<root>/.mcp-trash/.staging/<server>/<call>/`. Everything below
-//! `.mcp-trash` is denied to every tool; the guest sees this directory as a
-//! separate preopen (`mount.staging`), and the policing filesystem lets
-//! what it made there leave only by a rename (or link) into its own root.
+//! What a component writes while its call runs is staged, never put in
+//! place (`runtime::fs`'s overlay): the files it makes live in a directory
+//! of the call's own, out of sight, on the filesystem of their place so
+//! that the publish's rename stays atomic:
+//! `<root>/.mcp-trash/.staging/<server>/<call>/`. The same directory holds
+//! the publish's journal and the host's copies on their way into the trash
+//! (`store::publish`). Everything below `.mcp-trash` is denied to every
+//! tool, and no component is given this directory: only the host reaches
+//! it.
 //!
 //! A root may hold another filesystem (a mount point inside it, a btrfs
 //! subvolume): a rename from the root's staging area to a place there
@@ -17,13 +16,7 @@
 //! its directory on that filesystem instead, in a staging area at its top
 //! (`<root>/<top>/.mcp-trash/.staging/<server>/<call>/`, denied like every
 //! `.mcp-trash`), and the place of that area is noted in the root's own
-//! (`.mcp-trash/.staging/nested`) for the sweep to find it. Every call also
-//! has a directory of the host's own on the root's filesystem,
-//! `<call>-keep`, beside the root's, made by the first copy that needs it
-//! (most calls keep by a hard link and never make it): a copy on its way
-//! into the trash (where a hard link would cross filesystems) is written
-//! there and renamed into the trash only once it is whole, so a kill never
-//! leaves a partial copy in the trash.
+//! (`.mcp-trash/.staging/nested`) for the sweep to find it.
 //!
 //! `<server>` is one per running server process (and root, and filesystem),
 //! made at its first call that writes there, and `flock`ed for as long as the
@@ -59,10 +52,6 @@ pub const STAGING_DIR: &str = ".staging";
 /// The file in a root's staging area that lists the other filesystems'
 /// staging areas in the root (their tops, one a line, hex-encoded).
 const NESTED: &str = "nested";
-
-/// The name of a call's directory for copies on their way into the trash,
-/// after the call's own.
-const KEEP_SUFFIX: &str = "-keep";
 
 /// This server's staging directories, one per root it writes in.
 pub struct Staging {
@@ -103,13 +92,11 @@ impl Drop for Area {
     }
 }
 
-/// One call's staging directories in one root: the guest's, and the
-/// host's own for copies on their way into the trash. When dropped, the
-/// guest's is emptied of whatever the call left in it and kept for the
-/// next call (removed where it cannot be emptied), the host's removed.
+/// One call's staging directory on one filesystem of a root. When
+/// dropped, it is emptied of whatever the call left in it and kept for the
+/// next call (removed where it cannot be emptied).
 pub struct CallDir {
     guest: Place,
-    keep: Place,
 }
 
 /// A directory in an area.
@@ -117,30 +104,20 @@ struct Place {
     area: Arc<Area>,
     name: String,
     path: PathBuf,
-    /// Emptied and kept for another call when dropped, not removed.
-    reused: bool,
 }
 
 impl CallDir {
-    /// The guest's directory's host path, to preopen for the guest.
+    /// The directory's host path.
     pub fn path(&self) -> &Path {
         &self.guest.path
-    }
-
-    /// The host's directory for copies on their way into the trash, on the
-    /// root's filesystem: its path relative to the root.
-    pub fn keep_rel(&self) -> PathBuf {
-        Path::new(TRASH_DIR)
-            .join(STAGING_DIR)
-            .join(&self.keep.area.name)
-            .join(&self.keep.name)
     }
 }
 
 impl Drop for Place {
     fn drop(&mut self) {
         let name = OsStr::new(&self.name);
-        if self.reused && empty(self.area.dir.as_fd(), name).is_ok() {
+        // Emptied and kept for another call, not removed.
+        if empty(self.area.dir.as_fd(), name).is_ok() {
             let mut free = self.area.free.lock().unwrap_or_else(|p| p.into_inner());
             free.push(std::mem::take(&mut self.name));
             return;
@@ -180,11 +157,11 @@ impl Staging {
         }
     }
 
-    /// New, empty directories for one call in `root`: the guest's on the
-    /// filesystem whose top is `on` (relative to the root; the root's own
-    /// when `None`), and the host's own for copies on the root's. When the
-    /// other filesystem's cannot be made (its top is not writable, say),
-    /// the guest's is on the root's filesystem too, and says why in the log.
+    /// A new, empty directory for one call in `root`, on the filesystem
+    /// whose top is `on` (relative to the root; the root's own when
+    /// `None`). When the other filesystem's cannot be made (its top is not
+    /// writable, say), it is on the root's filesystem, and says why in the
+    /// log.
     pub fn call_dir(&self, root: &Root, on: Option<&Path>) -> io::Result<CallDir> {
         let n = self.next_call.fetch_add(1, Ordering::Relaxed);
         let guest = match on {
@@ -202,18 +179,7 @@ impl Staging {
             },
             None => self.place(root, Path::new(""), n.to_string())?,
         };
-        // Named now (in the area the guest's made again if it was gone),
-        // made by the first copy that needs it ([`open_keep`]): most calls
-        // link what they keep and never do.
-        let area = self.area(root, Path::new(""), false)?;
-        let name = format!("{n}{KEEP_SUFFIX}");
-        let keep = Place {
-            path: area.path.join(&name),
-            area,
-            name,
-            reused: false,
-        };
-        Ok(CallDir { guest, keep })
+        Ok(CallDir { guest })
     }
 
     /// An empty directory in this server's area at `top` of `root`: one
@@ -231,7 +197,6 @@ impl Staging {
                     path: area.path.join(&free),
                     area,
                     name: free,
-                    reused: true,
                 });
             }
         }
@@ -249,7 +214,6 @@ impl Staging {
             path: area.path.join(&name),
             area,
             name,
-            reused: true,
         })
     }
 
@@ -305,39 +269,20 @@ impl Staging {
     }
 }
 
-/// A call's keep directory (`rel`, relative to the root, as
-/// [`CallDir::keep_rel`] gives it), opened beneath the root without
-/// following a symlink, and made (in its server's area, which must be
-/// there) if it is not yet: the call's [`CallDir`] removes it.
-pub fn open_keep(root: &Root, rel: &Path) -> io::Result<OwnedFd> {
-    let root_fd = beneath::open_root(root)?;
-    match beneath::beneath(&root_fd, rel) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            let (Some(area), Some(name)) = (rel.parent(), rel.file_name()) else {
-                return Err(e);
-            };
-            let area = beneath::beneath(&root_fd, area)?;
-            match rustix::fs::mkdirat(&area, name, Mode::from_raw_mode(0o700)) {
-                Ok(()) | Err(Errno::EXIST) => {}
-                Err(e) => return Err(e.into()),
-            }
-            open_dir(area.as_fd(), name).map_err(Into::into)
-        }
-        opened => opened,
-    }
-}
-
 /// What [`sweep`] removed (or, dry, would remove).
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default)]
 pub struct Swept {
     /// Servers that are gone and left unfinished calls (all that they
     /// left is removed, empty directories silently).
     pub servers: usize,
+    /// The publishes those servers had committed and not finished, now
+    /// finished ([`crate::store::publish::recover_in`]).
+    pub recovered: Vec<crate::store::publish::journal::Recovered>,
 }
 
 impl Swept {
     pub fn is_empty(&self) -> bool {
-        *self == Swept::default()
+        self.servers == 0 && self.recovered.is_empty()
     }
 }
 
@@ -458,8 +403,11 @@ pub fn filesystem_top(root: &Root, dir: &Path) -> Option<PathBuf> {
 /// filesystems in it) what servers that are gone left: every directory
 /// whose lock is free (its server died, however). A live server's directory
 /// is locked by it and left alone, so another server's work in progress is
-/// never taken. One directory that cannot be removed stops no other (it is
-/// logged). Nothing is removed with `dry_run`.
+/// never taken. A publish a server that is gone had committed (its journal
+/// is in its directory on the root's own filesystem) is finished first,
+/// before anything of it is removed (the entries it moves may wait in the
+/// other filesystems' areas). One directory that cannot be removed stops no
+/// other (it is logged). Nothing is removed with `dry_run`.
 pub fn sweep(root: &Root, dry_run: bool) -> io::Result<Swept> {
     let mut swept = Swept::default();
     let root_fd = beneath::open_root(root)?;
@@ -469,6 +417,9 @@ pub fn sweep(root: &Root, dry_run: bool) -> io::Result<Swept> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(swept),
         Err(e) => return Err(e),
     };
+    if !dry_run {
+        recover_area(root, &staging, &mut swept);
+    }
     for top in nested_tops(&staging)? {
         match beneath::beneath(&root_fd, &top.join(&area)) {
             Ok(nested) => sweep_area(root, &nested, dry_run, &mut swept)?,
@@ -482,6 +433,47 @@ pub fn sweep(root: &Root, dry_run: bool) -> io::Result<Swept> {
     }
     sweep_area(root, &staging, dry_run, &mut swept)?;
     Ok(swept)
+}
+
+/// Finishes the journals the servers that are gone left in the staging area
+/// `staging` on `root`'s own filesystem.
+fn recover_area(root: &Root, staging: &OwnedFd, swept: &mut Swept) {
+    let Ok(servers) = names_in(staging) else {
+        return;
+    };
+    let root = Arc::new(root.clone());
+    for (name, ty) in servers {
+        if ty != FileType::Directory {
+            continue;
+        }
+        let Ok(server) = open_dir(staging.as_fd(), &name) else {
+            continue;
+        };
+        // Held while it finishes: no one else finishes it twice.
+        if rustix::fs::flock(&server, FlockOperation::NonBlockingLockExclusive).is_err() {
+            continue;
+        }
+        let Ok(calls) = names_in(&server) else {
+            continue;
+        };
+        for (call, ty) in calls {
+            if ty != FileType::Directory {
+                continue;
+            }
+            let Ok(dir) = open_dir(server.as_fd(), &call) else {
+                continue;
+            };
+            match crate::store::publish::recover_in(&root, &dir) {
+                Ok(Some(recovered)) => swept.recovered.push(recovered),
+                Ok(None) => {}
+                Err(e) => tracing::error!(
+                    root = %root.name,
+                    "cannot finish a publish a server that stopped left in {TRASH_DIR}/{STAGING_DIR}: {e}"
+                ),
+            }
+        }
+        let _ = rustix::fs::flock(&server, FlockOperation::Unlock);
+    }
 }
 
 /// Whether a stopped server's directory holds anything but the empty call
@@ -560,19 +552,14 @@ mod tests {
         std::fs::create_dir(dir.path().join("tree")).unwrap();
         std::fs::write(dir.path().join("tree/partial"), "half").unwrap();
         let path = dir.path().to_path_buf();
-        let keep = tmp.path().join(dir.keep_rel());
-        drop(open_keep(&root, &dir.keep_rel()).unwrap());
-        std::fs::write(keep.join("copy-1"), "half").unwrap();
         let other = staging.call_dir(&root, None).unwrap();
         assert_ne!(other.path(), path);
         drop(dir);
-        // Emptied, kept for the next call; its keep directory removed.
+        // Emptied, kept for the next call.
         assert!(path.is_dir() && std::fs::read_dir(&path).unwrap().next().is_none());
-        assert!(!keep.exists());
         assert!(other.path().exists());
         let again = staging.call_dir(&root, None).unwrap();
         assert_eq!(again.path(), path);
-        assert_ne!(tmp.path().join(again.keep_rel()), keep);
         // One that is no longer a directory is not given out again.
         drop(again);
         std::fs::remove_dir(&path).unwrap();
@@ -609,9 +596,8 @@ mod tests {
     }
 
     /// A call that writes on another filesystem inside the root stages at
-    /// its top (here a plain directory stands for it), its keep directory
-    /// on the root's; the area there is listed in the root's, and a gone
-    /// server's is swept there too.
+    /// its top (here a plain directory stands for it); the area there is
+    /// listed in the root's, and a gone server's is swept there too.
     #[test]
     fn a_call_stages_at_the_top_it_is_given_and_the_sweep_finds_it() {
         let tmp = tempfile::TempDir::new().unwrap();
@@ -623,12 +609,6 @@ mod tests {
             dir.path()
                 .starts_with(tmp.path().join("sub/.mcp-trash/.staging"))
         );
-        let keep = tmp.path().join(dir.keep_rel());
-        // Its keep directory is made by the first copy that needs it.
-        assert!(keep.starts_with(tmp.path().join(".mcp-trash/.staging")) && !keep.exists());
-        drop(open_keep(&root, &dir.keep_rel()).unwrap());
-        drop(open_keep(&root, &dir.keep_rel()).unwrap());
-        assert!(keep.is_dir());
         let listed =
             std::fs::read_to_string(tmp.path().join(".mcp-trash/.staging/nested")).unwrap();
         assert_eq!(listed, "737562\n");
@@ -640,15 +620,15 @@ mod tests {
             std::fs::read_to_string(tmp.path().join(".mcp-trash/.staging/nested")).unwrap(),
             listed
         );
-        let (guest, kept) = (dir.path().to_path_buf(), keep.clone());
+        let guest = dir.path().to_path_buf();
         std::fs::write(guest.join("temp"), "x").unwrap();
         drop(dir);
-        assert!(!guest.join("temp").exists() && !kept.exists());
+        assert!(!guest.join("temp").exists());
         // A killed server's leftovers there.
         let dead = tmp.path().join("sub/.mcp-trash/.staging/1-dead");
         std::fs::create_dir_all(dead.join("7")).unwrap();
         std::fs::write(dead.join("7/partial"), "half").unwrap();
-        assert_eq!(sweep(&root, false).unwrap(), Swept { servers: 1 });
+        assert_eq!(sweep(&root, false).unwrap().servers, 1);
         assert!(!dead.exists());
         // A listed top that is gone, or a line that is no plain path: skipped.
         std::fs::write(
@@ -675,9 +655,9 @@ mod tests {
         // One killed before it had a call: removed, not counted.
         std::fs::create_dir_all(tmp.path().join(".mcp-trash/.staging/2-idle")).unwrap();
         let dry = sweep(&root, true).unwrap();
-        assert_eq!(dry, Swept { servers: 1 });
+        assert_eq!(dry.servers, 1);
         assert!(dead.exists());
-        assert_eq!(sweep(&root, false).unwrap(), dry);
+        assert_eq!(sweep(&root, false).unwrap().servers, dry.servers);
         assert!(!dead.exists());
         assert!(!tmp.path().join(".mcp-trash/.staging/2-idle").exists());
         assert!(running.path().join("temp").exists());

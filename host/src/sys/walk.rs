@@ -21,8 +21,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::fs::{FileType, Mode, OFlags};
 use rustix::io::{Errno, Result};
 
-/// The most symlinks one resolution follows (Linux's own limit).
-pub const MAX_LINKS: usize = 40;
+pub use super::MAX_LINKS;
 
 /// Opens `path` beneath `dir` with `flags`, as `openat2` with
 /// `RESOLVE_BENEATH` (and `RESOLVE_NO_SYMLINKS` if `no_symlinks`) would:

@@ -7,10 +7,11 @@
 //! [`resolve`] (each refusal audited and returned as an `isError` result
 //! naming the rule) → for a call that changes something, the locks of the
 //! places it changes ([`crate::store::locks`]), then every path resolved again
-//! under them → its trash stamp, a call slot, and for a tool that keeps
-//! history a staging directory in each root it writes ([`crate::store::staging`])
-//! → a fresh component instance that sees only the call's roots → result
-//! mapped to MCP content, structured content and images.
+//! under them → its id, a call slot → a fresh component instance that sees
+//! only the call's roots, its changes staged → result mapped to MCP
+//! content, structured content and images → for a call that succeeded, its
+//! changes published together, every replaced or removed version kept in
+//! the trash ([`crate::store::publish`]).
 //!
 //! This module is transport-agnostic: stdio and HTTP serve the same
 //! [`Toolbox`].
@@ -29,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{ComponentEntry, Config};
 use crate::policy::{
     LIST, Narrowing, PathArg, Permission, Perms, Resolved, Root, neutralised, noted, path_requests,
-    resolve, shown_arg, shown_clipped,
+    resolve, resolve_within, shown, shown_arg, shown_clipped,
 };
 use crate::runtime::{
     self, Activity, Area, CallError, CallMount, CallRequest, DiskError, GuestLimits, Runtime,
@@ -38,7 +39,7 @@ use crate::runtime::{
 use crate::store::audit::{Audit, Record};
 use crate::store::locks::{Key, LockError, Locked, PathLocks};
 use crate::store::quota::{self, Quota};
-use crate::store::staging::{self, CallDir, Staging};
+use crate::store::staging::{self, Staging};
 use crate::store::trash;
 use crate::sys::descriptors;
 use crate::sys::space;
@@ -71,12 +72,7 @@ const ERROR_CLIP: usize = 4096;
 /// What calling a listed tool does.
 enum Action {
     ListRoots,
-    Component {
-        index: usize,
-        paths: Vec<PathArg>,
-        /// Whether the tool keeps replaced and deleted content in the trash.
-        keeps_history: bool,
-    },
+    Component { index: usize, paths: Vec<PathArg> },
 }
 
 /// What the transport gives a call: its stop switch, the counters its guest
@@ -240,8 +236,10 @@ pub struct Toolbox {
     quota: Option<Arc<Quota>>,
     /// Calls that change overlapping places wait for each other.
     locks: Arc<PathLocks>,
-    /// Where tools that keep history write before they publish.
-    staging: Staging,
+    /// Where calls stage what they change until it is published.
+    staging: Arc<Staging>,
+    /// When this server last swept each root's staging area (by name).
+    swept: std::sync::Mutex<std::collections::HashMap<String, Instant>>,
     /// The watcher of the roots while some session watches them.
     hub: tokio::sync::Mutex<std::sync::Weak<watch::Hub>>,
     /// The threads the guests run on.
@@ -352,11 +350,7 @@ impl Toolbox {
                 .collect();
             entries.push(Entry {
                 tool,
-                action: Action::Component {
-                    index,
-                    paths,
-                    keeps_history: d.keeps_history && permission != Permission::Read,
-                },
+                action: Action::Component { index, paths },
                 roots: view,
                 digest: loaded.short_digest().map(str::to_string),
                 timeout: loaded.budget.timeout,
@@ -376,7 +370,8 @@ impl Toolbox {
             slots,
             quota,
             locks: PathLocks::new(),
-            staging: Staging::new(),
+            staging: Arc::new(Staging::new()),
+            swept: Default::default(),
             hub: Default::default(),
             guests: Default::default(),
         })
@@ -492,11 +487,7 @@ impl Toolbox {
                 rule: None,
                 unseen: false,
             }),
-            Action::Component {
-                index,
-                paths,
-                keeps_history,
-            } => {
+            Action::Component { index, paths } => {
                 // Fails closed: no call is served while its line could not
                 // be written (the refusal's own line waits with the others).
                 if let Err(unwritable) = self.audit.writable() {
@@ -522,8 +513,9 @@ impl Toolbox {
                 let mut arguments = arguments;
                 RefusedItem::mark(&refused, &mut arguments);
                 // Taken under the locks: a path's trash entries are in the
-                // order its changes were made.
-                let stamp = keeps_history.then(crate::store::trash_stamp);
+                // order its changes were made. The id of every call, also
+                // the name of its trash entry.
+                let id = crate::store::trash_stamp();
                 Ok(self
                     .run(Run {
                         tool: name,
@@ -531,7 +523,7 @@ impl Toolbox {
                         paths,
                         resolved,
                         arguments,
-                        stamp,
+                        id,
                         control,
                         locked,
                         waits_until,

@@ -1,8 +1,7 @@
 //! Before a call runs: every path argument resolved, the path locks taken
 //! (and the resolution checked again under them), the reserve for what the
-//! call will keep, and a staging directory in each root it writes. A refusal
-//! here ends the call before any component starts; nothing here writes a
-//! user's file.
+//! call will keep. A refusal here ends the call before any component
+//! starts; nothing here writes a user's file.
 
 use super::*;
 
@@ -26,8 +25,14 @@ impl Toolbox {
             // A scoped component's own roots; the session's client roots
             // narrow what is left (`client_roots = "narrow"`).
             let roots = self.entry(tool).map_or(&self.config.roots, |e| &e.roots);
-            let resolved = resolve(roots, root, path, op)
-                .and_then(|r| narrowing.map_or(Ok(()), |n| n.check(&r)).map(|()| r));
+            let resolved = if request.root_alone && op != Permission::Read {
+                // The policing filesystem holds what the tool reaches to
+                // the narrowing too.
+                resolve_within(roots, root, op)
+            } else {
+                resolve(roots, root, path, op)
+                    .and_then(|r| narrowing.map_or(Ok(()), |n| n.check(&r)).map(|()| r))
+            };
             match resolved {
                 Ok(r) => resolution.resolved.push(r),
                 Err(denial) => {
@@ -142,63 +147,6 @@ impl Toolbox {
                     .client(client),
             );
         }
-    }
-
-    /// A staging directory in each root the call writes, for a tool that
-    /// keeps history (its mounts get their paths). Where every place the
-    /// call writes in a root (`writes`: root name, real root-relative path)
-    /// is on one other filesystem inside it (a mount point, a btrfs
-    /// subvolume), the guest's staging directory is on that filesystem, so
-    /// that what it stages is published by a rename there.
-    pub(super) fn stage(
-        &self,
-        mounts: &mut [CallMount],
-        writes: &[(String, PathBuf)],
-        activity: &Activity,
-    ) -> Result<Vec<CallDir>, String> {
-        let mut dirs = Vec::new();
-        for m in mounts {
-            if !Perms::up_to(m.op)
-                .intersect(m.root.perms)
-                .contains(Permission::Write)
-            {
-                continue;
-            }
-            let mut tops =
-                writes
-                    .iter()
-                    .filter(|(root, _)| *root == m.root.name)
-                    .map(|(_, rel)| {
-                        staging::filesystem_top(&m.root, rel.parent().unwrap_or(Path::new("")))
-                    });
-            let first = tops.next().flatten();
-            let on = first.filter(|top| tops.all(|t| t.as_ref() == Some(top)));
-            match self.staging.call_dir(&m.root, on.as_deref()) {
-                Ok(dir) => {
-                    m.staging = Some(dir.path().to_path_buf());
-                    m.keep = Some(dir.keep_rel());
-                    dirs.push(dir);
-                }
-                Err(e) => {
-                    tracing::warn!(root = %m.root.name, "cannot make a staging directory: {e}");
-                    let why = if descriptors::out_of_descriptors(&e) {
-                        descriptors::NO_DESCRIPTORS.to_string()
-                    } else if let Some(disk) = DiskError::of_io(&e) {
-                        // The call's result names it, and its audit line.
-                        activity.mark_disk_error(disk, &m.root.name);
-                        disk.text(&m.root.name)
-                    } else {
-                        e.kind().to_string()
-                    };
-                    return Err(format!(
-                        "root '{}': its staging directory (.mcp-trash/.staging) cannot be made: \
-                         {why}; nothing was changed",
-                        m.root.name,
-                    ));
-                }
-            }
-        }
-        Ok(dirs)
     }
 }
 
@@ -324,7 +272,12 @@ pub(super) const RESOLVE_ROUNDS: usize = 8;
 /// change of the directory holding the link must wait too).
 pub(super) fn lock_keys(resolved: &[Resolved]) -> Vec<Key> {
     let mut keys: Vec<Key> = Vec::new();
-    for r in resolved.iter().filter(|r| r.op() != Permission::Read) {
+    // The root alone, resolved for a tool whose paths are not arguments
+    // (a patch's sit in its text): its places are locked at its publish.
+    for r in resolved
+        .iter()
+        .filter(|r| r.op() != Permission::Read && !r.is_root())
+    {
         let entry = lexical(r.requested());
         for rel in [Some(r.real_rel().to_path_buf()), entry]
             .into_iter()

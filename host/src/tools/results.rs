@@ -22,9 +22,22 @@ pub(super) fn ran_out_of_quota(q: &Quota, activity: &Activity) -> String {
     )
 }
 
-/// What a call that stopped part way has changed.
-pub(super) const UNFINISHED: &str = "write_file and edit_file change nothing unless they finish, and a \
-     directory copy appears only whole; what else the tool had done stays done";
+/// What a call that stopped part way has changed: nothing, whatever the
+/// tool (its changes are published only once it has succeeded).
+pub(super) const UNFINISHED: &str = "Nothing was changed: a call's changes are published only when \
+     it succeeds";
+
+/// What a call that changed more than the host stages for one call (in
+/// `root`) answers, whatever the tool made of the refusal.
+pub(super) fn overlay_full(root: &str) -> String {
+    format!(
+        "the call changed more than {} entries (or {} MiB of their paths) in root '{root}', the \
+         most the host stages for one call (rule overlay); change fewer entries per call. \
+         {UNFINISHED}",
+        crate::runtime::fs::MAX_OVERLAY_ENTRIES,
+        crate::runtime::fs::MAX_OVERLAY_BYTES >> 20,
+    )
+}
 
 /// What a call that found no file descriptor free answers.
 pub(super) fn ran_out_of_descriptors() -> String {
@@ -36,22 +49,115 @@ pub(super) fn ran_out_of_descriptors() -> String {
 
 /// What a call that failed on a disk error answers, whatever the tool made
 /// of the error (its own text would say only that an operation failed).
-/// What was left as it was is said for built-in tools only: the server
-/// cannot know how a third-party tool writes.
-pub(super) fn disk_failed(error: DiskError, root: &str, built_in: bool) -> String {
+pub(super) fn disk_failed(error: DiskError, root: &str) -> String {
     let way_out = match error {
         DiskError::Reserve(_) => format!("; {}", space::Short::WAY_OUT),
         _ => String::new(),
     };
-    let left = if built_in {
-        format!("What it was replacing is unchanged and no partial file is left: {UNFINISHED}")
-    } else {
-        "What the tool had done before it stopped stays done.".to_string()
-    };
     format!(
-        "{}, so the call could not finish. {left}{way_out}",
+        "{}, so the call could not finish. {UNFINISHED}{way_out}",
         error.text(root)
     )
+}
+
+/// Says in `result` what its publish kept: each kept version's place in the
+/// trash, in one text block, and in the structured result where it has a
+/// `previous` (or, for a deletion, `trash`) field left empty for the path
+/// it names (the host fills what the guest cannot know).
+pub(super) fn note_kept(
+    result: &mut CallToolResult,
+    published: &crate::store::publish::Published,
+    resolved: &[Resolved],
+) {
+    if published.kept.is_empty() {
+        return;
+    }
+    let default_root = resolved
+        .iter()
+        .find(|r| r.op() != Permission::Read)
+        .map_or("", |r| r.root().name.as_str());
+    if let Some(Value::Object(top)) = result.structured_content.as_mut() {
+        fill_kept(top, published, default_root);
+        for value in top.values_mut() {
+            if let Value::Array(items) = value {
+                for item in items {
+                    if let Value::Object(o) = item {
+                        fill_kept(o, published, default_root);
+                    }
+                }
+            }
+        }
+    }
+    let roots = published
+        .kept
+        .iter()
+        .any(|k| k.root != published.kept[0].root);
+    let lines: Vec<String> = published
+        .kept
+        .iter()
+        .map(|k| {
+            let root = if roots {
+                format!(" (root '{}')", k.root)
+            } else {
+                String::new()
+            };
+            format!(
+                "kept '{}'{root} as it was at {}",
+                shown(&k.from),
+                shown(&k.to)
+            )
+        })
+        .collect();
+    result.content.push(ContentBlock::text(lines.join("\n")));
+}
+
+/// Fills an object's empty `previous` or `trash` with where the version
+/// of its `destination` (or `path`) was kept.
+fn fill_kept(
+    o: &mut serde_json::Map<String, Value>,
+    published: &crate::store::publish::Published,
+    default_root: &str,
+) {
+    let root = o
+        .get("destination_root")
+        .and_then(Value::as_str)
+        .unwrap_or(default_root)
+        .to_string();
+    for (field, key) in [
+        ("previous", "destination"),
+        ("previous", "path"),
+        ("trash", "path"),
+    ] {
+        if o.get(field) != Some(&Value::Null) {
+            continue;
+        }
+        let Some(path) = o.get(key).and_then(Value::as_str) else {
+            continue;
+        };
+        let path = lexical(path).unwrap_or_default();
+        if let Some(k) = published
+            .kept
+            .iter()
+            .find(|k| k.root == root && Path::new(&k.from) == path)
+        {
+            o.insert(field.to_string(), Value::String(k.to.clone()));
+        }
+    }
+}
+
+/// Says that the call ran twice: what it saw at `path` changed before its
+/// first publish, so it ran again on the new content; this is what the
+/// second run answered.
+pub(super) fn note_reran(result: &mut CallToolResult, root: &str, path: &str) {
+    let then = if result.is_error == Some(true) {
+        "it failed on the new content; read it again"
+    } else {
+        "this is the result on the new content"
+    };
+    result.content.push(ContentBlock::text(format!(
+        "(ran twice: '{}' in root '{root}' was changed by someone else while the call ran; {then})",
+        shown(path)
+    )));
 }
 
 pub(super) fn quota_figures(q: &Quota) -> String {
@@ -315,25 +421,25 @@ pub(super) fn call_error_text(
             from_tool(m)
         }
         CallError::Timeout(limit) => format!(
-            "the call took longer than {} ms and was stopped ({})",
+            "the call took longer than {} ms and was stopped ({}); nothing was changed",
             limit.as_millis(),
             key("tool_timeout_ms", "timeout_ms")
         ),
-        CallError::Cancelled => "the call was cancelled".into(),
+        CallError::Cancelled => "the call was cancelled; nothing was changed".into(),
         CallError::Memory(limit) => format!(
-            "the call needed more than {} MiB of memory and was stopped ({})",
+            "the call needed more than {} MiB of memory and was stopped ({}); nothing was changed",
             limit / (1024 * 1024),
             key("tool_memory_bytes", "memory_bytes")
         ),
         CallError::Crashed(detail) => {
             tracing::error!(tool, "tool crashed: {detail}");
-            "the tool failed unexpectedly; the server log has details".into()
+            "the tool failed unexpectedly; the server log has details; nothing was changed".into()
         }
         CallError::Setup(m) => m,
         CallError::OutputTooLarge(limit) => format!(
             "the tool's result would take more than {limit} bytes of the server's memory and was \
-             refused as it was read ({}); ask for less: a range of lines, a narrower search, a \
-             smaller depth",
+             refused as it was read ({}); nothing was changed; ask for less: a range of lines, a \
+             narrower search, a smaller depth",
             key("max_output_bytes", "max_output_bytes")
         ),
     }

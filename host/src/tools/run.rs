@@ -1,8 +1,25 @@
 //! One call from its instance to its result: limits, mounts, the guest's
-//! run, what it kept and what it was refused, the audit line. The only place
-//! a component is called; it never resolves a path (`prepare` has).
+//! run, its result, the publish of what it changed, the audit lines. The
+//! only place a component is called; it never resolves a path (`prepare`
+//! has).
+//!
+//! A call is a transaction: the guest's changes are staged while it runs
+//! (the policing filesystem's overlay), its result is judged, and only a
+//! call whose result is a success is published, with the path locks of
+//! every place it changed (taken now if its own did not cover them). What
+//! the call saw having changed meanwhile (someone else's write), nothing is
+//! published and the call runs once more on the new state, holding those
+//! locks; a second conflict refuses it, naming the path.
 
 use super::*;
+use crate::store::publish::{self, Published, Refused};
+
+/// How many times a call runs when what it saw changes before its publish.
+const ATTEMPTS: u32 = 2;
+
+/// How often a running server looks for what a server that is gone left in
+/// a root it changes (a publish to finish).
+const RECOVER_EVERY: Duration = Duration::from_secs(2);
 
 impl Toolbox {
     pub(super) async fn run(self: &Arc<Self>, call: Run<'_>) -> Called {
@@ -12,32 +29,17 @@ impl Toolbox {
             paths,
             resolved,
             arguments,
-            stamp,
+            id,
             control,
             locked,
             waits_until,
         } = call;
-        let mut mounts: Vec<CallMount> = Vec::new();
-        for r in &resolved {
-            match mounts.iter_mut().find(|m| m.root.name == r.root().name) {
-                Some(m) => m.op = m.op.max(r.op()),
-                None => mounts.push(CallMount {
-                    root: Arc::clone(r.root()),
-                    op: r.op(),
-                    staging: None,
-                    keep: None,
-                    // The guest is held to the client roots too, not only
-                    // the paths it was given: a component may open others.
-                    area: control.narrowing.as_ref().and_then(|n| {
-                        Area::of(n.areas_of(&r.root().name).map(Path::to_path_buf).collect())
-                    }),
-                }),
-            }
-        }
+        let mounts = call_mounts(&resolved, paths, &control);
         let client = control.client;
         let client = client.as_deref();
         let activity = Arc::clone(&control.activity);
         let limits = &self.config.limits;
+        let changes_anything = resolved.iter().any(|r| r.op() != Permission::Read);
         let request = CallRequest {
             mounts,
             limits: GuestLimits {
@@ -46,7 +48,7 @@ impl Toolbox {
                 max_search_bytes: limits.max_search_bytes,
             },
             arguments: Value::Object(arguments).to_string(),
-            stamp: stamp.clone(),
+            staging: changes_anything.then(|| Arc::clone(&self.staging)),
             cancel: control.cancel,
             activity: control.activity,
             quota: self.quota.clone(),
@@ -75,22 +77,12 @@ impl Toolbox {
                 Some("reserve"),
             );
         }
-        // Room in each root's trash for what the call would keep (not
-        // asked where no root the call changes has one), reserved on the
-        // guest's thread before anything changes (file I/O: one thread hop
-        // for both).
-        let budgeted = resolved
-            .iter()
-            .any(|r| r.root().trash_max_bytes > 0 && r.op() != Permission::Read);
-        let budget = match &stamp {
-            Some(stamp) if budgeted => Some((
-                stamp.clone(),
-                resolved.clone(),
-                paths.to_vec(),
-                trash::in_flight(limits.tool_timeout),
-            )),
-            _ => None,
-        };
+        // Room in each root's trash for what the call would keep, as its
+        // arguments tell (not asked where no root it changes has a
+        // budget); what it really keeps is reckoned at its publish.
+        let estimate = kept_estimate(&resolved, paths);
+        let budgeted = estimate.iter().any(|(r, _)| r.trash_max_bytes > 0);
+        let in_flight = trash::in_flight(limits.tool_timeout);
         let slot = match self.slots.take(&request.cancel, waits_until).await {
             Ok(slot) => slot,
             Err(e) => {
@@ -102,109 +94,207 @@ impl Toolbox {
                 return Called::failed(e.to_string(), Some(rule));
             }
         };
+        let slot = Arc::new(slot);
         // The call's duration is its guest's, not its wait for a slot.
         let started = Instant::now();
-        let this = Arc::clone(self);
-        let mut request = request;
-        // The slot, the locks and the staging directories travel with the
-        // guest's thread: a guest that outlives its caller still holds them,
-        // and its staging directories go only once it is done.
-        // Under the kernel sandbox no file is written in a root without
-        // write (a grant to write its trash index would make every move into
-        // that trash gain rights, which Landlock refuses): its trash lists
-        // file by file.
-        let indexed: Vec<Resolved> = resolved
-            .iter()
-            .filter(|r| !self.config.landlock || r.root().perms.contains(Permission::Write))
-            .cloned()
-            .collect();
-        // Where each root's staging directory goes: the places the call
-        // writes (see `stage`).
-        let writes: Vec<(String, PathBuf)> = resolved
-            .iter()
-            .filter(|r| r.op() == Permission::Write)
-            .map(|r| (r.root().name.clone(), r.real_rel().to_path_buf()))
-            .collect();
-        // The answer goes back as soon as the outcome is known; the spent
-        // instance is dropped after it on the same thread (its memory
-        // reset, off the answer's path), and the slot with it: no more
-        // instances alive than slots.
-        let outcome = self
-            .guests
-            .run_then(move || {
-                let mut spent = runtime::Spent::none();
-                let answer = (|| {
-                    // Refused before anything changes when it would pass the budget.
-                    let reservation = match budget {
-                        Some((stamp, needs_of, paths, in_flight)) => Some(trash::reserve(
-                            &kept_estimate(&needs_of, &paths),
-                            &stamp,
-                            in_flight,
-                        )?),
+        let built_in = self.runtime.tools()[index].is_built_in();
+        let mut locked = Some(locked);
+        let mut held = lock_keys(&resolved);
+        let mut reservation: Option<trash::Reservation> = None;
+        let mut reran: Option<(String, String)> = None;
+        let request = Arc::new(request);
+        let mut attempt = 1;
+        let (ended, published) = loop {
+            let this = Arc::clone(self);
+            let req = Arc::clone(&request);
+            let reserve = (budgeted && reservation.is_none()).then(|| estimate.clone());
+            let id_now = id.clone();
+            let slot_held = Arc::clone(&slot);
+            // The spent instance is dropped after the answer, on the same
+            // thread (its memory reset, off the answer's path); the slot
+            // travels with the guest.
+            let ran = self
+                .guests
+                .run_then(move || {
+                    let reserved = match reserve {
+                        Some(needs) => match trash::reserve(&needs, &id_now, in_flight) {
+                            Ok(r) => Some(r),
+                            Err(over) => return (Err(over), (runtime::Spent::none(), slot_held)),
+                        },
                         None => None,
                     };
-                    let stamp = request.stamp.clone();
-                    let staged = match stamp {
-                        Some(_) => this.stage(&mut request.mounts, &writes, &request.activity),
-                        None => Ok(Vec::new()),
-                    };
-                    let outcome = match staged {
-                        Ok(_staged) => {
-                            let (outcome, left) = this.runtime.call_spent(index, request);
-                            spent = left;
-                            outcome
-                        }
-                        Err(message) => runtime::CallOutcome::setup(message),
-                    };
-                    // Its index is written before its locks go: the next call on
-                    // these places finds it. File I/O, so on this thread.
-                    if let Some(stamp) = &stamp {
-                        trash::record_call(&indexed, stamp, &outcome.kept);
-                    }
-                    // What it kept is counted before its locks go too.
-                    if let Some(reservation) = reservation {
-                        reservation.settle();
-                    }
-                    Ok((outcome, locked))
-                })();
-                (answer, (spent, slot))
-            })
-            .await;
-        let elapsed = started.elapsed();
-        let (outcome, _locked) = match outcome {
-            Ok(Ok(outcome)) => outcome,
-            Ok(Err((root, over))) => {
-                self.audit_refused(tool, &resolved, "trash_budget", client);
-                return Called::failed(
-                    format!(
-                        "{}; nothing was changed. To go on, {}",
-                        over.text(&root),
-                        trash::OverBudget::WAY_OUT
-                    ),
-                    Some("trash_budget"),
-                );
+                    let (outcome, spent) = this.runtime.call_spent(index, req.as_ref().clone());
+                    (Ok((outcome, reserved)), (spent, slot_held))
+                })
+                .await;
+            let (outcome, reserved) = match ran {
+                Ok(Ok(done)) => done,
+                Ok(Err((root, over))) => {
+                    self.audit_refused(tool, &resolved, "trash_budget", client);
+                    return Called::failed(
+                        format!(
+                            "{}; nothing was changed. To go on, {}",
+                            over.text(&root),
+                            trash::OverBudget::WAY_OUT
+                        ),
+                        Some("trash_budget"),
+                    );
+                }
+                Err(_) => {
+                    // Its thread dropped the answer: the guest's side
+                    // panicked (the panic is on stderr).
+                    tracing::error!(tool, "tool call panicked");
+                    return Called::failed(
+                        "the tool failed unexpectedly; the server log has details; nothing was \
+                         changed"
+                            .into(),
+                        None,
+                    );
+                }
+            };
+            if reserved.is_some() {
+                reservation = reserved;
             }
-            Err(_) => {
-                // Its thread dropped the answer: the guest's side panicked
-                // (the panic is on stderr).
-                tracing::error!(tool, "tool call panicked");
-                return Called::failed(
-                    "the tool failed unexpectedly; the server log has details".into(),
-                    None,
-                );
+            let mut ended = self.judge(tool, index, outcome, &activity, built_in);
+            let changes = std::mem::replace(&mut ended.changes, runtime::fs::CallChanges::none());
+            if ended.result.is_error == Some(true) || changes.is_empty() {
+                break (ended, None);
+            }
+            // Every place the call changed must be locked for its publish:
+            // a third-party tool writes where it likes, and a patch's paths
+            // sit in its text.
+            let wanted = publish_keys(&changes.changes);
+            if !wanted.iter().all(|k| covered(&held, k)) {
+                drop(locked.take());
+                let mut all = held.clone();
+                all.extend(wanted.into_iter().filter(|k| !covered(&held, k)));
+                match self
+                    .locks
+                    .lock(all.clone(), waits_until, &request.cancel)
+                    .await
+                {
+                    Ok(now) => {
+                        locked = Some(now);
+                        held = all;
+                    }
+                    Err(e) => {
+                        let rule = match e {
+                            LockError::Busy { .. } => "locked",
+                            LockError::Cancelled => "cancelled",
+                            LockError::NoDescriptors => "descriptors",
+                        };
+                        ended.result = error_result(format!("{e}; nothing was changed"));
+                        ended.stopped = Some(rule);
+                        break (ended, None);
+                    }
+                }
+            }
+            let this = Arc::clone(self);
+            let (id_now, tool_name) = (id.clone(), tool.to_string());
+            let estimate_now = estimate.clone();
+            let done = self
+                .guests
+                .run_then(move || {
+                    let published =
+                        this.publish(&changes, &id_now, &tool_name, &estimate_now, in_flight);
+                    (published, changes)
+                })
+                .await;
+            match done {
+                Ok(Ok(published)) => break (ended, Some(published)),
+                Ok(Err(Stopped::Conflict { root, path })) if attempt < ATTEMPTS => {
+                    // Again on the new state, holding every lock its
+                    // publish needed.
+                    attempt += 1;
+                    reran = Some((root, path));
+                    continue;
+                }
+                Ok(Err(stop)) => {
+                    let (text, rule) = stop.told();
+                    ended.result = error_result(text);
+                    ended.stopped = Some(rule);
+                    break (ended, None);
+                }
+                Err(_) => {
+                    tracing::error!(tool, "a publish panicked");
+                    ended.result = error_result(
+                        "the call's changes could not be published; the server log has details"
+                            .into(),
+                    );
+                    ended.stopped = Some("publish");
+                    break (ended, None);
+                }
             }
         };
+        // What it kept is counted before its locks go.
+        if let Some(reservation) = reservation {
+            reservation.settle();
+        }
+        drop(locked);
+        let elapsed = started.elapsed();
+        let Ended {
+            mut result,
+            bytes,
+            stopped,
+            unseen,
+            refusals,
+            ..
+        } = ended;
+        if let Some(published) = &published {
+            note_kept(&mut result, published, &resolved);
+        }
+        if let Some((root, path)) = &reran {
+            note_reran(&mut result, root, path);
+        }
+        self.audit_call(
+            tool,
+            index,
+            &resolved,
+            &id,
+            (client, elapsed, bytes, stopped),
+            published.as_ref(),
+            &refusals,
+        );
+        // A limit that stopped the call, else the first rule the policing
+        // filesystem applied (the guest may have gone on without it).
+        let rule = stopped.or_else(|| refusals.first().map(|r| r.rule));
+        Called {
+            result,
+            rule,
+            unseen,
+        }
+    }
+
+    /// The call's result from its guest's outcome, before anything is
+    /// published: a call the host stopped, or whose result it refuses, or
+    /// that met a limit on the way, is an error and publishes nothing.
+    fn judge(
+        &self,
+        tool: &str,
+        index: usize,
+        outcome: runtime::CallOutcome,
+        activity: &Activity,
+        built_in: bool,
+    ) -> Ended {
         let out_of_quota = activity.out_of_quota();
         let out_of_descriptors = activity.out_of_descriptors();
         // A disk error says what happened only where the call failed: a tool
-        // that met one and went another way (a copy where a link failed)
-        // still did what it says. A call cancelled or out of time says so.
+        // that met one and went another way still did what it says. A call
+        // cancelled or out of time says so.
         let disk = activity.disk_error().filter(|_| {
             matches!(&outcome.result, Err(e)
                 if !matches!(e, CallError::Cancelled | CallError::Timeout(_)))
         });
+        // The host's bound on what one call stages: refused at the
+        // operation, and the call's answer, whatever the tool made of it.
+        let staged_too_much = outcome
+            .refusals
+            .iter()
+            .find(|r| r.rule == "overlay")
+            .map(|r| r.root.clone());
         let stopped = match &outcome.result {
             _ if out_of_quota => Some("quota"),
+            _ if staged_too_much.is_some() => Some("overlay"),
             _ if out_of_descriptors => Some("descriptors"),
             _ if disk.is_some() => disk.as_ref().map(|(e, _)| e.rule()),
             Err(CallError::Cancelled) => Some("cancelled"),
@@ -214,7 +304,6 @@ impl Toolbox {
             Err(CallError::OutputTooLarge(_)) => Some("output"),
             _ => None,
         };
-        let built_in = self.runtime.tools()[index].is_built_in();
         // A path the tool found missing (a denied name answers as a missing
         // one in the policing filesystem, so it is among these).
         let unseen = matches!(
@@ -222,7 +311,8 @@ impl Toolbox {
             Err(CallError::Tool(ToolError::NotFound(_)))
         );
         let (result, bytes) = match (outcome.result, &self.quota, &disk) {
-            (_, Some(q), _) if out_of_quota => (error_result(ran_out_of_quota(q, &activity)), 0),
+            (_, Some(q), _) if out_of_quota => (error_result(ran_out_of_quota(q, activity)), 0),
+            _ if let Some(root) = &staged_too_much => (error_result(overlay_full(root)), 0),
             // Whatever the tool made of it: a search would have skipped a
             // directory, and its result would look complete.
             _ if out_of_descriptors => {
@@ -235,7 +325,7 @@ impl Toolbox {
             }
             (_, _, Some((error, root))) => {
                 tracing::warn!(tool, root = %root, "a call met a disk error: {error:?}");
-                (error_result(disk_failed(*error, root, built_in)), 0)
+                (error_result(disk_failed(*error, root)), 0)
             }
             (Ok(output), _, _) => {
                 let limit = self
@@ -255,33 +345,195 @@ impl Toolbox {
                 (error_result(text), 0)
             }
         };
-        for r in &resolved {
-            let path = clip(r.requested());
-            // Where the previous content of this path went, if anywhere: the
-            // guest keeps the entry it was asked about (a symlink itself, say),
-            // the host resolved its target; either may match.
-            let asked: PathBuf = r
-                .requested()
-                .split('/')
-                .filter(|p| !p.is_empty() && *p != ".")
-                .collect();
-            let kept: Vec<&str> = outcome
-                .kept
+        let _ = index;
+        Ended {
+            result,
+            bytes,
+            stopped,
+            unseen,
+            refusals: outcome.refusals,
+            changes: outcome.changes,
+        }
+    }
+
+    /// Publishes a call's changes, on a guest thread (file I/O), under the
+    /// locks of every place they touch: first what a server that stopped
+    /// part-way left in these roots, then the trash budget for what the
+    /// call keeps, then the changes, then the trash index.
+    fn publish(
+        &self,
+        changes: &runtime::fs::CallChanges,
+        id: &str,
+        tool: &str,
+        estimate: &trash::Needs,
+        in_flight: Duration,
+    ) -> Result<Published, Stopped> {
+        let roots: Vec<Arc<Root>> = changes
+            .changes
+            .iter()
+            .map(|c| Arc::clone(&c.root))
+            .collect();
+        for root in &roots {
+            self.recover_now_and_then(root);
+        }
+        let mut extra = Vec::new();
+        for c in &changes.changes {
+            if c.root.trash_max_bytes == 0 {
+                continue;
+            }
+            let keeps = kept_bytes(c);
+            let estimated = estimate
                 .iter()
-                .filter(|k| {
-                    k.root == r.root().name
-                        && (Path::new(&k.from) == r.real_rel() || Path::new(&k.from) == asked)
-                })
-                .map(|k| k.to.as_str())
-                .collect();
+                .find(|(r, _)| Arc::ptr_eq(r, &c.root))
+                .map_or(0, |(_, n)| *n);
+            if keeps > estimated {
+                extra.push((Arc::clone(&c.root), keeps - estimated));
+            }
+        }
+        let more = if extra.is_empty() {
+            None
+        } else {
+            Some(
+                trash::reserve(&extra, id, in_flight)
+                    .map_err(|(root, over)| Stopped::OverBudget { root, over })?,
+            )
+        };
+        let published = publish::publish(&changes.changes, id).map_err(|e| match e {
+            Refused::Conflict { root, path } => Stopped::Conflict {
+                root,
+                path: path.to_string_lossy().into_owned(),
+            },
+            Refused::Io { root, error } => {
+                tracing::error!(root = %root, "a call's changes could not be published: {error}");
+                match error.raw_os_error().and_then(DiskError::of_errno) {
+                    Some(disk) => Stopped::Disk { root, disk },
+                    None => Stopped::Io { root },
+                }
+            }
+        })?;
+        trash::record_published(&roots, id, tool, &published);
+        if let Some(more) = more {
+            more.settle();
+        }
+        Ok(published)
+    }
+
+    /// Sweeps `root`'s staging areas ([`staging::sweep`]) if this server
+    /// has not for [`RECOVER_EVERY`]: a publish a server killed part-way
+    /// left is finished by the next server to publish in that root, without
+    /// a restart, and its kept versions are indexed. Cheap when there is
+    /// nothing: a listing of the area.
+    fn recover_now_and_then(&self, root: &Arc<Root>) {
+        {
+            let mut last = self.swept.lock().unwrap_or_else(|p| p.into_inner());
+            let now = Instant::now();
+            match last.get(&root.name) {
+                Some(at) if now.duration_since(*at) < RECOVER_EVERY => return,
+                _ => {
+                    last.insert(root.name.clone(), now);
+                }
+            }
+        }
+        match staging::sweep(root, false) {
+            Ok(swept) => {
+                for r in &swept.recovered {
+                    tracing::warn!(root = %root.name, stamp = %r.stamp, "finished a publish a stopped server left");
+                }
+                trash::record_recovered(std::slice::from_ref(root), &swept.recovered);
+            }
+            Err(e) => tracing::warn!(root = %root.name, "cannot clear the staging area: {e}"),
+        }
+    }
+
+    /// The audit lines of a call: one for each path it resolved (with what
+    /// was kept of it), one for each other place it changed, one for each
+    /// refusal of the policing filesystem.
+    fn audit_call(
+        &self,
+        tool: &str,
+        index: usize,
+        resolved: &[Resolved],
+        id: &str,
+        (client, elapsed, bytes, stopped): (Option<&str>, Duration, u64, Option<&'static str>),
+        published: Option<&Published>,
+        refusals: &[runtime::fs::Refusal],
+    ) {
+        let kept_of = |root: &str, path: &Path| -> Vec<&str> {
+            published.map_or_else(Vec::new, |p| {
+                p.kept
+                    .iter()
+                    .filter(|k| k.root == root && Path::new(&k.from) == path)
+                    .map(|k| k.to.as_str())
+                    .collect()
+            })
+        };
+        let mut named: Vec<(&str, PathBuf)> = Vec::new();
+        for r in resolved {
+            let path = clip(r.requested());
+            // The guest keeps the entry it was asked about (a symlink itself),
+            // the host resolved its target: either may be what was kept.
+            let asked = lexical(r.requested()).unwrap_or_default();
+            let mut kept = kept_of(&r.root().name, r.real_rel());
+            if kept.is_empty() {
+                kept = kept_of(&r.root().name, &asked);
+            }
+            named.push((&r.root().name, r.real_rel().to_path_buf()));
+            named.push((&r.root().name, asked));
             self.audit.log(
                 &self
                     .record(tool, &r.root().name, &path, r.op())
                     .client(client)
                     .took(elapsed, bytes)
                     .kept(&kept)
-                    .stopped(stopped),
+                    .stopped(stopped)
+                    .call(Some(id)),
             );
+        }
+        // Places the call changed that no argument named (a third-party
+        // tool's own files, a patch's).
+        if let Some(p) = published {
+            let mut others: Vec<(&str, &str, Permission)> = Vec::new();
+            for k in &p.kept {
+                if !named
+                    .iter()
+                    .any(|(r, n)| *r == k.root && n == Path::new(&k.from))
+                {
+                    others.push((&k.root, &k.from, Permission::Delete));
+                }
+            }
+            for put in &p.put {
+                let at = put.moved_from.as_deref().unwrap_or(&put.at);
+                if !named
+                    .iter()
+                    .any(|(r, n)| *r == put.root && (n == Path::new(&put.at) || n == Path::new(at)))
+                    && !others
+                        .iter()
+                        .any(|(r, f, _)| *r == put.root && *f == put.at)
+                {
+                    others.push((&put.root, &put.at, Permission::Write));
+                }
+            }
+            for (root, path, op) in others {
+                let kept = kept_of(root, Path::new(path));
+                self.audit.log(
+                    &self
+                        .record(tool, root, &clip(path), op)
+                        .client(client)
+                        .kept(&kept)
+                        .call(Some(id)),
+                );
+            }
+            for d in &p.displaced {
+                let to = [d.to.as_str()];
+                self.audit.log(
+                    &self
+                        .record(tool, &d.root, &clip(&d.from), Permission::Write)
+                        .client(client)
+                        .kept(&to)
+                        .denied("changed_meanwhile")
+                        .call(Some(id)),
+                );
+            }
         }
         if resolved.is_empty() {
             // No path resolved (a tool without path arguments, or a list
@@ -292,29 +544,143 @@ impl Toolbox {
                     .record(tool, "", "", op)
                     .client(client)
                     .took(elapsed, bytes)
-                    .stopped(stopped),
+                    .stopped(stopped)
+                    .call(Some(id)),
             );
         }
-        for refusal in &outcome.refusals {
+        for refusal in refusals {
             self.audit.log(
                 &self
                     .record(tool, &refusal.root, &clip(&refusal.path), refusal.op)
                     .client(client)
-                    .denied(refusal.rule),
+                    .denied(refusal.rule)
+                    .call(Some(id)),
             );
-        }
-        // A limit that stopped the call, else the first rule the policing
-        // filesystem applied (the guest may have gone on without it).
-        let rule = stopped.or_else(|| outcome.refusals.first().map(|r| r.rule));
-        Called {
-            result,
-            rule,
-            unseen,
         }
     }
 }
 
-/// One call on its way to its guest: resolved, locked and stamped.
+/// A call's outcome, judged.
+struct Ended {
+    result: CallToolResult,
+    bytes: u64,
+    /// The limit that stopped it, if one did.
+    stopped: Option<&'static str>,
+    unseen: bool,
+    refusals: Vec<runtime::fs::Refusal>,
+    changes: runtime::fs::CallChanges,
+}
+
+/// Why a call's changes were not published.
+enum Stopped {
+    /// What the call saw at `path` changed before its publish.
+    Conflict { root: String, path: String },
+    /// What it keeps would pass a root's trash budget.
+    OverBudget {
+        root: String,
+        over: trash::OverBudget,
+    },
+    /// The publish could not be prepared in `root`.
+    Io { root: String },
+    /// A disk error (a full disk, a read-only one...) in `root`.
+    Disk { root: String, disk: DiskError },
+}
+
+impl Stopped {
+    /// What the model is told, and the rule.
+    fn told(self) -> (String, &'static str) {
+        match self {
+            Stopped::Conflict { root, path } => (
+                format!(
+                    "refused by rule 'conflict': '{}' in root '{root}' was changed by someone else \
+                     while the call ran, twice; nothing was changed; read it again",
+                    shown(&path)
+                ),
+                "conflict",
+            ),
+            Stopped::OverBudget { root, over } => (
+                format!(
+                    "{}; nothing was changed. To go on, {}",
+                    over.text(&root),
+                    trash::OverBudget::WAY_OUT
+                ),
+                "trash_budget",
+            ),
+            Stopped::Disk { root, disk } => (disk_failed(disk, &root), disk.rule()),
+            Stopped::Io { root } => (
+                format!(
+                    "the call's changes could not be published in root '{root}' (the server log \
+                     says why); nothing was changed"
+                ),
+                "publish",
+            ),
+        }
+    }
+}
+
+/// The mounts of a call: each root it resolved a path on, with the most
+/// it does there and the paths it was asked to delete.
+fn call_mounts(resolved: &[Resolved], paths: &[PathArg], control: &Control) -> Vec<CallMount> {
+    let mut mounts: Vec<CallMount> = Vec::new();
+    for (i, r) in resolved.iter().enumerate() {
+        let declared_path = paths.get(i).is_none_or(|p| !p.path_field.is_empty());
+        let deletes = (r.op() == Permission::Delete && declared_path && !r.is_root())
+            .then(|| r.real_rel().to_path_buf());
+        match mounts.iter_mut().find(|m| m.root.name == r.root().name) {
+            Some(m) => {
+                m.op = m.op.max(r.op());
+                m.deletes.extend(deletes);
+            }
+            None => mounts.push(CallMount {
+                root: Arc::clone(r.root()),
+                op: r.op(),
+                deletes: deletes.into_iter().collect(),
+                // The guest is held to the client roots too, not only
+                // the paths it was given: a component may open others.
+                area: control.narrowing.as_ref().and_then(|n| {
+                    Area::of(n.areas_of(&r.root().name).map(Path::to_path_buf).collect())
+                }),
+            }),
+        }
+    }
+    mounts
+}
+
+/// The path locks a publish of `changes` needs: every place they touch.
+fn publish_keys(changes: &[crate::store::publish::Changes]) -> Vec<Key> {
+    changes
+        .iter()
+        .flat_map(|c| {
+            c.places().into_iter().map(|rel| Key {
+                root: Arc::clone(&c.root),
+                rel,
+            })
+        })
+        .collect()
+}
+
+/// Whether a lock held on one of `held` covers `key` (the same place or
+/// one above it).
+fn covered(held: &[Key], key: &Key) -> bool {
+    held.iter()
+        .any(|h| Arc::ptr_eq(&h.root, &key.root) && key.rel.starts_with(&h.rel))
+}
+
+/// What publishing `c` keeps in its root's trash, in bytes: each file or
+/// link it replaces or removes, each directory it removes whole.
+fn kept_bytes(c: &crate::store::publish::Changes) -> u64 {
+    use crate::store::publish::Kind;
+    c.taken
+        .iter()
+        .filter(|t| !t.moved)
+        .map(|t| match t.was.kind {
+            Kind::Dir => trash::bytes_at(&c.root.path.join(&t.from)),
+            _ => u64::try_from(t.was.size).unwrap_or(0),
+        })
+        .sum()
+}
+
+/// One call on its way to its guest: resolved, locked and given its id.
 pub(super) struct Run<'a> {
     pub(super) tool: &'a str,
     pub(super) index: usize,
@@ -322,7 +688,8 @@ pub(super) struct Run<'a> {
     pub(super) paths: &'a [PathArg],
     pub(super) resolved: Vec<Resolved>,
     pub(super) arguments: JsonObject,
-    pub(super) stamp: Option<String>,
+    /// The call's id, also the name of its trash entry.
+    pub(super) id: String,
     pub(super) control: Control,
     pub(super) locked: Locked,
     /// When waiting for a slot must end (the locks took their part).

@@ -63,27 +63,28 @@ fn limit_errors_name_the_limit_and_no_detail() {
     let timeout = call_error_text("t", CallError::Timeout(Duration::from_millis(1500)));
     assert_eq!(
         timeout,
-        "the call took longer than 1500 ms and was stopped (tool_timeout_ms)"
+        "the call took longer than 1500 ms and was stopped (tool_timeout_ms); nothing was changed"
     );
     let memory = call_error_text("t", CallError::Memory(64 << 20));
     assert_eq!(
         memory,
-        "the call needed more than 64 MiB of memory and was stopped (tool_memory_bytes)"
+        "the call needed more than 64 MiB of memory and was stopped (tool_memory_bytes); \
+         nothing was changed"
     );
     assert_eq!(
         call_error_text("t", CallError::OutputTooLarge(1 << 20)),
         "the tool's result would take more than 1048576 bytes of the server's memory and was \
-         refused as it was read (max_output_bytes); ask for less: a range of lines, a \
-         narrower search, a smaller depth"
+         refused as it was read (max_output_bytes); nothing was changed; ask for less: a range \
+         of lines, a narrower search, a smaller depth"
     );
     let crash = call_error_text("t", CallError::Crashed("wasm trap at /home/me/x".into()));
     assert_eq!(
         crash,
-        "the tool failed unexpectedly; the server log has details"
+        "the tool failed unexpectedly; the server log has details; nothing was changed"
     );
     assert_eq!(
         call_error_text("t", CallError::Cancelled),
-        "the call was cancelled"
+        "the call was cancelled; nothing was changed"
     );
     let invalid = call_error_text(
         "t",
@@ -113,11 +114,11 @@ fn an_entry_s_own_limit_is_named_as_the_entry_s() {
     assert_eq!(
         entry(CallError::Timeout(Duration::from_millis(300))),
         "the call took longer than 300 ms and was stopped (timeout_ms of the tool's \
-         [[components]] entry)"
+         [[components]] entry); nothing was changed"
     );
     assert!(
         entry(CallError::Memory(16 << 20))
-            .ends_with("(memory_bytes of the tool's [[components]] entry)")
+            .ends_with("(memory_bytes of the tool's [[components]] entry); nothing was changed")
     );
     assert!(
         entry(CallError::OutputTooLarge(1 << 20))

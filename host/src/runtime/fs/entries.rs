@@ -121,33 +121,35 @@ impl fs::HostDirectoryEntryStream for PolicedFs<'_> {
             s.ahead.clear();
             (s.given, s.start) = (0, 0);
             let (names, ahead) = (&mut s.names, &mut s.ahead);
-            let more = s
-                .source
-                .read(&mut self.guard.scratch, |dir, name, file_type| {
-                    let os = OsStr::from_bytes(name);
-                    // Denied names are never seen, let alone looked at (nor
-                    // told apart by their bytes).
-                    if deny.hides(os) || area.is_some_and(|a| !a.shows(rel, os)) {
-                        return;
+            let Some(source) = s.source.as_mut() else {
+                s.done = true;
+                continue;
+            };
+            let more = source.read(&mut self.guard.scratch, |dir, name, file_type| {
+                let os = OsStr::from_bytes(name);
+                // Denied names are never seen, let alone looked at (nor
+                // told apart by their bytes).
+                if deny.hides(os) || area.is_some_and(|a| !a.shows(rel, os)) {
+                    return;
+                }
+                let Ok(name) = std::str::from_utf8(name) else {
+                    ahead.push((names.len(), None));
+                    return;
+                };
+                let type_ = match file_type {
+                    // An entry name is one component: no traversal is
+                    // possible.
+                    FileType::Unknown => {
+                        rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+                            .map_or(fs::DescriptorType::Unknown, |st| {
+                                wasi_file_type(crate::sys::stat::file_type(&st))
+                            })
                     }
-                    let Ok(name) = std::str::from_utf8(name) else {
-                        ahead.push((names.len(), None));
-                        return;
-                    };
-                    let type_ = match file_type {
-                        // An entry name is one component: no traversal is
-                        // possible.
-                        FileType::Unknown => {
-                            rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
-                                .map_or(fs::DescriptorType::Unknown, |st| {
-                                    wasi_file_type(crate::sys::stat::file_type(&st))
-                                })
-                        }
-                        t => wasi_file_type(t),
-                    };
-                    names.push_str(name);
-                    ahead.push((names.len(), Some(type_)));
-                });
+                    t => wasi_file_type(t),
+                };
+                names.push_str(name);
+                ahead.push((names.len(), Some(type_)));
+            });
             match more {
                 Ok(more) => s.done = !more,
                 // What failed is not read again.

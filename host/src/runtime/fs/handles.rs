@@ -1,6 +1,6 @@
 //! A call's state in the policing filesystem: which descriptor is which
-//! mount and real path, what the call created, kept and was refused, and the
-//! deny and role checks every operation asks of it. Opens nothing itself.
+//! mount and path, what the call changed (its overlays and stages), what it
+//! was refused, and the deny and role checks every operation asks of it.
 
 use super::*;
 
@@ -21,147 +21,126 @@ impl Handle {
     }
 }
 
-/// What a file was when a call opened it for reading: a publish over it
-/// checks it is still that file (see [`PolicedFs::publish`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Identity {
-    pub(super) dev: u64,
-    pub(super) ino: u64,
-    pub(super) size: i64,
-    pub(super) modified: (i128, i128),
-    pub(super) changed: (i128, i128),
-}
-
-impl Identity {
-    pub(super) fn of(st: &rustix::fs::Stat) -> Identity {
-        let (dev, ino) = crate::sys::stat::inode(st);
-        let (modified, modified_ns) = crate::sys::stat::mtime(st);
-        let (changed, changed_ns) = crate::sys::stat::ctime(st);
-        Identity {
-            dev,
-            ino,
-            size: st.st_size,
-            modified: (i128::from(modified), i128::from(modified_ns)),
-            changed: (i128::from(changed), i128::from(changed_ns)),
-        }
-    }
-}
-
-/// The token of a copy kept in a trash (see [`FsGuard::copies`]): one
-/// clone in the guard, one in each descriptor or stream that can write it.
-#[derive(Clone, Default, Debug)]
-pub struct OpenCopy(Arc<()>);
-
-impl OpenCopy {
-    /// Whether something besides the guard can still write the copy.
-    pub(super) fn writing(&self) -> bool {
-        Arc::strong_count(&self.0) > 1
-    }
-
-    /// Whether `other` is a clone of this token.
-    pub(super) fn same(&self, other: &OpenCopy) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-}
-
-/// A hard link a call made into a trash: the file (device, inode) and the
-/// place it was linked from (mount, real root-relative path).
-#[derive(Clone, Debug)]
-pub(super) struct TrashLink {
-    pub(super) inode: (u64, u64),
-    pub(super) from: (usize, PathBuf),
-}
-
 /// Per-call policy state of the filesystem.
 pub struct FsGuard {
     pub(super) mounts: Vec<Mount>,
     pub(super) handles: HashMap<u32, Handle>,
     /// Directory entry stream → the directory's handle.
     pub(super) streams: HashMap<u32, Handle>,
-    /// Files and directories this call created: it may remove them again
-    /// without delete permission (a temporary file whose write failed).
-    pub(super) created: HashSet<(usize, PathBuf)>,
     pub(super) refusals: Vec<Refusal>,
-    pub(super) kept: Vec<Kept>,
-    /// The inodes (device, inode) this call put into a trash: a version
-    /// displaced by a publish that is one of them is kept already.
-    pub(super) kept_inodes: HashSet<(u64, u64)>,
-    /// Copies this call made in a trash where a hard link was impossible,
-    /// by mount and real root-relative path: a copy cut short (a full disk)
-    /// is the only thing a call may remove from a trash, and only its own.
-    /// Each has a token, cloned into whatever can still write it: the
-    /// descriptor that created it (the only one: a trash is never opened
-    /// again for writing) and the streams made from it. A copy whose token
-    /// is held elsewhere is still being written ([`OpenCopy`]). See
-    /// [`super::copies`]: a copy is in its slot only once whole.
-    pub(super) copies: HashMap<(usize, PathBuf), super::copies::TrashCopy>,
-    /// Files (device, inode) a publish kept by a copy, each as it was when
-    /// copied: a version the publish displaces must be one of them.
-    pub(super) kept_copies: HashMap<(u64, u64), super::copies::Copied>,
-    /// Numbers the files of copies on their way into the trash.
-    pub(super) next_copy: u64,
-    /// Hard links this call made into a trash (by trash mount and real
-    /// root-relative path), with the file they are (device, inode): one
-    /// may be taken back while the file is still linked elsewhere (a
-    /// change it was kept for did not happen).
-    pub(super) trash_links: HashMap<(usize, PathBuf), TrashLink>,
-    /// The token of the copy each descriptor (by rep) created, until the
-    /// guest drops it.
-    pub(super) copy_writers: HashMap<u32, OpenCopy>,
-    /// What each file this call opened for reading was when it was last
-    /// opened, by mount and real root-relative path.
-    pub(super) read: HashMap<(usize, PathBuf), Identity>,
-    /// This call's trash entry: through a trash mount only `.mcp-trash` and
-    /// `.mcp-trash/<stamp>/…` are reachable, so a call can never touch what
-    /// another call kept.
-    pub(super) stamp: Option<PathBuf>,
     pub(super) activity: Arc<Activity>,
     /// Counts the bytes read and written, and holds them to the quota.
     pub(super) meter: Arc<Meter>,
     /// Where each read lands first (see `PolicedFs::read_at`).
     pub(super) scratch: Vec<u8>,
+    /// What the call changed in each mount's root, staged (see
+    /// [`super::overlay`]).
+    pub(super) overlays: Vec<Overlay>,
+    /// Whether each mount's paths are walked in the call's view: set by its
+    /// first change, never cleared (a descriptor of a directory the call
+    /// made must never be looked into on disk).
+    pub(super) view: Vec<bool>,
+    /// Each mount's root, opened `O_PATH` when first needed.
+    pub(super) root_fds: Vec<Option<OwnedFd>>,
+    /// Each mount's stage directories, one per filesystem (see
+    /// [`super::change`]).
+    pub(super) stages: Vec<Vec<StageDir>>,
+    /// Where stage directories are made; none where the call may change
+    /// nothing.
+    pub(super) staging: Option<Arc<Staging>>,
+    /// Numbers the entries of the stages.
+    pub(super) next_staged: u64,
+    /// Descriptors opened for writing on a disk file not yet copied.
+    pub(super) pending: HashMap<u32, Pending>,
 }
 
 impl FsGuard {
     pub fn new(
         mounts: Vec<Mount>,
-        stamp: Option<&str>,
         activity: Arc<Activity>,
         quota: Option<Arc<Quota>>,
+        staging: Option<Arc<Staging>>,
     ) -> FsGuard {
+        let n = mounts.len();
         FsGuard {
             meter: Arc::new(Meter::new(Arc::clone(&activity), quota)),
             activity,
             mounts,
             handles: HashMap::new(),
             streams: HashMap::new(),
-            created: HashSet::new(),
             refusals: Vec::new(),
-            kept: Vec::new(),
-            kept_inodes: HashSet::new(),
-            copies: HashMap::new(),
-            kept_copies: HashMap::new(),
-            next_copy: 0,
-            trash_links: HashMap::new(),
-            copy_writers: HashMap::new(),
-            read: HashMap::new(),
-            stamp: stamp.map(|s| Path::new(TRASH_DIR).join(s)),
             scratch: Vec::new(),
+            overlays: (0..n).map(|_| Overlay::default()).collect(),
+            view: vec![false; n],
+            root_fds: (0..n).map(|_| None).collect(),
+            stages: (0..n).map(|_| Vec::new()).collect(),
+            staging,
+            next_staged: 0,
+            pending: HashMap::new(),
         }
     }
 
-    /// Files this call created, by mount host directory and root-relative
-    /// path (to clean up after a call stopped mid-write).
-    pub fn created(&self) -> impl Iterator<Item = PathBuf> + '_ {
-        self.created
-            .iter()
-            .map(|(m, rel)| self.mounts[*m].host.join(rel))
+    /// Drops what the call staged (a call that failed publishes nothing):
+    /// its stage directories are emptied now, before the call is answered.
+    pub fn discard_changes(&mut self) {
+        for stages in &mut self.stages {
+            stages.clear();
+        }
+        for overlay in &mut self.overlays {
+            *overlay = Overlay::default();
+        }
+        self.pending.clear();
     }
 
-    /// Whether `rel` (root-relative) is reachable through a trash mount:
-    /// the trash itself, this call's entry, or below it.
-    pub(super) fn in_own_trash(&self, rel: &Path) -> bool {
-        rel == Path::new(TRASH_DIR) || self.stamp.as_ref().is_some_and(|own| rel.starts_with(own))
+    /// What the call changed, for the publish: each root's changes, and
+    /// the stage directories that hold them (kept until the publish is
+    /// done). Mounts that changed nothing are left out.
+    pub fn take_changes(&mut self) -> CallChanges {
+        let mut changes = Vec::new();
+        let mut stages = Vec::new();
+        // A call that changes two roots journals in each (see
+        // `store::publish::journal`).
+        let roots_changed = self.overlays.iter().filter(|o| !o.is_empty()).count();
+        for m in 0..self.mounts.len() {
+            if self.overlays[m].is_empty() {
+                continue;
+            }
+            let (taken, made) = self.overlays[m].changes();
+            let root_dev = self.mounts[m].dev;
+            // The root's own stage holds the journal, the host's copies and
+            // the entries moved between their two renames: made now if the
+            // publish may need it and the call staged nothing there (a
+            // single removal needs none: a root that may only delete gets
+            // no stage then).
+            let needs = taken.iter().any(|t| t.moved || t.was.dev != root_dev)
+                || taken.len() + made.len() > 1
+                || roots_changed > 1;
+            let own = self.stages[m].iter().position(|s| s.dev == root_dev);
+            let own = match own {
+                Some(i) => Some(i),
+                None if needs => self.stage_dir(m, root_dev, Path::new("")).ok(),
+                None => None,
+            };
+            let stage = own.map(|i| self.stages[m][i].rel.clone());
+            let others = self.stages[m]
+                .iter()
+                .filter(|s| s.dev != root_dev)
+                .map(|s| (s.dev, s.rel.clone()))
+                .collect();
+            changes.push(crate::store::publish::Changes {
+                root: Arc::clone(&self.mounts[m].root),
+                dev: root_dev,
+                stage,
+                stages: others,
+                taken,
+                made,
+            });
+            stages.push(std::mem::take(&mut self.stages[m]));
+        }
+        CallChanges {
+            changes,
+            _stages: stages,
+        }
     }
 
     /// Host file descriptors the guest holds: its descriptors and its
@@ -175,111 +154,8 @@ impl FsGuard {
         std::mem::take(&mut self.refusals)
     }
 
-    /// What the call moved or linked into a trash.
-    pub fn take_kept(&mut self) -> Vec<Kept> {
-        std::mem::take(&mut self.kept)
-    }
-
-    /// Refuses any operation on a trash other than creating directories and
-    /// moving or linking entries in.
-    pub(super) fn not_trash(&mut self, h: &Handle, rel: &Path, op: Permission) -> FsResult<()> {
-        if self.mounts[h.mount].trash {
-            return Err(self.refuse(Some(h.mount), rel, op, "trash"));
-        }
-        Ok(())
-    }
-
-    /// Whether the deny list refuses `rel` (root-relative) in `mount`; in a
-    /// trash mount, what lies below `.mcp-trash`.
-    pub(super) fn denies(&self, mount: usize, rel: &Path) -> bool {
-        let m = &self.mounts[mount];
-        let checked = if m.trash {
-            rel.strip_prefix(TRASH_DIR).unwrap_or(rel)
-        } else {
-            rel
-        };
-        m.root.deny.match_path(checked).is_some()
-    }
-
     pub(super) fn same_root(&self, a: usize, b: usize) -> bool {
         Arc::ptr_eq(&self.mounts[a].root, &self.mounts[b].root)
-    }
-
-    /// Whether two roots deny the same names (built-in and config-wide
-    /// patterns are shared; compare their own).
-    pub(super) fn same_deny(&self, a: usize, b: usize) -> bool {
-        let own = |m: usize| {
-            let mut p = self.mounts[m].root.extra_deny.clone();
-            p.sort();
-            p
-        };
-        own(a) == own(b)
-    }
-
-    /// Records a copy created in this call's trash entry: it keeps what
-    /// stood at the same path below the stamp.
-    pub(super) fn keep_copy(&mut self, mount: usize, rel: &Path) {
-        let Some(own) = &self.stamp else { return };
-        if let Ok(from) = rel.strip_prefix(own) {
-            self.kept.push(Kept {
-                root: self.mounts[mount].root.name.clone(),
-                from: from.to_string_lossy().into_owned(),
-                to: rel.to_string_lossy().into_owned(),
-            });
-        }
-    }
-
-    /// Records what a rename or link put into a trash.
-    pub(super) fn keep(&mut self, from: &Handle, to: &Handle) {
-        if self.mounts[to.mount].trash && !self.mounts[from.mount].trash {
-            self.kept.push(Kept {
-                root: self.mounts[from.mount].root.name.clone(),
-                from: from.rel.to_string_lossy().into_owned(),
-                to: to.rel.to_string_lossy().into_owned(),
-            });
-        }
-    }
-
-    /// Refuses a rename or link that would bring something into a staging
-    /// directory from elsewhere, or take something out of one anywhere but
-    /// into its own root (not a trash, not another root).
-    pub(super) fn staging_bounds(
-        &mut self,
-        old: &Handle,
-        new: &Handle,
-        op: Permission,
-    ) -> FsResult<()> {
-        let (from, to) = (&self.mounts[old.mount], &self.mounts[new.mount]);
-        if to.staging && old.mount != new.mount {
-            return Err(self.refuse(Some(new.mount), &new.rel, op, "staging"));
-        }
-        if from.staging
-            && old.mount != new.mount
-            && (to.trash || !self.same_root(old.mount, new.mount))
-        {
-            return Err(self.refuse(Some(old.mount), &old.rel, op, "staging"));
-        }
-        Ok(())
-    }
-
-    /// Refuses renaming, linking or removing the top of a mount (the root
-    /// itself, whatever path the guest spelled it with).
-    pub(super) fn not_mount_top(&mut self, h: &Handle, op: Permission) -> FsResult<()> {
-        if h.rel.as_os_str().is_empty() {
-            return Err(self.refuse(Some(h.mount), &h.rel, op, "root_itself"));
-        }
-        Ok(())
-    }
-
-    /// Forgets every descriptor under `rel` of `mount`: after a rename their
-    /// recorded paths would be wrong, and nothing may act on a stale path.
-    pub(super) fn forget_under(&mut self, mount: usize, rel: &Path) {
-        self.handles
-            .retain(|_, h| !(h.mount == mount && h.rel.starts_with(rel)));
-        self.streams
-            .retain(|_, h| !(h.mount == mount && h.rel.starts_with(rel)));
-        self.created
-            .retain(|(m, p)| !(*m == mount && p.starts_with(rel)));
     }
 
     pub(super) fn refuse(
@@ -336,24 +212,12 @@ impl FsGuard {
     ) -> FsResult<PathBuf> {
         // The path as a refusal names it (made only then).
         let shown = || h.rel.join(path);
-        // A trash has no role of its own: each operation is gated by `not_trash`.
-        if !self.mounts[h.mount].trash && !self.perms(h.mount).contains(op) {
+        if !self.perms(h.mount).contains(op) {
             return Err(self.refuse(Some(h.mount), &shown(), op, "permission"));
         }
         let Some(rel) = join_lexically(&h.rel, Path::new(path)) else {
             return Err(self.refuse(Some(h.mount), &shown(), op, "confinement"));
         };
-        if self.mounts[h.mount].trash {
-            // Through a trash mount only this call's part of the trash is
-            // reachable; below it the deny list applies as anywhere.
-            if !self.in_own_trash(&rel) {
-                return Err(self.refuse(Some(h.mount), &rel, op, "trash"));
-            }
-            if self.denies(h.mount, &rel) {
-                return Err(self.denied(h.mount, &rel, op, lookup));
-            }
-            return Ok(rel);
-        }
         // The descriptor's own path was checked when it was handed out, and
         // `rel` is a prefix of it plus names from `path`: checking `path` is
         // checking all that is new.
@@ -489,20 +353,12 @@ impl FsGuard {
         let root = &mount.root;
         let real =
             real_path(fd).and_then(|p| p.strip_prefix(&mount.host).ok().map(Path::to_path_buf));
-        let checked = match &real {
-            Some(rel) if mount.trash => self
-                .in_own_trash(rel)
-                .then(|| rel.strip_prefix(TRASH_DIR).unwrap_or(rel)),
-            Some(rel) => Some(rel.as_path()),
-            None => None,
-        };
-        match (real.as_ref(), checked) {
-            (None, _) => Err(self.refuse(Some(h.mount), shown, op, "confinement")),
-            (Some(_), None) => Err(self.refuse(Some(h.mount), shown, op, "trash")),
-            (Some(_), Some(inside)) if root.deny.match_path(inside).is_some() => {
+        match real {
+            None => Err(self.refuse(Some(h.mount), shown, op, "confinement")),
+            Some(rel) if root.deny.match_path(&rel).is_some() => {
                 Err(self.denied(h.mount, shown, op, Lookup::Existing))
             }
-            (Some(rel), Some(_)) => Ok(rel.clone()),
+            Some(rel) => Ok(rel),
         }
     }
 }

@@ -30,8 +30,14 @@
 //! when it was opened, and wasmtime-wasi enforces its open mode (a read-only
 //! preopen yields no writable descriptor). The bytes they move are counted
 //! and held to the byte quota (`meter`).
+//!
+//! Nothing a guest does changes a root while the call runs: every change is
+//! staged in the call's overlay (`overlay`, `change`), and the call sees
+//! its own changes (`view`). When the call has succeeded the host publishes
+//! them together, keeping every version they replace or remove
+//! ([`crate::store::publish`]); a call that fails changes nothing.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
@@ -52,53 +58,72 @@ use super::activity::{Activity, DiskError};
 use super::meter::{Meter, OutOfQuota};
 use crate::policy::{Permission, Perms, Root};
 use crate::store::quota::Quota;
-use crate::store::{Kept, TRASH_DIR};
+use crate::store::staging::Staging;
 use crate::sys::descriptors::MAX_DESCRIPTORS;
 
+mod change;
 mod checks;
-mod copies;
 mod descriptor;
 mod entries;
 mod file_output;
 mod handles;
 mod ops;
+mod overlay;
 mod probe;
-mod publish;
+mod view;
 
-use copies::TrashCopy;
+pub use change::{Pending, StageDir};
 use file_output::FileOutput;
 pub use handles::*;
+use overlay::Overlay;
+pub use overlay::{MAX_BYTES as MAX_OVERLAY_BYTES, MAX_ENTRIES as MAX_OVERLAY_ENTRIES};
 pub use probe::*;
 
-/// A directory preopened for this call: a root, or a root's trash.
+/// What a call changed, for the publish: each root's changes, and the stage
+/// directories that hold the staged files until the publish is done (then
+/// dropped, which empties them).
+pub struct CallChanges {
+    pub changes: Vec<crate::store::publish::Changes>,
+    pub(super) _stages: Vec<Vec<StageDir>>,
+}
+
+impl CallChanges {
+    pub fn none() -> CallChanges {
+        CallChanges {
+            changes: Vec::new(),
+            _stages: Vec::new(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.changes
+            .iter()
+            .all(crate::store::publish::Changes::is_empty)
+    }
+}
+
+/// A directory preopened for this call: a root (or a history tool's git
+/// directory, a read-only root of its own).
 pub struct Mount {
     pub root: Arc<Root>,
     /// Where the guest sees it.
     pub guest_dir: String,
     /// The host directory it opens (the root).
     pub host: PathBuf,
-    /// Whether this is the root's trash mount: only `.mcp-trash/…` is
-    /// reachable, where entries may be moved or linked in and directories
-    /// created; nothing is read, listed or removed there.
-    pub trash: bool,
-    /// Whether this is the call's staging directory (see
-    /// [`crate::store::staging`]): the guest may make, read and remove files and
-    /// directories there; what it made leaves only by a rename or link into
-    /// its own root, and nothing enters it from elsewhere.
-    pub staging: bool,
     /// What the guest may do here: the root's permissions, up to what the
     /// call declared (a tool declared `write` never deletes, whatever the
     /// root's role would allow).
     pub perms: Perms,
-    /// For a trash mount: the call's directory, relative to the root, where
-    /// a copy into the trash is written until it is whole (see
-    /// [`crate::store::staging`]); without one, copies are written in place.
-    pub keep: Option<PathBuf>,
     /// What the session's client roots leave of the root
-    /// (`client_roots = "narrow"`); `None`: all of it. Only a root's own
-    /// mount is narrowed: its trash takes in what the call deletes there,
-    /// and its staging directory holds only what the call made.
+    /// (`client_roots = "narrow"`); `None`: all of it.
     pub area: Option<Area>,
+    /// The paths (real, root-relative) the call was asked to delete
+    /// through a path argument: removing one of these directories takes it
+    /// whole, with what its deny list hides; anywhere else a directory must
+    /// be empty to be removed.
+    pub deletes: Vec<PathBuf>,
+    /// The device of the root's filesystem (where its trash is).
+    pub dev: u64,
 }
 
 /// The part of a root a narrowed call may reach: root-relative paths,
@@ -149,15 +174,20 @@ impl Mount {
     pub fn root(root: Arc<Root>, guest_dir: String, up_to: Permission) -> Mount {
         let host = root.path.clone();
         let perms = root.perms.intersect(Perms::up_to(up_to));
+        // The device matters only where the call may change something.
+        let dev = if up_to > Permission::Read {
+            rustix::fs::stat(&host).map_or(0, |st| crate::sys::stat::inode(&st).0)
+        } else {
+            0
+        };
         Mount {
             root,
             guest_dir,
             host,
-            trash: false,
-            staging: false,
             perms,
-            keep: None,
             area: None,
+            deletes: Vec::new(),
+            dev,
         }
     }
 
@@ -166,35 +196,9 @@ impl Mount {
         Mount { area, ..self }
     }
 
-    /// The root again, through which only `.mcp-trash/…` can be reached
-    /// (and created, the first time something is kept). Copies into it are
-    /// written in `keep` (relative to the root) until whole.
-    pub fn trash(
-        root: Arc<Root>,
-        guest_dir: String,
-        up_to: Permission,
-        keep: Option<PathBuf>,
-    ) -> Mount {
-        Mount {
-            trash: true,
-            keep,
-            ..Mount::root(root, guest_dir, up_to)
-        }
-    }
-
-    /// A call's staging directory `host` in `root`: everything in it is
-    /// the call's own.
-    pub fn staging(root: Arc<Root>, guest_dir: String, host: PathBuf) -> Mount {
-        Mount {
-            root,
-            guest_dir,
-            host,
-            trash: false,
-            staging: true,
-            perms: Perms::up_to(Permission::Delete),
-            keep: None,
-            area: None,
-        }
+    /// The root's mount with the paths the call was asked to delete.
+    pub fn deleting(self, deletes: Vec<PathBuf>) -> Mount {
+        Mount { deletes, ..self }
     }
 }
 
@@ -247,7 +251,7 @@ mod tests {
     /// every operation, and the refusal is recorded.
     #[test]
     fn untracked_descriptors_are_refused_and_recorded() {
-        let mut guard = FsGuard::new(vec![], None, Arc::default(), None);
+        let mut guard = FsGuard::new(vec![], Arc::default(), None, None);
         for op in Permission::ALL {
             assert!(guard.handle(7, op).is_err());
         }

@@ -133,27 +133,6 @@ pub(super) fn probe(dir: BorrowedFd<'_>, path: &str, follow: bool) -> Probe {
     Probe::Failed
 }
 
-/// A pause before every publish, for the tests that change a file between
-/// a call's read and its publish: with `LOOMFS_TEST_HOOK_DIR` set, a
-/// publish that finds `<dir>/armed` renames it to `<dir>/paused` and waits
-/// (at most 30 s) for `<dir>/go`, which it removes with `paused`. Only the
-/// tests set it; it is not a setting.
-pub(super) fn pause_before_publish() {
-    static DIR: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
-    let Some(dir) = DIR.get_or_init(|| std::env::var_os("LOOMFS_TEST_HOOK_DIR").map(PathBuf::from))
-    else {
-        return;
-    };
-    if std::fs::rename(dir.join("armed"), dir.join("paused")).is_err() {
-        return;
-    }
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while std::time::Instant::now() < until && std::fs::remove_file(dir.join("go")).is_err() {
-        std::thread::sleep(std::time::Duration::from_millis(2));
-    }
-    let _ = std::fs::remove_file(dir.join("paused"));
-}
-
 /// What resolving `path` under `dir` without following any symlink found.
 pub(super) enum Direct {
     /// No symlink on the way (a final one counted only when `follow`): the
@@ -262,7 +241,9 @@ pub(super) enum ReadOpen {
 /// see, their names end to end in one string: no allocation per entry but
 /// the name handed to the guest.
 pub(super) struct DirStream {
-    pub(super) source: DirSource,
+    /// Where more entries come from; none for a listing made whole (in
+    /// the call's view: see `view`).
+    pub(super) source: Option<DirSource>,
     /// The names of the entries read ahead, end to end.
     pub(super) names: String,
     /// Each entry read ahead: where its name ends in `names`, and its type,
@@ -293,12 +274,12 @@ const READ_BYTES: usize = 16 * 1024;
 
 impl DirSource {
     #[cfg(target_os = "linux")]
-    fn new(fd: OwnedFd) -> rustix::io::Result<DirSource> {
+    pub(super) fn new(fd: OwnedFd) -> rustix::io::Result<DirSource> {
         Ok(DirSource(fd))
     }
 
     #[cfg(not(target_os = "linux"))]
-    fn new(fd: OwnedFd) -> rustix::io::Result<DirSource> {
+    pub(super) fn new(fd: OwnedFd) -> rustix::io::Result<DirSource> {
         rustix::fs::Dir::new(fd).map(DirSource)
     }
 
@@ -354,13 +335,31 @@ impl DirSource {
 impl DirStream {
     pub(super) fn new(fd: OwnedFd) -> rustix::io::Result<DirStream> {
         Ok(DirStream {
-            source: DirSource::new(fd)?,
+            source: Some(DirSource::new(fd)?),
             names: String::new(),
             ahead: Vec::new(),
             given: 0,
             start: 0,
             done: false,
         })
+    }
+
+    /// A stream of `entries` (name and type), all known already.
+    pub(super) fn listed(entries: Vec<(String, fs::DescriptorType)>) -> DirStream {
+        let mut names = String::new();
+        let mut ahead = Vec::with_capacity(entries.len());
+        for (name, ty) in entries {
+            names.push_str(&name);
+            ahead.push((names.len(), Some(ty)));
+        }
+        DirStream {
+            source: None,
+            names,
+            ahead,
+            given: 0,
+            start: 0,
+            done: true,
+        }
     }
 
     /// This stream's table entry, from the guest's handle.

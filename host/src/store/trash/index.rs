@@ -5,10 +5,17 @@
 
 use super::*;
 
-/// `.mcp-trash/<stamp>.json`: what one call kept in one root.
+/// `.mcp-trash/<stamp>.json`: what one call kept in one root, and what it
+/// put in place there (for `trash undo`).
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub(super) struct Index {
     pub(super) entries: Vec<IndexEntry>,
+    /// The tool that made the call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) tool: Option<String>,
+    /// What the call put in place, as it was once published.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) put: Vec<crate::store::publish::PutEntry>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -145,9 +152,9 @@ impl TrashDir {
     /// descriptor, then a rename. On any failure the temporary file is
     /// removed, even when the open itself failed: the kernel may create
     /// the file and then refuse to open it for writing (Landlock without
-    /// the write right). Not flushed to disk: an index lost in a crash
-    /// only makes its entry list file by file, the kept files themselves
-    /// were flushed by the guest.
+    /// the write right). Flushed to disk (the file before its rename, the
+    /// trash directory after): `trash undo` reads what a call put in place
+    /// from here, and a call answered must be undoable after a power cut.
     pub(super) fn write_index(&self, stamp: &str, index: &Index) -> io::Result<()> {
         let text = serde_json::to_vec(index).map_err(io::Error::other)?;
         let temp = temp_name(stamp, std::process::id());
@@ -159,10 +166,15 @@ impl TrashDir {
             // Someone else's file under our name: not ours to remove.
             Err(Errno::EXIST) => return Err(Errno::EXIST.into()),
             Err(e) => Err(e.into()),
-            Ok(fd) => File::from(fd).write_all(&text).and_then(|()| {
-                rustix::fs::renameat(&self.fd, &temp, &self.fd, index_name(stamp))
-                    .map_err(Into::into)
-            }),
+            Ok(fd) => {
+                let mut file = File::from(fd);
+                file.write_all(&text)
+                    .and_then(|()| file.sync_data())
+                    .and_then(|()| {
+                        rustix::fs::renameat(&self.fd, &temp, &self.fd, index_name(stamp))?;
+                        rustix::fs::fsync(&self.fd).map_err(Into::into)
+                    })
+            }
         };
         if written.is_err() {
             let _ = rustix::fs::unlinkat(&self.fd, &temp, AtFlags::empty());
@@ -212,6 +224,63 @@ pub fn record(root: &Root, stamp: &str, kept: &[Kept]) -> io::Result<()> {
     let mut index = trash.read_index(stamp)?.unwrap_or_default();
     index.entries.extend(entries);
     trash.write_index(stamp, &index)
+}
+
+/// Records in each root's trash what a published call `stamp` of `tool`
+/// kept and put there (an index for every root it changed, so that `trash
+/// undo` finds even a call that only made new files). A failure is logged
+/// and never fails the call: what was kept is in the trash regardless.
+pub fn record_published(
+    roots: &[Arc<Root>],
+    stamp: &str,
+    tool: &str,
+    published: &crate::store::publish::Published,
+) {
+    for root in roots {
+        let kept: Vec<IndexEntry> = published
+            .kept
+            .iter()
+            .chain(&published.displaced)
+            .filter(|k| k.root == root.name)
+            .map(|k| IndexEntry {
+                from: k.from.clone(),
+                to: k.to.clone(),
+            })
+            .collect();
+        let put: Vec<_> = published
+            .put
+            .iter()
+            .filter(|p| p.root == root.name)
+            .cloned()
+            .collect();
+        if kept.is_empty() && put.is_empty() {
+            continue;
+        }
+        let written = (|| {
+            let Some(trash) = TrashDir::open_or_make(root)? else {
+                return Ok(());
+            };
+            let _held = locks::hold_in(trash.fd.as_fd(), root, &format!("index {stamp}"));
+            let mut index = trash.read_index(stamp)?.unwrap_or_default();
+            index.entries.extend(kept);
+            index.put.extend(put);
+            if !tool.is_empty() {
+                index.tool = Some(tool.to_string());
+            }
+            trash.write_index(stamp, &index)
+        })();
+        if let Err(e) = written {
+            tracing::warn!(root = %root.name, stamp, "cannot write the trash index: {e}");
+        }
+    }
+}
+
+/// Records in the trash index what publishes finished from their journal
+/// kept and put (see [`crate::store::staging::sweep`]).
+pub fn record_recovered(roots: &[Arc<Root>], recovered: &[crate::store::publish::Recovered]) {
+    for r in recovered {
+        record_published(roots, &r.stamp, "", &r.published);
+    }
 }
 
 /// [`record`] for every root a call could keep something in (those it

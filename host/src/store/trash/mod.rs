@@ -51,7 +51,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags, Stat};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
@@ -67,12 +67,14 @@ mod index;
 mod list;
 mod purge;
 mod restore;
+mod undo;
 
 pub use budget::*;
 pub use index::*;
 pub use list::*;
 pub use purge::*;
 pub use restore::*;
+pub use undo::*;
 
 /// Hex digits of an ID as listed (more only where two entries share them).
 pub const ID_DIGITS: usize = 8;
@@ -122,16 +124,18 @@ impl Entry {
         }
     }
 
-    /// `ID<TAB>root<TAB>original path<TAB>deleted at<TAB>size`: the time in
-    /// RFC 3339 (UTC, microseconds), the size in bytes, the path shown by
-    /// the naming rule ([`escaped`]) so that a line is one entry.
+    /// `ID<TAB>root<TAB>original path<TAB>deleted at<TAB>size<TAB>call`: the
+    /// time in RFC 3339 (UTC, microseconds), the size in bytes, the path
+    /// shown by the naming rule ([`escaped`]) so that a line is one entry,
+    /// and the ID of the call that kept it (`trash undo` takes it).
     pub fn line(&self, id: &str) -> String {
         format!(
-            "{id}\t{}\t{}\t{}\t{}",
+            "{id}\t{}\t{}\t{}\t{}\t{}",
             self.root.name,
             escaped(&self.from),
             humantime::format_rfc3339_micros(self.deleted_at),
-            self.size
+            self.size,
+            self.stamp
         )
     }
 }

@@ -72,7 +72,11 @@ pub fn purge(
         }
         // One root's staging area that cannot be cleared stops no other.
         match staging::sweep(root, dry_run) {
-            Ok(swept) => purged.staged.servers += swept.servers,
+            Ok(swept) => {
+                record_recovered(std::slice::from_ref(root), &swept.recovered);
+                purged.staged.servers += swept.servers;
+                purged.staged.recovered.extend(swept.recovered);
+            }
             Err(e) => {
                 tracing::warn!(root = %root.name, "cannot clear {TRASH_DIR}/{STAGING_DIR}: {e}")
             }

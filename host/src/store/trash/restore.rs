@@ -106,7 +106,7 @@ pub(super) fn move_into_place(root: &Root, from: &Path, to: &Path) -> Result<(),
     let root_fd = rustix::fs::open(&root.path, flags, Mode::empty()).map_err(io::Error::from)?;
     let source = beneath(&root_fd, from.parent().unwrap_or(Path::new("")))?;
     let target = parents(&root_fd, to.parent().unwrap_or(Path::new("")))?;
-    match rustix::fs::renameat_with(&source, from_name, &target, to_name, RenameFlags::NOREPLACE) {
+    match crate::sys::rename::rename_noreplace(&source, from_name, &target, to_name) {
         Ok(()) => Ok(()),
         Err(Errno::EXIST) => Err(Moved::Occupied),
         Err(e) => Err(Moved::Failed(e.into())),

@@ -113,7 +113,7 @@ fn ids_are_stable_and_short() {
     assert_eq!(
         entries[0].line(&full[..ID_DIGITS]),
         format!(
-            "{}\tws\ta.txt\t2026-12-01T08:31:45.123456Z\t6",
+            "{}\tws\ta.txt\t2026-12-01T08:31:45.123456Z\t6\t{STAMP}",
             &full[..ID_DIGITS]
         )
     );

@@ -1,4 +1,5 @@
-//! Where an `old_text` is in a file, when it is not there exactly.
+//! Where a text a model quotes (`edit_file`'s `old_text`, a hunk's old
+//! lines in `apply_patch`) is in a file, when it is not there exactly.
 //!
 //! Models copy text with its indentation changed (spaces for tabs, the
 //! block's base indentation dropped), trailing blanks lost, or LF for CRLF.
@@ -117,6 +118,33 @@ pub fn find(text: &str, old: &str) -> Found {
         return Found::Exact(exact);
     }
     let windows = tolerant(text, old);
+    if windows.is_empty() {
+        Found::Nowhere
+    } else {
+        Found::Tolerant(windows)
+    }
+}
+
+/// Where `old`, whole lines each ending with a line break, occurs in
+/// `text` as whole lines: starting at a line start at or after byte `from`
+/// (itself a line start), and with `at_end` ending where `text` ends.
+/// Exact occurrences first, then tolerant ones, as [`find`]. A hunk of a
+/// patch is looked for this way: below the hunks before it, never inside
+/// a line.
+pub fn find_lines(text: &str, old: &str, from: usize, at_end: bool) -> Found {
+    let ends_well = |end: usize| !at_end || end == text.len();
+    let exact: Vec<usize> = exact(&text[from..], old)
+        .into_iter()
+        .map(|at| from + at)
+        .filter(|&at| (at == 0 || text.as_bytes()[at - 1] == b'\n') && ends_well(at + old.len()))
+        .collect();
+    if !exact.is_empty() {
+        return Found::Exact(exact);
+    }
+    let windows: Vec<Window> = tolerant(text, old)
+        .into_iter()
+        .filter(|w| w.range.start >= from && ends_well(w.range.end))
+        .collect();
     if windows.is_empty() {
         Found::Nowhere
     } else {
@@ -279,6 +307,7 @@ fn mapped(ind: &str, pairs: &[(&str, &str)], step: Option<(&str, &str)>) -> Stri
 }
 
 /// The region of a file most like an `old_text` that is not in it.
+#[derive(Debug)]
 pub struct Closest {
     /// 1-based, inclusive.
     pub first: usize,
@@ -440,6 +469,31 @@ mod tests {
         assert!(matches!(find("aaa", "aa"), Found::Exact(v) if v == [0, 1]));
         assert!(matches!(find("  x\n", "  x"), Found::Exact(v) if v == [0]));
         assert_eq!(lines_of("a a\nb\na", &[0, 2, 6]), [1, 3]);
+    }
+
+    #[test]
+    fn whole_lines_are_found_below_a_place_and_at_the_end() {
+        let text = "a\nxa\nb\na\nb\n";
+        // "a\n" inside "xa\n" is no occurrence of the line.
+        assert!(matches!(find_lines(text, "a\n", 0, false), Found::Exact(v) if v == [0, 7]));
+        assert!(matches!(find_lines(text, "a\nb\n", 5, false), Found::Exact(v) if v == [7]));
+        assert!(matches!(find_lines(text, "b\n", 0, true), Found::Exact(v) if v == [9]));
+        // Below `from` only, tolerant ones too.
+        assert!(matches!(
+            find_lines(text, "a\nb\n", 11, false),
+            Found::Nowhere
+        ));
+        match find_lines("  a\nb\n\ta\nb\n", "a\nb\n", 1, false) {
+            Found::Tolerant(w) => assert_eq!(
+                w.iter().map(Window::line_numbers).collect::<Vec<_>>(),
+                [(3, 4)]
+            ),
+            _ => panic!("one tolerant match expected"),
+        }
+        assert!(matches!(
+            find_lines("  a\nb\nc\n", "a\nb\n", 0, true),
+            Found::Nowhere
+        ));
     }
 
     #[test]

@@ -1,0 +1,514 @@
+//! The steps of a publish, each done so that doing it again, after a kill
+//! part-way, finds it done and goes on (the journal's recovery runs the
+//! same code): every step looks first at what stands where it acts, by
+//! device and inode, and never replaces or removes what the call did not
+//! see. What someone else put in a place meanwhile stays; the call's own
+//! version then goes to the trash instead, and is told.
+
+use std::collections::BTreeSet;
+use std::ffi::OsStr;
+use std::io::{Read as _, Write as _};
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags, Timespec, Timestamps};
+use rustix::io::Errno;
+use serde::{Deserialize, Serialize};
+
+use super::*;
+use crate::sys::{beneath, rename};
+
+/// One step of a publish. Paths are relative to the step's root (`root`,
+/// an index in the plan's roots).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(super) enum Step {
+    /// Keeps the file at `at` in the trash (`slot`) by a hard link; a
+    /// later `Put` replaces it in place.
+    Link {
+        root: usize,
+        at: PathBuf,
+        slot: PathBuf,
+        was: Identity,
+    },
+    /// Keeps the file at `at` in the trash by a copy (a link cannot reach:
+    /// another filesystem), written at `temp` on the trash's filesystem and
+    /// renamed to `slot` once whole and synced.
+    Copy {
+        root: usize,
+        at: PathBuf,
+        temp: PathBuf,
+        slot: PathBuf,
+        was: Identity,
+    },
+    /// Moves the entry at `from` to `to`: its trash slot, or a stage where
+    /// it waits to be put at its new place.
+    Take {
+        root: usize,
+        from: PathBuf,
+        to: PathBuf,
+        was: Identity,
+    },
+    /// Removes the file at `at`, kept already by a `Copy`.
+    Unlink {
+        root: usize,
+        at: PathBuf,
+        was: Identity,
+    },
+    Mkdir {
+        root: usize,
+        at: PathBuf,
+    },
+    /// Puts the entry staged at `from` at `at`: over the file `over` (kept
+    /// by a `Link` or `Copy`), or where nothing stands.
+    Put {
+        root: usize,
+        from: PathBuf,
+        at: PathBuf,
+        over: Option<Identity>,
+    },
+    /// A hard link at `at` to the file at `from`.
+    HardLink {
+        root: usize,
+        from: PathBuf,
+        at: PathBuf,
+    },
+    SetTimes {
+        root: usize,
+        at: PathBuf,
+        times: Times,
+    },
+}
+
+impl Step {
+    pub(super) fn root(&self) -> usize {
+        match self {
+            Step::Link { root, .. }
+            | Step::Copy { root, .. }
+            | Step::Take { root, .. }
+            | Step::Unlink { root, .. }
+            | Step::Mkdir { root, .. }
+            | Step::Put { root, .. }
+            | Step::HardLink { root, .. }
+            | Step::SetTimes { root, .. } => *root,
+        }
+    }
+}
+
+/// The directory holding `path` beneath `root`, and its last name.
+pub(super) fn parent_of<'p>(root: &OwnedFd, path: &'p Path) -> Result<(OwnedFd, &'p OsStr), Errno> {
+    let name = path.file_name().ok_or(Errno::INVAL)?;
+    let parent = path.parent().unwrap_or(Path::new(""));
+    let dir = beneath::beneath(root, parent)
+        .map_err(|e| e.raw_os_error().map_or(Errno::IO, Errno::from_raw_os_error))?;
+    Ok((dir, name))
+}
+
+/// What stands at `path` beneath `root`, not following a final symlink:
+/// `None` when nothing does; an error when its directory is not there.
+pub(super) fn lstat(root: &OwnedFd, path: &Path) -> Result<Option<Identity>, Errno> {
+    if path.as_os_str().is_empty() {
+        return rustix::fs::fstat(root).map(|st| Some(Identity::of(&st)));
+    }
+    let (dir, name) = parent_of(root, path)?;
+    match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => Ok(Some(Identity::of(&st))),
+        Err(Errno::NOENT) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Renames `from` to `to` (both beneath `root`) with `flags`; where the
+/// filesystem lacks `RENAME_NOREPLACE`, by [`rename::rename_noreplace`]'s
+/// check and plain rename.
+fn rename(root: &OwnedFd, from: &Path, to: &Path, flags: RenameFlags) -> Result<(), Errno> {
+    let (from_dir, from_name) = parent_of(root, from)?;
+    let (to_dir, to_name) = parent_of(root, to)?;
+    if flags == RenameFlags::NOREPLACE {
+        return rename::rename_noreplace(&from_dir, from_name, &to_dir, to_name);
+    }
+    rustix::fs::renameat_with(&from_dir, from_name, &to_dir, to_name, flags)
+}
+
+/// Makes the directories above `path` (below `root`) that are missing.
+fn parents(root: &OwnedFd, path: &Path) -> Result<(), Errno> {
+    let parent = path.parent().unwrap_or(Path::new(""));
+    beneath::parents(root, parent)
+        .map(drop)
+        .map_err(|e| e.raw_os_error().map_or(Errno::IO, Errno::from_raw_os_error))
+}
+
+/// Copies the file at `at` to a new file `temp`, synced: the bytes of a
+/// version kept where no link reaches.
+fn copy_file(root: &OwnedFd, at: &Path, temp: &Path) -> Result<(), Errno> {
+    let (dir, name) = parent_of(root, at)?;
+    let from = rustix::fs::openat(
+        &dir,
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let (tdir, tname) = parent_of(root, temp)?;
+    // A copy left by a kill before it was renamed into the trash.
+    match rustix::fs::unlinkat(&tdir, tname, AtFlags::empty()) {
+        Ok(()) | Err(Errno::NOENT) => {}
+        Err(e) => return Err(e),
+    }
+    let to = rustix::fs::openat(
+        &tdir,
+        tname,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    )?;
+    let mut from = std::fs::File::from(from);
+    let mut to = std::fs::File::from(to);
+    let errno = |e: io::Error| e.raw_os_error().map_or(Errno::IO, Errno::from_raw_os_error);
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        let n = from.read(&mut buf).map_err(errno)?;
+        if n == 0 {
+            break;
+        }
+        to.write_all(&buf[..n]).map_err(errno)?;
+    }
+    to.sync_all().map_err(errno)?;
+    Ok(())
+}
+
+fn timespec(t: Time) -> Timespec {
+    match t {
+        Time::Keep => Timespec {
+            tv_sec: 0,
+            tv_nsec: rustix::fs::UTIME_OMIT,
+        },
+        Time::Now => Timespec {
+            tv_sec: 0,
+            tv_nsec: rustix::fs::UTIME_NOW,
+        },
+        Time::At(secs, nanos) => Timespec {
+            tv_sec: secs,
+            tv_nsec: i64::from(nanos).try_into().unwrap_or(0),
+        },
+    }
+}
+
+/// A root a plan acts in, opened.
+pub struct PlanRoot {
+    pub(super) root: Arc<Root>,
+    pub(super) fd: OwnedFd,
+}
+
+/// What doing the steps came to, gathered as they run.
+#[derive(Default)]
+pub(super) struct Outcome {
+    pub(super) published: Published,
+    /// Directories whose entries changed, to sync: root, path.
+    pub(super) dirs: BTreeSet<(usize, PathBuf)>,
+    /// The first step that failed: its root and error.
+    pub(super) failed: Option<(usize, Errno)>,
+}
+
+/// Does one step in `roots` (see the module); what it kept or could not
+/// put goes into `out`.
+pub(super) fn run_step(roots: &[PlanRoot], stamp: &str, step: &Step, out: &mut Outcome) {
+    let r = step.root();
+    let Some(root) = roots.get(r) else {
+        return;
+    };
+    let (fd, name) = (&root.fd, &root.root.name);
+    let is = |path: &Path, was: &Identity| matches!(lstat(fd, path), Ok(Some(now)) if now.same_version(was));
+    let kept = |from: &Path, to: &Path| KeptEntry {
+        root: name.clone(),
+        from: from.to_string_lossy().into_owned(),
+        to: to.to_string_lossy().into_owned(),
+    };
+    let parent = |p: &Path| (r, p.parent().unwrap_or(Path::new("")).to_path_buf());
+    let done =
+        match step {
+            Step::Link { at, slot, was, .. } => {
+                if matches!(lstat(fd, slot), Ok(Some(_))) {
+                    out.published.kept.push(kept(at, slot));
+                    return;
+                }
+                if !is(at, was) {
+                    return;
+                }
+                parents(fd, slot).and_then(|()| {
+                    let (dir, n) = parent_of(fd, at)?;
+                    let (sdir, sn) = parent_of(fd, slot)?;
+                    rustix::fs::linkat(&dir, n, &sdir, sn, AtFlags::empty())?;
+                    out.published.kept.push(kept(at, slot));
+                    out.dirs.insert(parent(slot));
+                    Ok(())
+                })
+            }
+            Step::Copy {
+                at,
+                temp,
+                slot,
+                was,
+                ..
+            } => {
+                if matches!(lstat(fd, slot), Ok(Some(_))) {
+                    out.published.kept.push(kept(at, slot));
+                    return;
+                }
+                if !is(at, was) {
+                    return;
+                }
+                parents(fd, slot).and_then(|()| {
+                    copy_file(fd, at, temp)?;
+                    rename(fd, temp, slot, RenameFlags::NOREPLACE)?;
+                    out.published.kept.push(kept(at, slot));
+                    out.dirs.insert(parent(slot));
+                    Ok(())
+                })
+            }
+            Step::Take { from, to, was, .. } => {
+                if !is(from, was) {
+                    // Taken already (a step run again), or changed by someone
+                    // else since the check: left where it is.
+                    if in_trash(stamp, to)
+                        && matches!(lstat(fd, to), Ok(Some(now)) if now.same_entry(was))
+                    {
+                        out.published.kept.push(kept(from, to));
+                    }
+                    return;
+                }
+                parents(fd, to).and_then(|()| {
+                    rename(fd, from, to, RenameFlags::NOREPLACE)?;
+                    if in_trash(stamp, to) {
+                        out.published.kept.push(kept(from, to));
+                    }
+                    out.dirs.insert(parent(from));
+                    out.dirs.insert(parent(to));
+                    Ok(())
+                })
+            }
+            Step::Unlink { at, was, .. } => {
+                if !is(at, was) {
+                    return;
+                }
+                parent_of(fd, at).and_then(|(dir, n)| {
+                    rustix::fs::unlinkat(&dir, n, AtFlags::empty())?;
+                    out.dirs.insert(parent(at));
+                    Ok(())
+                })
+            }
+            Step::Mkdir { at, .. } => parent_of(fd, at).and_then(|(dir, n)| {
+                match rustix::fs::mkdirat(&dir, n, Mode::from_raw_mode(0o777)) {
+                    Ok(()) => {
+                        out.dirs.insert(parent(at));
+                        out.published.put.push(PutEntry {
+                            root: name.clone(),
+                            at: at.to_string_lossy().into_owned(),
+                            moved_from: None,
+                            now: lstat(fd, at).ok().flatten(),
+                        });
+                        Ok(())
+                    }
+                    Err(Errno::EXIST) => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }),
+            Step::Put { from, at, over, .. } => {
+                put(roots, r, stamp, from, at, *over, out);
+                Ok(())
+            }
+            Step::HardLink { from, at, .. } => {
+                if matches!(lstat(fd, at), Ok(Some(_))) {
+                    return;
+                }
+                parent_of(fd, from).and_then(|(dir, n)| {
+                    let (adir, an) = parent_of(fd, at)?;
+                    rustix::fs::linkat(&dir, n, &adir, an, AtFlags::empty())?;
+                    out.dirs.insert(parent(at));
+                    Ok(())
+                })
+            }
+            Step::SetTimes { at, times, .. } => {
+                let set = Timestamps {
+                    last_access: timespec(times.access),
+                    last_modification: timespec(times.modified),
+                };
+                if at.as_os_str().is_empty() {
+                    rustix::fs::futimens(fd, &set)
+                } else {
+                    parent_of(fd, at).and_then(|(dir, n)| {
+                        rustix::fs::utimensat(&dir, n, &set, AtFlags::SYMLINK_NOFOLLOW)
+                    })
+                }
+            }
+        };
+    if let Err(e) = done {
+        tracing::error!(root = %name, ?step, "a step of a publish failed: {e}");
+        out.failed.get_or_insert((r, e));
+    }
+}
+
+/// Puts the staged `from` at `at` (see [`Step::Put`]). Over a file kept
+/// for it, by an exchange: what comes out must be that file; anything else
+/// (changed by someone else in the instant) goes to the trash too. Where
+/// nothing should stand but something does, the call's version goes to the
+/// trash (`<at>.unpublished`) and the other stays.
+fn put(
+    roots: &[PlanRoot],
+    r: usize,
+    stamp: &str,
+    from: &Path,
+    at: &Path,
+    over: Option<Identity>,
+    out: &mut Outcome,
+) {
+    let root = &roots[r];
+    let (fd, name) = (&root.fd, &root.root.name);
+    let parent = |p: &Path| (r, p.parent().unwrap_or(Path::new("")).to_path_buf());
+    match lstat(fd, from) {
+        Ok(Some(_)) => {}
+        // Put already (a step run again).
+        _ => return,
+    }
+    let standing = lstat(fd, at);
+    let result = match (over, &standing) {
+        (Some(was), Ok(Some(now))) if now.same_version(&was) => {
+            match rename(fd, from, at, RenameFlags::EXCHANGE) {
+                Ok(()) => {
+                    // What came out is at `from` now.
+                    match lstat(fd, from) {
+                        Ok(Some(out_now)) if out_now.same_entry(&was) => {
+                            if let Ok((dir, n)) = parent_of(fd, from) {
+                                let _ = rustix::fs::unlinkat(&dir, n, AtFlags::empty());
+                            }
+                        }
+                        Ok(Some(_)) => set_aside(root, stamp, from, at, ".displaced", out),
+                        _ => {}
+                    }
+                    Ok(())
+                }
+                // A filesystem without `RENAME_EXCHANGE` (FUSE, older NFS):
+                // a plain rename over the version just checked, which the
+                // call's keep step linked into the trash already. A version
+                // someone else renames there in between is replaced.
+                Err(Errno::INVAL) => rename(fd, from, at, RenameFlags::empty()),
+                Err(e) => Err(e),
+            }
+        }
+        (_, Ok(None)) => rename(fd, from, at, RenameFlags::NOREPLACE),
+        (_, Ok(Some(_))) => {
+            set_aside(root, stamp, from, at, ".unpublished", out);
+            Ok(())
+        }
+        (_, Err(e)) => Err(*e),
+    };
+    match result {
+        Ok(()) => {
+            out.dirs.insert(parent(at));
+            out.published.put.push(PutEntry {
+                root: name.clone(),
+                at: at.to_string_lossy().into_owned(),
+                moved_from: None,
+                now: lstat(fd, at).ok().flatten(),
+            });
+        }
+        Err(e) => {
+            tracing::error!(root = %name, at = %at.display(), "a publish could not put a file in place: {e}");
+            set_aside(root, stamp, from, at, ".unpublished", out);
+        }
+    }
+}
+
+/// Moves what is at `from` (the call's version that could not take its
+/// place, or one someone else put there that an exchange brought out)
+/// into the call's trash entry as `<at><suffix>`, and tells it.
+fn set_aside(
+    root: &PlanRoot,
+    stamp: &str,
+    from: &Path,
+    at: &Path,
+    suffix: &str,
+    out: &mut Outcome,
+) {
+    let mut slot = Path::new(crate::store::TRASH_DIR)
+        .join(stamp)
+        .join(at)
+        .into_os_string();
+    slot.push(suffix);
+    let slot = PathBuf::from(slot);
+    let moved = parents(&root.fd, &slot)
+        .and_then(|()| rename(&root.fd, from, &slot, RenameFlags::NOREPLACE));
+    match moved {
+        Ok(()) => out.published.displaced.push(KeptEntry {
+            root: root.root.name.clone(),
+            from: at.to_string_lossy().into_owned(),
+            to: slot.to_string_lossy().into_owned(),
+        }),
+        Err(e) => tracing::error!(
+            root = %root.root.name,
+            at = %at.display(),
+            "a version could not be set aside in the trash ({e}); it stays in the staging area"
+        ),
+    }
+}
+
+/// Syncs the directories whose entries changed: the renames and links are
+/// on disk when the call is answered.
+pub(super) fn sync_dirs(roots: &[PlanRoot], dirs: &BTreeSet<(usize, PathBuf)>) {
+    for (r, dir) in dirs {
+        if let Some(root) = roots.get(*r)
+            && let Ok(fd) = beneath::beneath(&root.fd, dir)
+        {
+            let _ = rustix::fs::fsync(&fd);
+        }
+    }
+}
+
+/// Notes where each entry put in place by a move came from (a take whose
+/// entry a later step puts somewhere).
+pub(super) fn moved_from(steps: &[Step], roots: &[PlanRoot], published: &mut Published) {
+    for step in steps {
+        let Step::Take { root, from, to, .. } = step else {
+            continue;
+        };
+        let put_at = steps.iter().find_map(|s| match s {
+            Step::Put {
+                root: r,
+                from: f,
+                at,
+                ..
+            } if r == root && f == to => Some(at),
+            _ => None,
+        });
+        if let Some(at) = put_at {
+            let name = &roots[*root].root.name;
+            let at = at.to_string_lossy();
+            if let Some(p) = published
+                .put
+                .iter_mut()
+                .find(|p| &p.root == name && p.at == at)
+            {
+                p.moved_from = Some(from.to_string_lossy().into_owned());
+            }
+        }
+    }
+}
+
+/// Whether `path` is in the call's trash entry (not the staging area,
+/// which lies in `.mcp-trash` too).
+fn in_trash(stamp: &str, path: &Path) -> bool {
+    path.starts_with(Path::new(crate::store::TRASH_DIR).join(stamp))
+}
+
+/// Syncs a staged file's data before it is published (a symlink has none
+/// to sync).
+pub(super) fn sync_staged(root: &OwnedFd, stage: &Path) -> Result<(), Errno> {
+    let (dir, n) = parent_of(root, stage)?;
+    match rustix::fs::openat(
+        &dir,
+        n,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(f) => rustix::fs::fsync(f.as_fd()),
+        Err(Errno::LOOP) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
