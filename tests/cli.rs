@@ -240,6 +240,17 @@ fn stdin_from_a_file_and_stderr_on_stdout_still_serve() {
         .join("\n"),
     )
     .unwrap();
+    // The components cached first (`check` compiles and caches them): the
+    // session ends at the file's end, and rmcp answers what is in flight
+    // then for at most 5 s, which compiling every component on a loaded
+    // machine can take.
+    let checked = command()
+        .arg("check")
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(checked.status.success(), "{checked:?}");
     let (mut reader, writer) = std::io::pipe().unwrap();
     let mut child = command()
         .arg("--config")
