@@ -813,6 +813,14 @@ fn attack_while_swapping(
                     std::fs::rename(&b, &a).unwrap();
                 }
                 swaps.fetch_add(1, Ordering::Relaxed);
+                // A breath between swaps: a call's path from its check to
+                // its open (a probe, a stage, a take) is longer than one
+                // swap, and a swapper that never pauses changes the entry
+                // inside every such window; the race needs both sides.
+                let pause = std::time::Instant::now();
+                while pause.elapsed() < std::time::Duration::from_micros(20) {
+                    std::hint::spin_loop();
+                }
             }
         })
     };
