@@ -105,6 +105,13 @@ impl FsGuard {
     }
 
     fn stage_error(&self, m: usize, e: &std::io::Error) -> FsError {
+        // No descriptor free: the call is marked, as at any other open.
+        if let Some(n) = e.raw_os_error()
+            && super::probe::is_exhaustion(rustix::io::Errno::from_raw_os_error(n))
+        {
+            self.activity.mark_out_of_descriptors();
+            return ErrorCode::Io.into();
+        }
         if let Some(disk) = DiskError::of_io(e) {
             self.activity
                 .mark_disk_error(disk, &self.mounts[m].root.name);
