@@ -1,5 +1,5 @@
 # loom-fs-mcp in a container: built from this repository, run as a
-# non-root user on a read-only filesystem. See README.md, "Container".
+# non-root user on a read-only filesystem. See docs/http.md, "Container".
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY . .
@@ -23,6 +23,6 @@ USER 10001:10001
 EXPOSE 3000
 ENTRYPOINT ["/usr/local/bin/loom-fs-mcp"]
 # HTTP inside the container must listen beyond loopback to be published;
-# the token makes that safe. For stdio, override the command (README).
+# the token makes that safe. For stdio, override the command (docs/http.md).
 CMD ["--config", "/config/roots.toml", "--transport", "http", "--listen", "0.0.0.0:3000", \
      "--allow-non-loopback", "--allowed-host", "localhost", "--auth-token-file", "/run/secrets/loomfs_token"]

@@ -25,7 +25,7 @@ use serde_json::json;
 /// state (the lock file, the trash's byte count, the list of nested
 /// staging areas): what a change that failed must leave as it was.
 /// Directories are left out: a failed call may leave the missing parent
-/// directories it made, empty (see the README).
+/// directories it made, empty (see docs/disk.md).
 fn files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     snapshot_dir(dir)
         .into_iter()

@@ -4,10 +4,11 @@
 //! overwrites keep every version exactly once, a directory deleted while
 //! files are written below it loses nothing; the same through two server
 //! processes on one root; a file changed from outside between an edit's
-//! read and its publish (held there by the test hook) is handled as the
-//! README says; calls on other files go on meanwhile; no temporary file is
-//! ever seen under a root, and what a killed server left in the staging
-//! area goes at the next start. The kill test is `tests/crash.rs`.
+//! read and its publish (held there by the test hook) is handled as
+//! docs/transactions.md says; calls on other files go on meanwhile; no
+//! temporary file is ever seen under a root, and what a killed server left
+//! in the staging area goes at the next start. The kill test is
+//! `tests/crash.rs`.
 
 mod common;
 

@@ -1,8 +1,9 @@
-//! The README's standalone commands, run as written under the wasmtime CLI
-//! on a copy of `sample/`: every built-in component answers `ok(...)` and
-//! does its job outside loom-fs. Needs a `wasmtime` on `PATH`, which
-//! `scripts/test` (the README's test command) installs, pinned. Without one
-//! the test says so on stderr and passes, unless `CI=true`: then it fails.
+//! The commands of docs/components.md ("Standalone wasmtime"), run as
+//! written under the wasmtime CLI on a copy of `sample/`: every built-in
+//! component answers `ok(...)` and does its job outside loom-fs. Needs a
+//! `wasmtime` on `PATH`, which `scripts/test` (the README's test command)
+//! installs, pinned. Without one the test says so on stderr and passes,
+//! unless `CI=true`: then it fails.
 
 mod common;
 
@@ -16,15 +17,16 @@ fn wasmtime_on_path() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// The shell block between the README's standalone markers.
-fn readme_block() -> String {
-    let readme =
-        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
-    let start = readme
+/// The shell block between the standalone markers of docs/components.md.
+fn documented_block() -> String {
+    let page =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/components.md"))
+            .unwrap();
+    let start = page
         .find("<!-- standalone:begin -->")
         .expect("begin marker");
-    let end = readme.find("<!-- standalone:end -->").expect("end marker");
-    let block = &readme[start..end];
+    let end = page.find("<!-- standalone:end -->").expect("end marker");
+    let block = &page[start..end];
     let body = block
         .split_once("```sh\n")
         .and_then(|(_, rest)| rest.rsplit_once("```"))
@@ -47,32 +49,32 @@ fn copy_tree(from: &Path, to: &Path) {
 }
 
 #[test]
-fn the_readme_standalone_commands_run_under_wasmtime() {
+fn the_documented_standalone_commands_run_under_wasmtime() {
     let Some(wasmtime) = wasmtime_on_path() else {
         // Under CI the promise must be checked, not skipped: `scripts/test`
-        // installs the pinned CLI (README, Set-up).
+        // installs the pinned CLI (docs/testing.md).
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
             "no wasmtime on PATH under CI=true: run the tests with scripts/test, which installs \
              the pinned wasmtime CLI"
         );
-        eprintln!("SKIPPED: no wasmtime on PATH; the README's standalone commands were not run");
+        eprintln!("SKIPPED: no wasmtime on PATH; the standalone commands were not run");
         return;
     };
     let version = Command::new(&wasmtime).arg("--version").output().unwrap();
     eprintln!(
-        "running the README's standalone commands with {}",
+        "running the standalone commands of docs/components.md with {}",
         String::from_utf8_lossy(&version.stdout).trim()
     );
     let env = common::Env::new();
     let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sample");
     let before = common::snapshot_dir(&sample);
     copy_tree(&sample, &env.path("sample"));
-    // The README's block, then one call it describes as unenforced: a
+    // The documented block, then one call it describes as unenforced: a
     // standalone run reads the deny-listed `.env` like any file.
     let script = format!(
         "set -eu\n{}\ncall read_file \"$DOCS\" '{{\"root\": \"docs\", \"path\": \".env\"}}' \"$RO\"\n",
-        readme_block()
+        documented_block()
     );
     let out = Command::new("bash")
         .arg("-c")

@@ -69,7 +69,7 @@ mod readme {
 
     #[test]
     fn readme_examples_fit_the_types_and_the_schemas() {
-        let readme = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"));
+        let readme = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/tools.md"));
         loomfs_guest::check::readme_examples::<GitLog>(readme);
         loomfs_guest::check::readme_examples::<GitShow>(readme);
         loomfs_guest::check::readme_examples::<GitDiff>(readme);

@@ -1,8 +1,8 @@
-//! The tools' unit test of their types against README.md (feature `check`,
-//! a dev-dependency only: nothing here is built into a component).
+//! The tools' unit test of their types against docs/tools.md (feature
+//! `check`, a dev-dependency only: nothing here is built into a component).
 //!
-//! README.md's "Example calls" list gives, per tool, argument objects a
-//! person can copy. [`readme_examples`] checks each one the way a call
+//! The "Example calls" list of docs/tools.md gives, per tool, argument
+//! objects a person can copy. [`readme_examples`] checks each one the way a call
 //! would meet it: serde parses it into the tool's `Args`, and the input
 //! schema the tool advertises accepts it. Together the examples must use
 //! every argument the schema lists, so an optional one left without an
@@ -15,14 +15,14 @@ use serde_json::Value;
 use crate::parse_args;
 use crate::tool::{Tool, input_schema, output_schema};
 
-/// Checks `T`'s examples in `readme` (see the module); panics naming the
-/// example and what refused it.
+/// Checks `T`'s examples in `readme`, the text of docs/tools.md (see the
+/// module); panics naming the example and what refused it.
 pub fn readme_examples<T: Tool>(readme: &str) {
     let name = T::about().name;
     let examples = examples_of(readme, name);
     assert!(
         !examples.is_empty(),
-        "README.md gives no example call of {name}"
+        "docs/tools.md gives no example call of {name}"
     );
     let input: Value = parse(&input_schema::<T::Args>());
     let (schemas, index) = compiled(&input);
@@ -32,10 +32,10 @@ pub fn readme_examples<T: Tool>(readme: &str) {
     for example in &examples {
         let text = example.to_string();
         if let Err(e) = parse_args::<T::Args>(&text) {
-            panic!("{name}: README example {text} does not parse: {e:?}");
+            panic!("{name}: example {text} of docs/tools.md does not parse: {e:?}");
         }
         if let Err(e) = schemas.validate(example, index) {
-            panic!("{name}: README example {text} is refused by the input schema: {e}");
+            panic!("{name}: example {text} of docs/tools.md is refused by the input schema: {e}");
         }
     }
 
@@ -46,7 +46,7 @@ pub fn readme_examples<T: Tool>(readme: &str) {
     for argument in listed.flatten() {
         assert!(
             examples.iter().any(|e| e.get(argument).is_some()),
-            "{name}: no README example uses the argument '{argument}'"
+            "{name}: no example of docs/tools.md uses the argument '{argument}'"
         );
     }
 
@@ -63,9 +63,9 @@ pub fn readme_examples<T: Tool>(readme: &str) {
     );
 }
 
-/// The argument objects README.md's "Example calls" section gives for
-/// `tool`: each `{...}` in backticks on its item, `- `tool`: ...` (and the
-/// item's indented continuation lines).
+/// The argument objects the `### Example calls` section of docs/tools.md
+/// (up to the next heading) gives for `tool`: each `{...}` in backticks on
+/// its item, `- `tool`: ...` (and the item's indented continuation lines).
 pub fn examples_of(readme: &str, tool: &str) -> Vec<Value> {
     let section = readme
         .split("\n### Example calls\n")

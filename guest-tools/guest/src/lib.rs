@@ -102,7 +102,7 @@ macro_rules! tool {
         fn readme_examples_fit_the_types_and_the_schemas() {
             $crate::check::readme_examples::<$tool>(include_str!(concat!(
                 env!("CARGO_MANIFEST_DIR"),
-                "/../../README.md"
+                "/../../docs/tools.md"
             )));
         }
 

@@ -54,7 +54,7 @@ fn quoted(s: &str) -> String {
 /// at their defaults, then one `[[roots]]` per root with its absolute path.
 fn config_text(roots: &[Arc<Root>]) -> String {
     let mut text = String::from(
-        "# Written by `loom-fs-mcp init`. Every key is documented in loom-fs's README.md;\n\
+        "# Written by `loom-fs-mcp init`. Every key is documented in loom-fs's docs/configuration.md;\n\
          # those commented out show their defaults. Check it with `loom-fs-mcp check --config FILE`.\n\
          \n\
          audit_log = \"stderr\"          # or a file path: rotated by size, never stdout\n\
