@@ -28,12 +28,14 @@ fn read(path: &Path) -> String {
     fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
 }
 
-/// The pages under `docs/`, sorted.
+/// The pages under `docs/`, sorted: its `.md` files but hidden ones (a
+/// `.name.md` is a scratch file, not a page).
 fn pages() -> Vec<PathBuf> {
     let mut pages: Vec<PathBuf> = fs::read_dir(repo().join("docs"))
         .expect("read docs/")
         .map(|entry| entry.expect("a docs/ entry").path())
         .filter(|path| path.extension().is_some_and(|ext| ext == "md"))
+        .filter(|path| !path.file_name().unwrap().to_string_lossy().starts_with('.'))
         .collect();
     pages.sort();
     pages
