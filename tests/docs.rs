@@ -109,10 +109,10 @@ fn link_targets(text: &str) -> Vec<String> {
     }
     for line in prose.lines() {
         let line = line.trim_start();
-        if let Some((label, target)) = line.strip_prefix('[').and_then(|l| l.split_once("]:")) {
-            if !label.contains(']') {
-                targets.push(target.to_string());
-            }
+        if let Some((label, target)) = line.strip_prefix('[').and_then(|l| l.split_once("]:"))
+            && !label.contains(']')
+        {
+            targets.push(target.to_string());
         }
     }
     targets
