@@ -2,7 +2,7 @@
 //! Nothing else lives here but the allocator.
 
 /// mimalloc rather than the system's: less CPU per tool call (see
-/// ARCHITECTURE.md, Performance). The library and its tests keep the system
+/// docs/benchmarks.md, Design measurements). The library and its tests keep the system
 /// allocator.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -214,8 +214,8 @@ pub(super) fn serve(cli: &Cli) -> anyhow::Result<()> {
     // on this thread alone (guests run on their own threads either way):
     // a call's answer then goes out without waking a second worker, one
     // thread hand-off fewer per call, and a 4 KiB `read_file` costs a
-    // fifth less CPU (see ARCHITECTURE.md, Performance). HTTP serves many
-    // connections at once, on every core.
+    // fifth less CPU (see docs/benchmarks.md, Design measurements). HTTP
+    // serves many connections at once, on every core.
     let rt = match http {
         None => tokio::runtime::Builder::new_current_thread()
             .enable_all()

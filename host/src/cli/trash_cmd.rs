@@ -1,4 +1,4 @@
-//! `loom-fs-mcp trash list|restore|purge`: the operator's side of the
+//! `loom-fs-mcp trash list|restore|undo|purge`: the operator's side of the
 //! trash, printed for a person. Works through `store::trash`, which holds the
 //! rules; never runs a tool.
 
