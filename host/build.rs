@@ -14,10 +14,7 @@ use std::process::{Command, Stdio};
 /// The tool crates of `guest-tools/`, by the name of the `.wasm` they produce.
 const TOOLS: &[&str] = &[
     "read_file",
-    "read_multiple_files",
-    "read_media_file",
     "list_directory",
-    "directory_tree",
     "get_file_info",
     "write_file",
     "create_directory",
@@ -27,8 +24,7 @@ const TOOLS: &[&str] = &[
     "move_file",
     "copy_file",
     "search_files",
-    // One component serving the five history tools (git_log, git_show,
-    // git_diff, git_blame, git_status).
+    // The history tool `git`, its own component.
     "git_tools",
 ];
 

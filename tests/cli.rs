@@ -55,7 +55,7 @@ fn check_prints_roots_and_tool_surface() {
     );
     assert!(
         stdout.contains(
-            "  read    directory_tree, get_file_info, list_directory, list_roots, read_file"
+            "  read    get_file_info, list_directory, list_roots, read_file, search_files"
         ),
         "{stdout}"
     );
@@ -498,9 +498,9 @@ fn check_warns_about_risky_configs() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}");
     for expected in [
-        "  read_file            read    home, docs                built-in",
-        "  write_file           write   home                      built-in",
-        "components: 15 built-in, 0 third-party",
+        "  read_file         read    home, docs                built-in",
+        "  write_file        write   home                      built-in",
+        "components: 12 built-in, 0 third-party",
         "resources: loomfs://ROOT/{+path} for home, docs (read through read_file and list_directory, with path completion); logging: refusals and limits of a client's calls, at warning",
         "subscriptions: resources/subscribe and subscriptions/listen, at most 256 per session, 20 notifications a second per session, never of a denied path",
         "client_roots: ignore (the client's roots are not asked for; every session is served these roots)",

@@ -58,10 +58,12 @@ async fn the_example_tool_loads_from_the_config_and_works_over_mcp() {
         .iter()
         .find(|t| t.name == "text_stats")
         .expect("text_stats is listed");
-    let description = tool.description.as_deref().unwrap_or_default();
-    assert!(
-        description.ends_with("Roots it can act on: docs (reference)."),
-        "{description}"
+    // The roots it may act on, in its schema's root field.
+    assert_eq!(
+        tool.input_schema["properties"]["root"]["enum"],
+        json!(["docs"]),
+        "{:?}",
+        tool.input_schema
     );
     let hints = tool.annotations.as_ref().unwrap();
     assert_eq!(hints.read_only_hint, Some(true));
@@ -639,8 +641,9 @@ async fn scope_and_cap_narrow_what_a_component_gets() {
     let listed = tools(&client).await;
     let tool = listed.iter().find(|t| t.name == "hostile").expect("listed");
     let description = tool.description.as_deref().unwrap_or_default();
+    // Its schema has no root field: the description names its roots.
     assert!(
-        description.ends_with("Roots it can act on: ws (workspace)."),
+        description.ends_with("Roots it can act on: ws."),
         "{description}"
     );
     assert!(description.contains("It declares write, but is capped at read here"));

@@ -293,7 +293,7 @@ async fn each_encoding_is_read_decoded_and_an_edit_keeps_every_other_byte() {
     assert_eq!(structured(&tail)["encoding"], "Shift_JIS");
     let batch = call_ok(
         &client,
-        "read_multiple_files",
+        "read_file",
         json!({"root": "ws", "paths": ["gbk.txt", "utf16be.txt"]}),
     )
     .await;

@@ -164,7 +164,7 @@ async fn special_files_are_refused_by_every_tool_that_opens_files() {
                 &format!("read_file {p}"),
                 &format!("'{p}' is a {kind} (special file): never opened"),
             );
-            let a = ask(&client, "read_media_file", json!({"root": "ws", "path": p})).await;
+            let a = ask(&client, "read_file", json!({"root": "ws", "path": p})).await;
             refused(
                 &a,
                 &format!("read_media_file {p}"),
@@ -173,7 +173,7 @@ async fn special_files_are_refused_by_every_tool_that_opens_files() {
             // In a batch, the special file is an error line and the others are read.
             let a = ask(
                 &client,
-                "read_multiple_files",
+                "read_file",
                 json!({"root": "ws", "paths": [p, "ok.txt"]}),
             )
             .await;
@@ -258,8 +258,13 @@ async fn special_files_are_refused_by_every_tool_that_opens_files() {
     expected.sort();
     assert_eq!(listed, expected);
     // So does the tree, by type, never opening one.
-    let a = ask(&client, "directory_tree", json!({"root": "ws"})).await;
-    let r = a.tool("directory_tree");
+    let a = ask(
+        &client,
+        "list_directory",
+        json!({"root": "ws", "tree": true}),
+    )
+    .await;
+    let r = a.tool("list_directory tree");
     assert!(!is_error(r), "{}", text(r));
     let types = &structured(r)["types"];
     for &(name, kind) in &specials {
@@ -546,12 +551,12 @@ async fn hostile_arguments_get_clear_answers() {
             &["path"][..],
         ),
         (
-            "read_media_file",
+            "read_file",
             json!({"root": "ws", "path": "a.txt"}),
             &["path"][..],
         ),
         (
-            "read_multiple_files",
+            "read_file",
             json!({"root": "ws", "paths": ["a.txt", "sub/b.txt"], "offset": 1, "limit": 5}),
             &[][..],
         ),
@@ -562,8 +567,8 @@ async fn hostile_arguments_get_clear_answers() {
             &["path"][..],
         ),
         (
-            "directory_tree",
-            json!({"root": "ws", "path": "sub", "depth": 2, "exclude": ["*.tmp"]}),
+            "list_directory",
+            json!({"root": "ws", "path": "sub", "depth": 2, "exclude": ["*.tmp"], "tree": true}),
             &["path"][..],
         ),
         (
@@ -620,6 +625,7 @@ async fn hostile_arguments_get_clear_answers() {
     ];
     let mut listed: Vec<&str> = bases.iter().map(|b| b.0).collect();
     listed.sort();
+    listed.dedup();
     let mut names_sorted: Vec<&str> = names.iter().map(String::as_str).collect();
     names_sorted.sort();
     assert_eq!(names_sorted, listed, "every tool is listed");
@@ -1016,7 +1022,10 @@ async fn outside_paths_read_the_same_whether_they_exist_or_not() {
         ("read_file", |p| json!({"root": "ws", "path": p})),
         ("get_file_info", |p| json!({"root": "ws", "path": p})),
         ("list_directory", |p| json!({"root": "ws", "path": p})),
-        ("directory_tree", |p| json!({"root": "ws", "path": p})),
+        (
+            "list_directory",
+            |p| json!({"root": "ws", "path": p, "tree": true}),
+        ),
         (
             "search_files",
             |p| json!({"root": "ws", "pattern": "*", "path": p, "contains": "C"}),

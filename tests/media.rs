@@ -1,8 +1,8 @@
-//! End to end: `read_media_file` with the real binary over stdio. Images
-//! come back as MCP image content and audio as MCP audio content, the MIME
-//! type told by the bytes (a `.png` holding JPEG bytes is sent as JPEG); an
-//! SVG as its text; text, other binaries and files over the read limit
-//! refused naming what they are; denied names (as asked, in every position,
+//! End to end: `read_file` of images and audio with the real binary over
+//! stdio. Images come back as MCP image content and audio as MCP audio
+//! content, the MIME type told by the bytes (a `.png` holding JPEG bytes is
+//! sent as JPEG); an SVG as its text; other binaries and files over the
+//! read limit refused naming what they are; denied names (as asked, in every position,
 //! through a symlink) and paths out of the root refused with nothing read;
 //! `read_file` still answers images as before; every call audited.
 
@@ -62,6 +62,10 @@ fn fixture() -> (Env, std::path::PathBuf) {
         .write("m/long.wav", wav(5000))
         .write("m/notes.txt", "BM is not a bitmap\n")
         .write("m/doc.pdf", b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj\n")
+        .write(
+            "m/data.zip",
+            b"PK\x03\x04\x14\0\0\0\x08\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0",
+        )
         .write("m/blob.bin", b"\x01\x02\0\0\x03")
         .write("m/.env", wav(10))
         .write("m/id_rsa.png", PNG)
@@ -124,12 +128,7 @@ async fn images_and_audio_come_back_as_their_content_with_the_type_of_their_byte
         ("anim.gif", "image/gif", false),
         ("pic.webp", "image/webp", false),
     ] {
-        let r = call_ok(
-            &client,
-            "read_media_file",
-            json!({"root": "m", "path": path}),
-        )
-        .await;
+        let r = call_ok(&client, "read_file", json!({"root": "m", "path": path})).await;
         let (got, data) = media(&r);
         assert_eq!(got, mime, "{path}");
         assert_eq!(is_audio(&r), audio, "{path}");
@@ -159,12 +158,11 @@ async fn images_and_audio_come_back_as_their_content_with_the_type_of_their_byte
     // An SVG is text: its source, no image content.
     let svg = call_ok(
         &client,
-        "read_media_file",
+        "read_file",
         json!({"root": "m", "path": "box.svg"}),
     )
     .await;
     assert_eq!(text(&svg), SVG);
-    assert_eq!(structured(&svg)["mime_type"], "image/svg+xml");
     assert_eq!(structured(&svg)["content"], SVG);
     assert!(svg.content.iter().all(|c| c.as_text().is_some()));
     results.push(svg);
@@ -189,32 +187,23 @@ async fn anything_else_is_refused_naming_what_it_is() {
     let mut results = Vec::new();
     for (path, needle) in [
         (
-            "notes.txt",
-            "'notes.txt' is text (19 B), not an image or audio type this tool sends (png, jpeg, \
-             gif, webp, bmp, svg; wav, mp3, ogg, flac, m4a); read it with read_file",
-        ),
-        (
-            "doc.pdf",
-            "'doc.pdf' is application/pdf (23 B), not an image or audio type",
+            "data.zip",
+            "'data.zip' is a binary file (application/zip, 30 B) and is not shown: of binary \
+             files, read_file sends images and audio (png, jpeg, gif, webp, bmp; wav, mp3, ogg, \
+             flac, m4a)",
         ),
         (
             "blob.bin",
-            "'blob.bin' is binary data of no type recognised (5 B)",
+            "'blob.bin' is a binary file (5 B) and is not shown",
         ),
         (
             "long.wav",
-            "'long.wav' is 4.9 KiB, over this root's read limit of 4.0 KiB; media files are read \
-             whole",
+            "'long.wav' is 4.9 KiB, over this root's read limit of 4.0 KiB",
         ),
         ("sub", "'sub' is a directory; use list_directory"),
         ("nope.wav", "'nope.wav' does not exist"),
     ] {
-        let r = call(
-            &client,
-            "read_media_file",
-            json!({"root": "m", "path": path}),
-        )
-        .await;
+        let r = call(&client, "read_file", json!({"root": "m", "path": path})).await;
         assert_refused(&r, needle);
         results.push(r);
     }
@@ -230,12 +219,7 @@ async fn anything_else_is_refused_naming_what_it_is() {
         ("link_out.png", "confinement"),
         ("../outside/secret.png", "confinement"),
     ] {
-        let r = call(
-            &client,
-            "read_media_file",
-            json!({"root": "m", "path": path}),
-        )
-        .await;
+        let r = call(&client, "read_file", json!({"root": "m", "path": path})).await;
         assert_refused(&r, &format!("refused by rule '{rule}'"));
         assert!(
             r.content.iter().all(|c| c.as_text().is_some()),
@@ -251,10 +235,10 @@ async fn anything_else_is_refused_naming_what_it_is() {
     let line = |path: &str| {
         audit
             .iter()
-            .find(|l| l["tool"] == "read_media_file" && l["path"] == path)
+            .find(|l| l["tool"] == "read_file" && l["path"] == path)
             .unwrap_or_else(|| panic!("no audit line for {path}: {audit:?}"))
     };
-    assert_eq!(line("notes.txt")["decision"], "allow");
+    assert_eq!(line("data.zip")["decision"], "allow");
     assert_eq!(line("id_rsa.png")["rule"], "deny");
     assert_eq!(line("link_out.png")["rule"], "confinement");
 }

@@ -131,7 +131,12 @@ fn entries(dir: &Path, depth: usize) -> BTreeSet<String> {
 async fn trees_have_one_line_per_entry_and_every_name_reads_back() {
     let (env, config) = fixture();
     let client = start(&config).await;
-    let r = call_ok(&client, "directory_tree", json!({"root": "ws", "depth": 3})).await;
+    let r = call_ok(
+        &client,
+        "list_directory",
+        json!({"root": "ws", "depth": 3, "tree": true}),
+    )
+    .await;
     assert_no_raw(&r, "tree");
     let tree = r.content[0].as_text().unwrap().text.clone();
     let real = entries(&env.path("ws"), 3);
@@ -549,12 +554,7 @@ async fn batch_and_media_reads_show_names_by_the_rule() {
         .chain(missing.iter().map(String::as_str))
         .chain(denied.iter().map(String::as_str))
         .collect();
-    let r = call(
-        &client,
-        "read_multiple_files",
-        json!({"root": "ws", "paths": paths}),
-    )
-    .await;
+    let r = call(&client, "read_file", json!({"root": "ws", "paths": paths})).await;
     assert!(!is_error(&r), "{r:?}");
     for name in paths {
         assert_shows(&r, name, "batch");
@@ -563,22 +563,9 @@ async fn batch_and_media_reads_show_names_by_the_rule() {
         let want = format!("needle {i}\n");
         assert!(text(&r).contains(&want), "{name:?}: {want:?}");
         let img = format!("img/{name}.png");
-        let r = call(
-            &client,
-            "read_media_file",
-            json!({"root": "ws", "path": img}),
-        )
-        .await;
+        let r = call(&client, "read_file", json!({"root": "ws", "path": img})).await;
         assert!(!is_error(&r), "{img:?}: {r:?}");
         assert_shows(&r, &img, "media");
-        let r = call(
-            &client,
-            "read_media_file",
-            json!({"root": "ws", "path": name}),
-        )
-        .await;
-        assert!(is_error(&r), "{name:?}: {r:?}");
-        assert_shows(&r, name, "media refused");
     }
     client.cancel().await.unwrap();
 }

@@ -49,3 +49,41 @@ fn the_python_sdk_reads_a_file_from_a_directory_given_as_argument() {
     );
     assert_eq!(text, "milk\neggs\n");
 }
+
+/// Every capability of the tools that were merged (`read_multiple_files`
+/// and `read_media_file` into `read_file`, `directory_tree` into
+/// `list_directory`, the five `git_*` into `git`) is still reachable: each
+/// former tool's example calls, translated, answer as the former tools
+/// did, as recorded from a build before the merge
+/// (`tests/fixtures/former_tools.json`; the script says how to record).
+#[test]
+fn each_former_tool_call_translated_answers_as_it_did() {
+    let Some(mut cmd) = python_with_sdk() else {
+        return;
+    };
+    let env = Env::new();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures");
+    for var in FLAG_VARS {
+        cmd.env_remove(var);
+    }
+    let out = cmd
+        .arg(fixtures.join("former_tools.py"))
+        .arg(BIN)
+        .arg(env.path(""))
+        .arg(fixtures.join("former_tools.json"))
+        .env("LOOMFS_CACHE_DIR", cache_dir())
+        .env("LOOMFS_LOG", "warn")
+        .env("LOOMFS_ALLOW_ROOT", "1")
+        .output()
+        .expect("run python3");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("33 of 33 former calls answered as recorded"),
+        "{stdout}"
+    );
+}

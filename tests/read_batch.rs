@@ -72,7 +72,7 @@ async fn each_file_succeeds_or_fails_on_its_own() {
     ];
     let r = call(
         &client,
-        "read_multiple_files",
+        "read_file",
         json!({"root": "docs", "paths": paths}),
     )
     .await;
@@ -132,7 +132,7 @@ async fn each_file_succeeds_or_fails_on_its_own() {
     let line = |path: &str| {
         audit
             .iter()
-            .find(|l| l["tool"] == "read_multiple_files" && l["path"] == path)
+            .find(|l| l["tool"] == "read_file" && l["path"] == path)
             .unwrap_or_else(|| panic!("no audit line for {path}: {audit:?}"))
     };
     assert_eq!(line("a.txt")["decision"], "allow");
@@ -150,7 +150,7 @@ async fn one_byte_budget_for_the_call_and_the_files_that_did_not_fit_are_named()
     // 10 + 3000 bytes fit in 4096; the second 3000 do not, then 17 still do.
     let r = call_ok(
         &client,
-        "read_multiple_files",
+        "read_file",
         json!({"root": "docs", "paths": ["a.txt", "mid1.txt", "mid2.txt", "sub/b.txt"]}),
     )
     .await;
@@ -178,7 +178,7 @@ async fn a_line_range_applies_to_every_file() {
     let client = start(&config).await;
     let r = call_ok(
         &client,
-        "read_multiple_files",
+        "read_file",
         json!({"root": "docs", "paths": ["sub/b.txt", "a.txt", "big.txt"], "offset": 2, "limit": 1}),
     )
     .await;
@@ -206,7 +206,7 @@ async fn a_batch_where_every_file_fails_is_an_error_naming_each() {
     let client = start(&config).await;
     let r = call(
         &client,
-        "read_multiple_files",
+        "read_file",
         json!({"root": "docs", "paths": [".env", "nope.txt", "../outside/secret.txt"]}),
     )
     .await;
@@ -232,29 +232,19 @@ async fn malformed_lists_are_refused_before_anything_is_read() {
     let client = start(&config).await;
     let forged = call(
         &client,
-        "read_multiple_files",
+        "read_file",
         json!({"root": "docs", "paths": ["a.txt", {"path": ".env", "refused": "x"}]}),
     )
     .await;
     assert_refused(&forged, "'paths' must be an array of strings");
     let many: Vec<String> = (0..300).map(|i| format!("f{i}.txt")).collect();
-    let too_many = call(
-        &client,
-        "read_multiple_files",
-        json!({"root": "docs", "paths": many}),
-    )
-    .await;
+    let too_many = call(&client, "read_file", json!({"root": "docs", "paths": many})).await;
     assert_refused(&too_many, "at most 256 per call");
-    let empty = call(
-        &client,
-        "read_multiple_files",
-        json!({"root": "docs", "paths": []}),
-    )
-    .await;
+    let empty = call(&client, "read_file", json!({"root": "docs", "paths": []})).await;
     assert_refused(&empty, "'paths' must name 1 to 100 files, not 0");
     let unknown = call(
         &client,
-        "read_multiple_files",
+        "read_file",
         json!({"root": "nope", "paths": ["a.txt"]}),
     )
     .await;

@@ -76,13 +76,10 @@ async fn reference_roots_get_only_read_tools() {
     assert_eq!(
         names,
         [
-            "directory_tree",
             "get_file_info",
             "list_directory",
             "list_roots",
             "read_file",
-            "read_media_file",
-            "read_multiple_files",
             "search_files"
         ]
     );
@@ -94,9 +91,11 @@ async fn reference_roots_get_only_read_tools() {
         assert_eq!(t.input_schema.get("type"), Some(&json!("object")));
         let d = t.description.as_deref().unwrap();
         if t.name != "list_roots" {
-            assert!(
-                d.contains("Roots it can act on: docs (reference), other (reference)."),
-                "{d}"
+            assert_eq!(
+                t.input_schema["properties"]["root"],
+                json!({"enum": ["docs", "other"]}),
+                "{}",
+                t.name
             );
         }
         assert!(!d.contains(&*env.dir.to_string_lossy()));
@@ -1043,7 +1042,12 @@ async fn a_denied_name_spelled_in_nfd_or_another_case_meets_the_same_rule() {
             json!({"root": "docs", "depth": 3}),
         )
         .await,
-        call_ok(&client, "directory_tree", json!({"root": "docs"})).await,
+        call_ok(
+            &client,
+            "list_directory",
+            json!({"root": "docs", "tree": true}),
+        )
+        .await,
         call_ok(
             &client,
             "search_files",
@@ -1067,7 +1071,7 @@ async fn a_denied_name_spelled_in_nfd_or_another_case_meets_the_same_rule() {
     }
     let batch = call_ok(
         &client,
-        "read_multiple_files",
+        "read_file",
         json!({"root": "docs", "paths": ["ok.txt", "café-secrets/plan.txt", ".ds_store"]}),
     )
     .await;

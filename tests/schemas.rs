@@ -34,15 +34,12 @@ fn calls() -> Vec<(&'static str, Value)> {
         ),
         ("read_file", json!({"root": "docs", "path": "image.png"})),
         (
-            "read_multiple_files",
+            "read_file",
             json!({"root": "docs", "paths": ["notes.txt", "missing.txt", ".env"]}),
         ),
+        ("read_file", json!({"root": "docs", "path": "image.png"})),
         (
-            "read_media_file",
-            json!({"root": "docs", "path": "image.png"}),
-        ),
-        (
-            "read_multiple_files",
+            "read_file",
             json!({"root": "docs", "paths": ["notes.txt"], "offset": 2, "limit": 1}),
         ),
         ("list_directory", json!({"root": "docs"})),
@@ -55,10 +52,10 @@ fn calls() -> Vec<(&'static str, Value)> {
             json!({"root": "ws", "path": ".", "depth": 3, "ignored": "include",
                    "details": true, "cursor": "1"}),
         ),
-        ("directory_tree", json!({"root": "docs"})),
+        ("list_directory", json!({"root": "docs", "tree": true})),
         (
-            "directory_tree",
-            json!({"root": "ws", "path": ".", "depth": 2, "exclude": ["*.txt"]}),
+            "list_directory",
+            json!({"root": "ws", "path": ".", "depth": 2, "exclude": ["*.txt"], "tree": true}),
         ),
         (
             "list_directory",
@@ -129,27 +126,33 @@ fn calls() -> Vec<(&'static str, Value)> {
         ),
         ("delete_file", json!({"root": "ws", "path": "new-copy"})),
         // `docs` is a repository (see the test).
-        ("git_log", json!({"root": "docs"})),
+        ("git", json!({"command": "log", "root": "docs"})),
         (
-            "git_log",
-            json!({"root": "docs", "path": "notes.txt", "rev": "HEAD", "max_count": 5,
+            "git",
+            json!({"command": "log", "root": "docs", "path": "notes.txt", "rev": "HEAD", "max_count": 5,
                    "since": "2020-01-01", "author": "Ada", "grep": "first"}),
         ),
-        ("git_show", json!({"root": "docs", "rev": "HEAD"})),
         (
-            "git_show",
-            json!({"root": "docs", "rev": "HEAD", "path": "notes.txt", "offset": 2, "limit": 2}),
-        ),
-        ("git_diff", json!({"root": "docs", "from": "HEAD"})),
-        (
-            "git_diff",
-            json!({"root": "docs", "from": "HEAD", "to": "HEAD", "path": "."}),
+            "git",
+            json!({"command": "show", "root": "docs", "rev": "HEAD"}),
         ),
         (
-            "git_blame",
-            json!({"root": "docs", "path": "notes.txt", "rev": "HEAD", "offset": 1, "limit": 2}),
+            "git",
+            json!({"command": "show", "root": "docs", "rev": "HEAD", "path": "notes.txt", "offset": 2, "limit": 2}),
         ),
-        ("git_status", json!({"root": "docs"})),
+        (
+            "git",
+            json!({"command": "diff", "root": "docs", "rev": "HEAD"}),
+        ),
+        (
+            "git",
+            json!({"command": "diff", "root": "docs", "rev": "HEAD", "to": "HEAD", "path": "."}),
+        ),
+        (
+            "git",
+            json!({"command": "blame", "root": "docs", "path": "notes.txt", "rev": "HEAD", "offset": 1, "limit": 2}),
+        ),
+        ("git", json!({"command": "status", "root": "docs"})),
     ]
 }
 
@@ -239,5 +242,93 @@ async fn an_unknown_argument_is_refused_by_schema_and_tool() {
     assert_refused(
         &call(&client, "read_file", args).await,
         "unknown field `offest`",
+    );
+}
+
+/// What clients hand the model of a tool: its name, description and input
+/// schema, as compact JSON.
+fn model_visible(tool: &rmcp::model::Tool) -> usize {
+    json!({
+        "name": tool.name,
+        "description": tool.description,
+        "inputSchema": tool.input_schema,
+    })
+    .to_string()
+    .len()
+}
+
+/// Roots and paths named as models get them wrong: each tool's root field
+/// lists its roots, each path is said to be relative to one, line ranges
+/// are said to be 1-based, `contains` to search contents, `old_text` to
+/// match exactly once. And the whole surface stays within the reference
+/// server's (docs/tools.md, "The tool surface").
+#[tokio::test]
+async fn each_tool_says_what_models_get_wrong_within_the_budget() {
+    let env = Env::new();
+    env.write("docs/notes.txt", "a\n").write("ws/a.txt", "a\n");
+    let ws = env.path("ws");
+    git(&ws, &["init", "-q", "-b", "main"]);
+    git(&ws, &["add", "-A"]);
+    git(&ws, &["commit", "-q", "-m", "first"]);
+    let client = start(&env.config(WS_AND_DOCS)).await;
+    let listed = tools(&client).await;
+    let described = |t: &rmcp::model::Tool, field: &str| {
+        t.input_schema["properties"][field]["description"]
+            .as_str()
+            .unwrap_or_default()
+            .to_lowercase()
+    };
+    let find = |name: &str| {
+        listed
+            .iter()
+            .find(|t| t.name == name)
+            .unwrap_or_else(|| panic!("{name} is listed"))
+    };
+    let path_fields = ["path", "paths", "source", "destination"];
+    for tool in listed.iter().filter(|t| t.name != "list_roots") {
+        let properties = tool.input_schema["properties"].as_object().unwrap();
+        let roots = &properties["root"]["enum"];
+        assert!(
+            roots == &json!(["ws", "docs"]) || roots == &json!(["ws"]),
+            "{}: root {roots}",
+            tool.name
+        );
+        for field in path_fields.iter().filter(|f| properties.contains_key(**f)) {
+            assert!(
+                described(tool, field).contains("relative to"),
+                "{}: '{field}' does not say what it is relative to",
+                tool.name
+            );
+        }
+        if properties.contains_key("offset") {
+            assert!(
+                described(tool, "offset").contains("1-based"),
+                "{}: offset",
+                tool.name
+            );
+        }
+    }
+    let search = find("search_files");
+    assert!(described(search, "contains").contains("contents"));
+    let edit = find("edit_file");
+    assert!(
+        edit.description
+            .as_deref()
+            .unwrap()
+            .contains("must match exactly once")
+    );
+    let list_roots = find("list_roots").description.as_deref().unwrap();
+    assert!(list_roots.contains("a path relative to it"), "{list_roots}");
+
+    // The budget: the 2026.8.31 reference server's 7,972 model-visible
+    // bytes, and the whole tools/list at most twice its visible part.
+    let visible: usize = listed.iter().map(model_visible).sum();
+    let whole = serde_json::to_string(&json!({ "tools": listed }))
+        .unwrap()
+        .len();
+    assert!(visible <= 7_972, "{visible} model-visible bytes");
+    assert!(
+        whole <= 2 * visible,
+        "{whole} bytes against {visible} visible"
     );
 }

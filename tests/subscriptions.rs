@@ -456,7 +456,10 @@ async fn narrow_serves_only_what_lies_under_a_client_root() {
             "move_file",
             json!({"root": "ws", "source": "src/new.rs", "destination": "src/m/new.rs"}),
         ),
-        ("directory_tree", json!({"root": "ws", "path": "src"})),
+        (
+            "list_directory",
+            json!({"root": "ws", "path": "src", "tree": true}),
+        ),
         (
             "search_files",
             json!({"root": "ws", "path": "src", "pattern": "*.rs"}),
@@ -945,14 +948,20 @@ async fn narrow_refuses_history_below_a_root_and_serves_it_for_the_root() {
     let src = format!("file://{}", env.path("ws/src").display());
     let Started { client, roots, .. } = start_listening(&config, vec![src]).await;
     for (tool, args) in [
-        ("git_log", json!({"root": "ws"})),
+        ("git", json!({"command": "log", "root": "ws"})),
         (
-            "git_show",
-            json!({"root": "ws", "rev": "HEAD", "path": "notes.md"}),
+            "git",
+            json!({"command": "show", "root": "ws", "rev": "HEAD", "path": "notes.md"}),
         ),
-        ("git_diff", json!({"root": "ws", "from": "HEAD"})),
-        ("git_blame", json!({"root": "ws", "path": "src/lib.rs"})),
-        ("git_status", json!({"root": "ws"})),
+        (
+            "git",
+            json!({"command": "diff", "root": "ws", "rev": "HEAD"}),
+        ),
+        (
+            "git",
+            json!({"command": "blame", "root": "ws", "path": "src/lib.rs"}),
+        ),
+        ("git", json!({"command": "status", "root": "ws"})),
     ] {
         let r = call(&client, tool, args).await;
         assert_eq!(r.is_error, Some(true), "{tool}");
@@ -967,7 +976,7 @@ async fn narrow_refuses_history_below_a_root_and_serves_it_for_the_root() {
         .await
         .expect("roots/list_changed");
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let log = call_ok(&client, "git_log", json!({"root": "ws"})).await;
+    let log = call_ok(&client, "git", json!({"command": "log", "root": "ws"})).await;
     assert!(text(&log).contains("first"), "{}", text(&log));
 }
 

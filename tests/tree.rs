@@ -1,4 +1,4 @@
-//! End to end: `directory_tree` over stdio. The tree's shape (directories
+//! End to end: `list_directory` with `tree: true` over stdio. The tree's shape (directories
 //! first, then by name; depth; empty and unopened directories told apart),
 //! the entry cap and its note, `exclude` globs, depth bounds, denied names
 //! at every depth, symlinks (a loop, one out of the root) shown and never
@@ -17,8 +17,14 @@ fn config(env: &Env, max_entries: usize) -> std::path::PathBuf {
     ))
 }
 
+/// `list_directory` with `tree: true` and `args`.
+fn as_tree(mut args: Value) -> Value {
+    args["tree"] = json!(true);
+    args
+}
+
 async fn tree(client: &Client, args: Value) -> rmcp::model::CallToolResult {
-    call_ok(client, "directory_tree", args).await
+    call_ok(client, "list_directory", as_tree(args)).await
 }
 
 #[tokio::test]
@@ -119,7 +125,7 @@ async fn depth_out_of_bounds_and_bad_arguments_are_refused_clearly() {
             "'missing' does not exist",
         ),
     ] {
-        let r = call(&client, "directory_tree", args.clone()).await;
+        let r = call(&client, "list_directory", as_tree(args.clone())).await;
         assert_refused(&r, needle);
         results.push(r);
     }
@@ -242,8 +248,8 @@ async fn denied_names_show_at_no_depth() {
     ] {
         let r = call(
             &client,
-            "directory_tree",
-            json!({"root": "ws", "path": path}),
+            "list_directory",
+            json!({"root": "ws", "path": path, "tree": true}),
         )
         .await;
         assert_refused(&r, rule);

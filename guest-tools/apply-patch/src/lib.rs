@@ -54,7 +54,6 @@ use patch::{Action, FileChange};
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Args {
-    /// Name of the root (see list_roots).
     root: String,
     patch: String,
     // Said in the description, where it costs fewer bytes.

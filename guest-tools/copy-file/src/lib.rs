@@ -17,11 +17,8 @@ use loomfs_guest::{
     About, Answer, Context, Kind, Permission, ToolError, human_bytes, io_error, special_file,
 };
 
-const DESCRIPTION: &str = "Copy a file, or a directory recursively, within a root or to another \
-    (destination_root). An existing destination file is replaced only \
-    with overwrite, its content kept in the trash; a directory is only \
-    copied to a new path. Symlinks and special files inside a directory \
-    are skipped.";
+const DESCRIPTION: &str = "Copy a file or a directory tree, within a root or to destination_root; symlinks and special \
+    files in it are skipped. An existing file is replaced only with overwrite.";
 
 loomfs_guest::tool!(CopyFile(TransferArgs) -> Transferred, {
     About::new("copy_file", DESCRIPTION, Permission::Write)

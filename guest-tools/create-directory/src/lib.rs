@@ -12,8 +12,7 @@ struct Created {
     created: bool,
 }
 
-const DESCRIPTION: &str = "Create a directory, with its missing parents. An existing directory \
-    is success.";
+const DESCRIPTION: &str = "Create a directory and its missing parents; one that exists is success.";
 
 loomfs_guest::tool!(CreateDirectory(PathArgs) -> Created, {
     About::new("create_directory", DESCRIPTION, Permission::Write).additive()

@@ -25,8 +25,8 @@ struct Deleted {
     trash: Option<String>,
 }
 
-const DESCRIPTION: &str = "Delete a file or a directory (with its contents) by moving it to the \
-    root's trash, from which a person can restore it.";
+const DESCRIPTION: &str = "Delete a file or a directory with its contents into the root's trash, where a person can \
+    restore it.";
 
 loomfs_guest::tool!(DeleteFile(PathArgs) -> Deleted, {
     About::new("delete_file", DESCRIPTION, Permission::Delete)

@@ -39,12 +39,8 @@ use similar::TextDiff;
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Edit {
-    /// Text to replace, as in the file (include enough context to make it unique); without an
-    /// exact match, whole lines differing only in whitespace at their ends match.
     old_text: String,
-    /// Replacement text.
     new_text: String,
-    /// Replace every occurrence, not just one (at least one needed).
     #[serde(default)]
     replace_all: bool,
 }
@@ -52,15 +48,11 @@ struct Edit {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Args {
-    /// Name of the root (see list_roots).
     root: String,
-    /// Text file relative to the root.
+    /// Relative to the root.
     path: String,
-    /// Applied in order; each old_text must match exactly once in the text as it stands then
-    /// (at least once with replace_all).
     #[schemars(length(min = 1))]
     edits: Vec<Edit>,
-    /// Only return the diff; change nothing.
     #[serde(default)]
     dry_run: bool,
 }
@@ -87,11 +79,9 @@ struct Edited {
     encoding: Option<&'static str>,
 }
 
-const DESCRIPTION: &str = "Replace exact text in a file: every old_text must match exactly once \
-    (or every occurrence with replace_all); edits apply in order, all or nothing. An old_text \
-    that differs from the file only in indentation or trailing whitespace still matches if \
-    unique, keeping the file's indentation. Returns a unified diff; with dry_run nothing is \
-    written. The previous content is kept in the root's trash.";
+const DESCRIPTION: &str = "Replace text in a text file, all edits or none: each old_text must match exactly once \
+    (replace_all: every match), or as whole lines up to whitespace at their ends. Returns a \
+    diff; dry_run writes nothing.";
 
 loomfs_guest::tool!(EditFile(Args) -> Edited, {
     About::new("edit_file", DESCRIPTION, Permission::Write)

@@ -37,8 +37,8 @@ struct Info {
     note: Option<String>,
 }
 
-const DESCRIPTION: &str = "Metadata of a file or directory ('.' for the root): type, size, modification/access \
-    times, hard link count, and whether it is a symlink.";
+const DESCRIPTION: &str =
+    "Type, size, times, link count and symlink flag of a file or directory ('.' is the root).";
 
 loomfs_guest::tool!(GetFileInfo(PathArgs) -> Info, {
     About::new("get_file_info", DESCRIPTION, Permission::Read)

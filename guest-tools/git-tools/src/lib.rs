@@ -1,8 +1,7 @@
-//! The history tools: `git_log`, `git_show`, `git_diff`, `git_blame` and
-//! `git_status`, one component serving all five (one copy of gitoxide in
-//! the binary). The host makes a fresh instance for each `describe` and each
-//! `call` and tells it, through the WIT `history` interface, which tool it
-//! is, where each root's git directory is preopened (read-only, no `hooks`)
+//! The history tool `git` (commands log, show, diff, blame, status), its
+//! own component (one copy of gitoxide in the binary). The host makes a
+//! fresh instance for each `describe` and each `call` and tells it, through
+//! the WIT `history` interface, which tool it is, where each root's git directory is preopened (read-only, no `hooks`)
 //! and what the root's deny list hides: the host's own matcher, so no copy
 //! of the patterns lives here.
 //!
@@ -14,6 +13,7 @@
 //! judges each path the history holds.
 
 mod format;
+mod git;
 mod tools;
 
 use loomfs_guest::{Context, Descriptor, Output, ToolError};
@@ -27,31 +27,20 @@ pub mod bindings {
 }
 
 use bindings::loom_fs::tool::history;
-pub use tools::{GitBlame, GitDiff, GitLog, GitShow, GitStatus};
+pub use git::Git;
 
 /// The component's export: the tool the host named, described or called.
 pub struct HistoryTools;
 
 impl loomfs_guest::Guest for HistoryTools {
     fn describe() -> Descriptor {
-        let name = history::tool();
-        match name.as_str() {
-            "git_show" => loomfs_guest::tool::describe::<GitShow>(),
-            "git_diff" => loomfs_guest::tool::describe::<GitDiff>(),
-            "git_blame" => loomfs_guest::tool::describe::<GitBlame>(),
-            "git_status" => loomfs_guest::tool::describe::<GitStatus>(),
-            _ => loomfs_guest::tool::describe::<GitLog>(),
-        }
+        loomfs_guest::tool::describe::<Git>()
     }
 
     fn call(ctx: Context, arguments: String) -> Result<Output, ToolError> {
         let name = history::tool();
         loomfs_guest::noted(|| match name.as_str() {
-            "git_log" => loomfs_guest::tool::call::<GitLog>(ctx, &arguments),
-            "git_show" => loomfs_guest::tool::call::<GitShow>(ctx, &arguments),
-            "git_diff" => loomfs_guest::tool::call::<GitDiff>(ctx, &arguments),
-            "git_blame" => loomfs_guest::tool::call::<GitBlame>(ctx, &arguments),
-            "git_status" => loomfs_guest::tool::call::<GitStatus>(ctx, &arguments),
+            "git" => loomfs_guest::tool::call::<Git>(ctx, &arguments),
             other => Err(ToolError::Refused(format!(
                 "this component serves no tool named '{}'",
                 loomfs_guest::shown(other)
@@ -70,10 +59,6 @@ mod readme {
     #[test]
     fn readme_examples_fit_the_types_and_the_schemas() {
         let readme = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/tools.md"));
-        loomfs_guest::check::readme_examples::<GitLog>(readme);
-        loomfs_guest::check::readme_examples::<GitShow>(readme);
-        loomfs_guest::check::readme_examples::<GitDiff>(readme);
-        loomfs_guest::check::readme_examples::<GitBlame>(readme);
-        loomfs_guest::check::readme_examples::<GitStatus>(readme);
+        loomfs_guest::check::readme_examples::<Git>(readme);
     }
 }

@@ -1,4 +1,4 @@
-//! The five tools: their arguments, results and calls.
+//! The five commands of `git`: their arguments, results and calls.
 
 use std::path::Path;
 
@@ -6,10 +6,10 @@ use git_history::{
     ChangeKind, Error, FileDiff, History, LogQuery, View, blame, diff_revisions, diff_worktree,
     log, show_commit, show_file, status,
 };
-use loomfs_guest::tool::{About, Answer, Tool};
+use loomfs_guest::tool::{About, Answer};
 use loomfs_guest::{Context, Mount, PathArgument, Permission, ToolError, is_false, is_zero, shown};
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::format::{change_name, date, diffs, since};
 use crate::history;
@@ -20,7 +20,7 @@ const MAX_COMMITS: u32 = 500;
 /// The path argument of every history tool: the root alone. Their paths
 /// name files in the repository's history, which the deny list judges
 /// (through the host's `hidden`), not places on disk.
-fn root_only(about: About) -> About {
+pub(crate) fn root_only(about: About) -> About {
     about.paths(vec![PathArgument {
         root_field: "root".into(),
         root_fallback: None,
@@ -142,24 +142,15 @@ fn hidden_line(hidden: usize) -> Option<String> {
 
 // ---- git_log ----
 
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct LogArgs {
-    /// Name of the root (see list_roots).
-    root: String,
-    /// Only commits that changed this path (file or directory, relative to the root).
-    path: Option<String>,
-    /// Where the walk starts: a branch, tag, commit id or `HEAD~3` (default HEAD).
-    rev: Option<String>,
-    /// Most commits to list (default 20).
-    #[schemars(range(min = 1, max = 500))]
-    max_count: Option<u32>,
-    /// Only commits made on or after this day (`2024-05-01`) or UTC time (`2024-05-01T12:00:00Z`).
-    since: Option<String>,
-    /// Only commits whose author name or email contains this text.
-    author: Option<String>,
-    /// Only commits whose message contains this text.
-    grep: Option<String>,
+/// Its part of [`crate::git::GitArgs`].
+pub(crate) struct LogArgs {
+    pub(crate) root: String,
+    pub(crate) path: Option<String>,
+    pub(crate) rev: Option<String>,
+    pub(crate) max_count: Option<u32>,
+    pub(crate) since: Option<String>,
+    pub(crate) author: Option<String>,
+    pub(crate) grep: Option<String>,
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -192,145 +183,119 @@ pub struct LogResult {
     truncated: bool,
 }
 
-pub struct GitLog;
-
-impl Tool for GitLog {
-    type Args = LogArgs;
-    type Result = LogResult;
-
-    fn about() -> About {
-        root_only(About::new(
-            "git_log",
-            "The commits of a root's git repository, newest first: id, author, date, subject and \
-             the files each changed with lines added and removed (like `git log --numstat \
-             --no-renames`). Filter by path, start revision, date, author or message text. Files \
-             the deny list hides are never named; a commit whose changes are all hidden says so.",
-            Permission::Read,
-        ))
-    }
-
-    fn call(ctx: Context, args: LogArgs) -> Result<Answer<LogResult>, ToolError> {
-        let max_count = loomfs_guest::count_arg("max_count", args.max_count, 20, MAX_COMMITS, "")?;
-        let since = match &args.since {
-            Some(text) => Some(since(text).ok_or_else(|| {
-                ToolError::InvalidArguments(format!(
-                    "'since' must be a day (2024-05-01) or a UTC time (2024-05-01T12:00:00Z), not '{}'",
-                    shown(text)
-                ))
-            })?),
-            None => None,
-        };
-        let path = relative(args.path.as_deref().unwrap_or(""))?;
-        let repo = Repo::open(&ctx, &args.root)?;
-        let query = LogQuery {
-            rev: args.rev.as_deref().unwrap_or("HEAD"),
-            path: &path,
-            max_count: max_count as usize,
-            since,
-            author: args.author.as_deref(),
-            grep: args.grep.as_deref(),
-            line_counts: true,
-        };
-        let (entries, more) = repo
-            .with_view(|view| log(&repo.history, &query, view))
-            .map_err(error)?;
-        let mut text = String::new();
-        let mut commits = Vec::new();
-        // The files listed, over all commits, stop at the listing limit (one
-        // commit can change tens of thousands).
-        let mut room = ctx.limits.max_entries as usize;
-        for e in entries {
-            let when = date(e.author_time, e.author_offset);
+pub(crate) fn git_log(ctx: Context, args: LogArgs) -> Result<Answer<LogResult>, ToolError> {
+    let max_count = loomfs_guest::count_arg("max_count", args.max_count, 20, MAX_COMMITS, "")?;
+    let since = match &args.since {
+        Some(text) => Some(since(text).ok_or_else(|| {
+            ToolError::InvalidArguments(format!(
+                "'since' must be a day (2024-05-01) or a UTC time (2024-05-01T12:00:00Z), not '{}'",
+                shown(text)
+            ))
+        })?),
+        None => None,
+    };
+    let path = relative(args.path.as_deref().unwrap_or(""))?;
+    let repo = Repo::open(&ctx, &args.root)?;
+    let query = LogQuery {
+        rev: args.rev.as_deref().unwrap_or("HEAD"),
+        path: &path,
+        max_count: max_count as usize,
+        since,
+        author: args.author.as_deref(),
+        grep: args.grep.as_deref(),
+        line_counts: true,
+    };
+    let (entries, more) = repo
+        .with_view(|view| log(&repo.history, &query, view))
+        .map_err(error)?;
+    let mut text = String::new();
+    let mut commits = Vec::new();
+    // The files listed, over all commits, stop at the listing limit (one
+    // commit can change tens of thousands).
+    let mut room = ctx.limits.max_entries as usize;
+    for e in entries {
+        let when = date(e.author_time, e.author_offset);
+        text.push_str(&format!(
+            "{} {when} {} <{}>\n    {}\n",
+            e.id,
+            shown(&e.author_name),
+            shown(&e.author_email),
+            shown(&e.subject)
+        ));
+        let listed = e.changes.len().min(room);
+        room -= listed;
+        let mut files = Vec::with_capacity(listed);
+        for (c, n) in e
+            .changes
+            .iter()
+            .zip(e.counts.iter().chain(std::iter::repeat(&None)))
+            .take(listed)
+        {
+            let counts = match n {
+                Some((a, r)) => format!("+{a} -{r}"),
+                None => "binary".into(),
+            };
             text.push_str(&format!(
-                "{} {when} {} <{}>\n    {}\n",
-                e.id,
-                shown(&e.author_name),
-                shown(&e.author_email),
-                shown(&e.subject)
+                "    {} {} {counts}\n",
+                c.kind.letter(),
+                shown(&c.path)
             ));
-            let listed = e.changes.len().min(room);
-            room -= listed;
-            let mut files = Vec::with_capacity(listed);
-            for (c, n) in e
-                .changes
-                .iter()
-                .zip(e.counts.iter().chain(std::iter::repeat(&None)))
-                .take(listed)
-            {
-                let counts = match n {
-                    Some((a, r)) => format!("+{a} -{r}"),
-                    None => "binary".into(),
-                };
-                text.push_str(&format!(
-                    "    {} {} {counts}\n",
-                    c.kind.letter(),
-                    shown(&c.path)
-                ));
-                files.push(file_change(&c.path, c.kind, *n));
-            }
-            let not_listed = e.changes.len() - listed;
-            if not_listed > 0 {
-                text.push_str(&format!("    ({not_listed} more files not listed)\n"));
-            }
-            if let Some(line) = hidden_line(e.hidden) {
-                text.push_str(&format!("    {line}\n"));
-            }
-            commits.push(Commit {
-                id: e.id,
-                author: e.author_name,
-                email: e.author_email,
-                date: when,
-                subject: e.subject,
-                files,
-                files_not_listed: not_listed as u64,
-                hidden: e.hidden as u64,
-            });
+            files.push(file_change(&c.path, c.kind, *n));
         }
-        if commits.is_empty() {
-            text.push_str("No commit matches.\n");
+        let not_listed = e.changes.len() - listed;
+        if not_listed > 0 {
+            text.push_str(&format!("    ({not_listed} more files not listed)\n"));
         }
-        let files_cut = commits.iter().any(|c| c.files_not_listed > 0);
-        let mut answer = Answer::new(
-            text,
-            LogResult {
-                commits,
-                truncated: more || files_cut,
-            },
-        );
-        if more {
-            answer.text.push(format!(
-                "Truncated: more commits match than max_count ({max_count}); raise it (at most \
-                 {MAX_COMMITS}) or narrow with path, since, author or grep."
-            ));
+        if let Some(line) = hidden_line(e.hidden) {
+            text.push_str(&format!("    {line}\n"));
         }
-        if files_cut {
-            answer.text.push(format!(
-                "Truncated: the files listed reached the server's listing limit ({} entries); \
-                 lower max_count or narrow with path.",
-                ctx.limits.max_entries
-            ));
-        }
-        Ok(answer)
+        commits.push(Commit {
+            id: e.id,
+            author: e.author_name,
+            email: e.author_email,
+            date: when,
+            subject: e.subject,
+            files,
+            files_not_listed: not_listed as u64,
+            hidden: e.hidden as u64,
+        });
     }
+    if commits.is_empty() {
+        text.push_str("No commit matches.\n");
+    }
+    let files_cut = commits.iter().any(|c| c.files_not_listed > 0);
+    let mut answer = Answer::new(
+        text,
+        LogResult {
+            commits,
+            truncated: more || files_cut,
+        },
+    );
+    if more {
+        answer.text.push(format!(
+            "Truncated: more commits match than max_count ({max_count}); raise it (at most \
+             {MAX_COMMITS}) or narrow with path, since, author or grep."
+        ));
+    }
+    if files_cut {
+        answer.text.push(format!(
+            "Truncated: the files listed reached the server's listing limit ({} entries); \
+             lower max_count or narrow with path.",
+            ctx.limits.max_entries
+        ));
+    }
+    Ok(answer)
 }
 
 // ---- git_show ----
 
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ShowArgs {
-    /// Name of the root (see list_roots).
-    root: String,
-    /// The commit: a branch, tag, commit id or `HEAD~3`.
-    rev: String,
-    /// A file's path (relative to the root): show its content at rev instead of the commit.
-    path: Option<String>,
-    /// With path: first line to return, 1-based.
-    #[schemars(range(min = 1))]
-    offset: Option<u64>,
-    /// With path: number of lines to return.
-    #[schemars(range(min = 1))]
-    limit: Option<u64>,
+/// Its part of [`crate::git::GitArgs`].
+pub(crate) struct ShowArgs {
+    pub(crate) root: String,
+    pub(crate) rev: String,
+    pub(crate) path: Option<String>,
+    pub(crate) offset: Option<u64>,
+    pub(crate) limit: Option<u64>,
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -379,86 +344,67 @@ pub struct ShowResult {
     truncated: bool,
 }
 
-pub struct GitShow;
-
-impl Tool for GitShow {
-    type Args = ShowArgs;
-    type Result = ShowResult;
-
-    fn about() -> About {
-        root_only(About::new(
-            "git_show",
-            "A commit of a root's git repository with its message and unified diff against its \
-             first parent (like `git show --no-renames`); or, with path, a text file's content at \
-             that revision (offset and limit select lines; binary files and files larger than \
-             the root's max_read_bytes are refused). Files the deny list hides are never shown: \
-             one asked for fails as a missing file.",
-            Permission::Read,
-        ))
-    }
-
-    fn call(ctx: Context, args: ShowArgs) -> Result<Answer<ShowResult>, ToolError> {
-        let path = args.path.as_deref().map(relative).transpose()?;
-        let repo = Repo::open(&ctx, &args.root)?;
-        match &path {
-            Some(path) => show_text(&repo, &args, path),
-            None => {
-                let shown_commit = repo
-                    .with_view(|view| show_commit(&repo.history, &args.rev, "", view))
-                    .map_err(error)?;
-                let when = date(shown_commit.author_time, shown_commit.author_offset);
-                let mut text = format!(
-                    "commit {}\nAuthor: {} <{}>\nDate:   {when}\n\n",
-                    shown_commit.id,
-                    shown(&shown_commit.author_name),
-                    shown(&shown_commit.author_email)
-                );
-                for line in shown_commit.message.lines() {
-                    text.push_str(&format!("    {}\n", shown(line)));
-                }
-                text.push('\n');
-                let files: Vec<FileChange> = shown_commit
-                    .files
-                    .iter()
-                    .map(|f| file_change(&f.change.path, f.change.kind, None))
-                    .collect();
-                let hidden = shown_commit.hidden;
-                if files.is_empty() && hidden > 0 {
-                    text.push_str("Its changes are hidden by the deny list.\n");
-                } else if let Some(line) = hidden_line(hidden) {
-                    text.push_str(&format!("{line}\n"));
-                }
-                let max = repo.mount.max_read_bytes;
-                let (diff, whole) = diffs(&shown_commit.files, max);
-                text.push_str(&diff);
-                let truncated = whole < shown_commit.files.len();
-                let mut answer = Answer::new(
-                    text,
-                    ShowResult {
-                        id: shown_commit.id,
-                        parents: shown_commit.parents,
-                        author: Some(shown_commit.author_name),
-                        email: Some(shown_commit.author_email),
-                        date: Some(when),
-                        message: Some(shown_commit.message),
-                        files,
-                        hidden: hidden as u64,
-                        path: None,
-                        size: None,
-                        content: None,
-                        start_line: 0,
-                        end_line: 0,
-                        total_lines: 0,
-                        truncated,
-                    },
-                );
-                if truncated {
-                    answer
-                        .text
-                        .push(cut_note(whole, shown_commit.files.len(), max));
-                }
-                Ok(answer)
+pub(crate) fn git_show(ctx: Context, args: ShowArgs) -> Result<Answer<ShowResult>, ToolError> {
+    let path = args.path.as_deref().map(relative).transpose()?;
+    let repo = Repo::open(&ctx, &args.root)?;
+    match &path {
+        Some(path) => show_text(&repo, &args, path),
+        None => {
+            let shown_commit = repo
+                .with_view(|view| show_commit(&repo.history, &args.rev, "", view))
+                .map_err(error)?;
+            let when = date(shown_commit.author_time, shown_commit.author_offset);
+            let mut text = format!(
+                "commit {}\nAuthor: {} <{}>\nDate:   {when}\n\n",
+                shown_commit.id,
+                shown(&shown_commit.author_name),
+                shown(&shown_commit.author_email)
+            );
+            for line in shown_commit.message.lines() {
+                text.push_str(&format!("    {}\n", shown(line)));
             }
+            text.push('\n');
+            let files: Vec<FileChange> = shown_commit
+                .files
+                .iter()
+                .map(|f| file_change(&f.change.path, f.change.kind, None))
+                .collect();
+            let hidden = shown_commit.hidden;
+            if files.is_empty() && hidden > 0 {
+                text.push_str("Its changes are hidden by the deny list.\n");
+            } else if let Some(line) = hidden_line(hidden) {
+                text.push_str(&format!("{line}\n"));
+            }
+            let max = repo.mount.max_read_bytes;
+            let (diff, whole) = diffs(&shown_commit.files, max);
+            text.push_str(&diff);
+            let truncated = whole < shown_commit.files.len();
+            let mut answer = Answer::new(
+                text,
+                ShowResult {
+                    id: shown_commit.id,
+                    parents: shown_commit.parents,
+                    author: Some(shown_commit.author_name),
+                    email: Some(shown_commit.author_email),
+                    date: Some(when),
+                    message: Some(shown_commit.message),
+                    files,
+                    hidden: hidden as u64,
+                    path: None,
+                    size: None,
+                    content: None,
+                    start_line: 0,
+                    end_line: 0,
+                    total_lines: 0,
+                    truncated,
+                },
+            );
+            if truncated {
+                answer
+                    .text
+                    .push(cut_note(whole, shown_commit.files.len(), max));
+            }
+            Ok(answer)
         }
     }
 }
@@ -545,17 +491,12 @@ fn show_text(
 
 // ---- git_diff ----
 
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DiffArgs {
-    /// Name of the root (see list_roots).
-    root: String,
-    /// The revision to diff from: a branch, tag, commit id or `HEAD~3`.
-    from: String,
-    /// The revision to diff to (default: the working tree's tracked files).
-    to: Option<String>,
-    /// Only changes at or under this path (relative to the root).
-    path: Option<String>,
+/// Its part of [`crate::git::GitArgs`].
+pub(crate) struct DiffArgs {
+    pub(crate) root: String,
+    pub(crate) from: String,
+    pub(crate) to: Option<String>,
+    pub(crate) path: Option<String>,
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -570,96 +511,70 @@ pub struct DiffResult {
     truncated: bool,
 }
 
-pub struct GitDiff;
-
-impl Tool for GitDiff {
-    type Args = DiffArgs;
-    type Result = DiffResult;
-
-    fn about() -> About {
-        root_only(About::new(
-            "git_diff",
-            "The unified diff between two revisions of a root's git repository, or from a \
-             revision to the working tree's tracked files (like `git diff --no-renames FROM \
-             [TO] -- PATH`), the list of changed files first. Files the deny list hides are \
-             never named, their content never shown.",
-            Permission::Read,
-        ))
+pub(crate) fn git_diff(ctx: Context, args: DiffArgs) -> Result<Answer<DiffResult>, ToolError> {
+    let path = relative(args.path.as_deref().unwrap_or(""))?;
+    let path = path.as_str();
+    let repo = Repo::open(&ctx, &args.root)?;
+    let (files, hidden): (Vec<FileDiff>, usize) = repo
+        .with_view(|view| match &args.to {
+            Some(to) => diff_revisions(&repo.history, &args.from, to, path, view),
+            None => diff_worktree(
+                &repo.history,
+                &args.from,
+                Path::new(&repo.mount.dir),
+                path,
+                view,
+            ),
+        })
+        .map_err(error)?;
+    let changed: Vec<FileChange> = files
+        .iter()
+        .map(|f| file_change(&f.change.path, f.change.kind, None))
+        .collect();
+    let mut text = String::new();
+    for f in &files {
+        text.push_str(&format!(
+            "{} {}\n",
+            f.change.kind.letter(),
+            shown(&f.change.path)
+        ));
     }
-
-    fn call(ctx: Context, args: DiffArgs) -> Result<Answer<DiffResult>, ToolError> {
-        let path = relative(args.path.as_deref().unwrap_or(""))?;
-        let path = path.as_str();
-        let repo = Repo::open(&ctx, &args.root)?;
-        let (files, hidden): (Vec<FileDiff>, usize) = repo
-            .with_view(|view| match &args.to {
-                Some(to) => diff_revisions(&repo.history, &args.from, to, path, view),
-                None => diff_worktree(
-                    &repo.history,
-                    &args.from,
-                    Path::new(&repo.mount.dir),
-                    path,
-                    view,
-                ),
-            })
-            .map_err(error)?;
-        let changed: Vec<FileChange> = files
-            .iter()
-            .map(|f| file_change(&f.change.path, f.change.kind, None))
-            .collect();
-        let mut text = String::new();
-        for f in &files {
-            text.push_str(&format!(
-                "{} {}\n",
-                f.change.kind.letter(),
-                shown(&f.change.path)
-            ));
-        }
-        if let Some(line) = hidden_line(hidden) {
-            text.push_str(&format!("{line}\n"));
-        }
-        if files.is_empty() && hidden == 0 {
-            text.push_str("No differences.\n");
-        }
-        let max = repo.mount.max_read_bytes;
-        let (diff, whole) = diffs(&files, max);
-        if !diff.is_empty() {
-            text.push('\n');
-            text.push_str(&diff);
-        }
-        let truncated = whole < files.len();
-        let mut answer = Answer::new(
-            text,
-            DiffResult {
-                files: changed,
-                hidden: hidden as u64,
-                truncated,
-            },
-        );
-        if truncated {
-            answer.text.push(cut_note(whole, files.len(), max));
-        }
-        Ok(answer)
+    if let Some(line) = hidden_line(hidden) {
+        text.push_str(&format!("{line}\n"));
     }
+    if files.is_empty() && hidden == 0 {
+        text.push_str("No differences.\n");
+    }
+    let max = repo.mount.max_read_bytes;
+    let (diff, whole) = diffs(&files, max);
+    if !diff.is_empty() {
+        text.push('\n');
+        text.push_str(&diff);
+    }
+    let truncated = whole < files.len();
+    let mut answer = Answer::new(
+        text,
+        DiffResult {
+            files: changed,
+            hidden: hidden as u64,
+            truncated,
+        },
+    );
+    if truncated {
+        answer.text.push(cut_note(whole, files.len(), max));
+    }
+    Ok(answer)
 }
 
 // ---- git_blame ----
 
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct BlameArgs {
-    /// Name of the root (see list_roots).
-    root: String,
-    /// The file's path (relative to the root).
-    path: String,
-    /// The revision to blame at (default HEAD).
-    rev: Option<String>,
-    /// First line to return, 1-based.
-    #[schemars(range(min = 1))]
-    offset: Option<u64>,
-    /// Number of lines to return (default: up to the server's listing limit).
-    #[schemars(range(min = 1))]
-    limit: Option<u64>,
+/// Its part of [`crate::git::GitArgs`].
+pub(crate) struct BlameArgs {
+    pub(crate) root: String,
+    pub(crate) path: String,
+    pub(crate) rev: Option<String>,
+    pub(crate) offset: Option<u64>,
+    pub(crate) limit: Option<u64>,
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -686,92 +601,73 @@ pub struct BlameResult {
     truncated: bool,
 }
 
-pub struct GitBlame;
-
-impl Tool for GitBlame {
-    type Args = BlameArgs;
-    type Result = BlameResult;
-
-    fn about() -> About {
-        root_only(About::new(
-            "git_blame",
-            "Who last changed each line of a text file in a root's git repository: per line, \
-             the commit id, author and date (like `git blame`, without following renames). \
-             offset and limit select lines. A file the deny list hides fails as a missing one.",
-            Permission::Read,
-        ))
+pub(crate) fn git_blame(ctx: Context, args: BlameArgs) -> Result<Answer<BlameResult>, ToolError> {
+    let rel = relative(&args.path)?;
+    let rel = rel.as_str();
+    let repo = Repo::open(&ctx, &args.root)?;
+    let rev = args.rev.as_deref().unwrap_or("HEAD");
+    let (blamed, bytes) = repo
+        .with_view(|view| blame(&repo.history, rev, rel, view))
+        .map_err(error)?;
+    let text = String::from_utf8_lossy(&bytes);
+    let contents: Vec<&str> = text.lines().collect();
+    let total = blamed.len() as u64;
+    let start = args.offset.unwrap_or(1);
+    if start > total.max(1) {
+        return Err(ToolError::InvalidArguments(format!(
+            "offset {start} is past the end of '{}' ({total} lines)",
+            shown(rel)
+        )));
     }
-
-    fn call(ctx: Context, args: BlameArgs) -> Result<Answer<BlameResult>, ToolError> {
-        let rel = relative(&args.path)?;
-        let rel = rel.as_str();
-        let repo = Repo::open(&ctx, &args.root)?;
-        let rev = args.rev.as_deref().unwrap_or("HEAD");
-        let (blamed, bytes) = repo
-            .with_view(|view| blame(&repo.history, rev, rel, view))
-            .map_err(error)?;
-        let text = String::from_utf8_lossy(&bytes);
-        let contents: Vec<&str> = text.lines().collect();
-        let total = blamed.len() as u64;
-        let start = args.offset.unwrap_or(1);
-        if start > total.max(1) {
-            return Err(ToolError::InvalidArguments(format!(
-                "offset {start} is past the end of '{}' ({total} lines)",
-                shown(rel)
-            )));
-        }
-        let limit = args.limit.unwrap_or(u64::from(ctx.limits.max_entries));
-        let end = (start - 1).saturating_add(limit).min(total);
-        let mut out = String::new();
-        let mut lines = Vec::new();
-        for n in start..=end {
-            let Some(b) = blamed.get((n - 1) as usize) else {
-                break;
-            };
-            let line = contents.get((n - 1) as usize).copied().unwrap_or("");
-            let when = date(b.author_time, b.author_offset);
-            out.push_str(&format!(
-                "{} {} {} {n}) {}\n",
-                &b.commit[..b.commit.len().min(12)],
-                &when[..10],
-                shown(&b.author_name),
-                line
-            ));
-            lines.push(BlamedLine {
-                line: n,
-                commit: b.commit.clone(),
-                author: b.author_name.clone(),
-                date: when,
-                text: line.to_string(),
-            });
-        }
-        let truncated = end < total;
-        let mut answer = Answer::new(
-            out,
-            BlameResult {
-                path: rel.to_string(),
-                lines,
-                total_lines: total,
-                truncated,
-            },
-        );
-        if truncated {
-            answer.text.push(format!(
-                "Truncated: lines {start}-{end} of {total}; ask again with offset {}.",
-                end + 1
-            ));
-        }
-        Ok(answer)
+    let limit = args.limit.unwrap_or(u64::from(ctx.limits.max_entries));
+    let end = (start - 1).saturating_add(limit).min(total);
+    let mut out = String::new();
+    let mut lines = Vec::new();
+    for n in start..=end {
+        let Some(b) = blamed.get((n - 1) as usize) else {
+            break;
+        };
+        let line = contents.get((n - 1) as usize).copied().unwrap_or("");
+        let when = date(b.author_time, b.author_offset);
+        out.push_str(&format!(
+            "{} {} {} {n}) {}\n",
+            &b.commit[..b.commit.len().min(12)],
+            &when[..10],
+            shown(&b.author_name),
+            line
+        ));
+        lines.push(BlamedLine {
+            line: n,
+            commit: b.commit.clone(),
+            author: b.author_name.clone(),
+            date: when,
+            text: line.to_string(),
+        });
     }
+    let truncated = end < total;
+    let mut answer = Answer::new(
+        out,
+        BlameResult {
+            path: rel.to_string(),
+            lines,
+            total_lines: total,
+            truncated,
+        },
+    );
+    if truncated {
+        answer.text.push(format!(
+            "Truncated: lines {start}-{end} of {total}; ask again with offset {}.",
+            end + 1
+        ));
+    }
+    Ok(answer)
 }
 
 // ---- git_status ----
 
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct StatusArgs {
-    /// Name of the root (see list_roots).
-    root: String,
+/// Its part of [`crate::git::GitArgs`].
+pub(crate) struct StatusArgs {
+    pub(crate) root: String,
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -790,100 +686,85 @@ pub struct StatusResult {
     truncated: bool,
 }
 
-pub struct GitStatus;
-
-impl Tool for GitStatus {
-    type Args = StatusArgs;
-    type Result = StatusResult;
-
-    fn about() -> About {
-        root_only(About::new(
-            "git_status",
-            "The state of a root's git working tree: staged changes (index against HEAD), \
-             modified files (working tree against the index, by content) and untracked files \
-             (like `git status --porcelain --untracked-files=all --no-renames`). No filter, hook \
-             or fsmonitor is run. Paths the deny list hides are never named.",
-            Permission::Read,
-        ))
-    }
-
-    fn call(ctx: Context, args: StatusArgs) -> Result<Answer<StatusResult>, ToolError> {
-        let repo = Repo::open(&ctx, &args.root)?;
-        let found = repo
-            .with_view(|view| status(&repo.history, Path::new(&repo.mount.dir), view))
-            .map_err(error)?;
-        let mut room = ctx.limits.max_entries as usize;
-        let mut truncated = false;
-        let mut take = |n: usize| {
-            let k = n.min(room);
-            room -= k;
-            truncated |= k < n;
-            k
-        };
-        let staged_n = take(found.staged.len());
-        let modified_n = take(found.modified.len());
-        let untracked_n = take(found.untracked.len());
-        let mut text = String::new();
-        let mut section = |title: &str, rows: Vec<String>| {
-            if !rows.is_empty() {
-                text.push_str(title);
-                text.push('\n');
-                for r in rows {
-                    text.push_str(&format!("  {r}\n"));
-                }
+pub(crate) fn git_status(
+    ctx: Context,
+    args: StatusArgs,
+) -> Result<Answer<StatusResult>, ToolError> {
+    let repo = Repo::open(&ctx, &args.root)?;
+    let found = repo
+        .with_view(|view| status(&repo.history, Path::new(&repo.mount.dir), view))
+        .map_err(error)?;
+    let mut room = ctx.limits.max_entries as usize;
+    let mut truncated = false;
+    let mut take = |n: usize| {
+        let k = n.min(room);
+        room -= k;
+        truncated |= k < n;
+        k
+    };
+    let staged_n = take(found.staged.len());
+    let modified_n = take(found.modified.len());
+    let untracked_n = take(found.untracked.len());
+    let mut text = String::new();
+    let mut section = |title: &str, rows: Vec<String>| {
+        if !rows.is_empty() {
+            text.push_str(title);
+            text.push('\n');
+            for r in rows {
+                text.push_str(&format!("  {r}\n"));
             }
-        };
-        section(
-            "Staged:",
-            found.staged[..staged_n]
-                .iter()
-                .map(|(p, k)| format!("{} {}", k.letter(), shown(p)))
-                .collect(),
-        );
-        section(
-            "Modified:",
-            found.modified[..modified_n]
-                .iter()
-                .map(|(p, k)| format!("{} {}", k.letter(), shown(p)))
-                .collect(),
-        );
-        section(
-            "Untracked:",
-            found.untracked[..untracked_n]
-                .iter()
-                .map(|p| shown(p).into_owned())
-                .collect(),
-        );
-        if let Some(line) = hidden_line(found.hidden) {
-            text.push_str(&format!("{line}\n"));
         }
-        if staged_n + modified_n + untracked_n == 0 && found.hidden == 0 {
-            text.push_str("Clean: nothing staged, modified or untracked.\n");
-        }
-        let mut answer = Answer::new(
-            text,
-            StatusResult {
-                staged: found.staged[..staged_n]
-                    .iter()
-                    .map(|(p, k)| file_change(p, *k, None))
-                    .collect(),
-                modified: found.modified[..modified_n]
-                    .iter()
-                    .map(|(p, k)| file_change(p, *k, None))
-                    .collect(),
-                untracked: found.untracked[..untracked_n].to_vec(),
-                hidden: found.hidden as u64,
-                truncated,
-            },
-        );
-        if truncated {
-            answer.text.push(format!(
-                "Truncated at the server's listing limit ({} entries).",
-                ctx.limits.max_entries
-            ));
-        }
-        Ok(answer)
+    };
+    section(
+        "Staged:",
+        found.staged[..staged_n]
+            .iter()
+            .map(|(p, k)| format!("{} {}", k.letter(), shown(p)))
+            .collect(),
+    );
+    section(
+        "Modified:",
+        found.modified[..modified_n]
+            .iter()
+            .map(|(p, k)| format!("{} {}", k.letter(), shown(p)))
+            .collect(),
+    );
+    section(
+        "Untracked:",
+        found.untracked[..untracked_n]
+            .iter()
+            .map(|p| shown(p).into_owned())
+            .collect(),
+    );
+    if let Some(line) = hidden_line(found.hidden) {
+        text.push_str(&format!("{line}\n"));
     }
+    if staged_n + modified_n + untracked_n == 0 && found.hidden == 0 {
+        text.push_str("Clean: nothing staged, modified or untracked.\n");
+    }
+    let mut answer = Answer::new(
+        text,
+        StatusResult {
+            staged: found.staged[..staged_n]
+                .iter()
+                .map(|(p, k)| file_change(p, *k, None))
+                .collect(),
+            modified: found.modified[..modified_n]
+                .iter()
+                .map(|(p, k)| file_change(p, *k, None))
+                .collect(),
+            untracked: found.untracked[..untracked_n].to_vec(),
+            hidden: found.hidden as u64,
+            truncated,
+        },
+    );
+    if truncated {
+        answer.text.push(format!(
+            "Truncated at the server's listing limit ({} entries).",
+            ctx.limits.max_entries
+        ));
+    }
+    Ok(answer)
 }
 
 #[cfg(test)]

@@ -411,15 +411,16 @@ pub fn encode(text: &str, format: Format) -> Result<Vec<u8>, Unencodable> {
     }
 }
 
-/// A text's line endings.
+/// A text's line endings. (Its variants carry plain comments: a doc
+/// comment would make each a subschema of its own in result schemas.)
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Eol {
     Lf,
     Crlf,
-    /// Lone CRs (classic Mac OS).
+    // Lone CRs (classic Mac OS).
     Cr,
-    /// More than one kind.
+    // More than one kind.
     Mixed,
 }
 

@@ -85,10 +85,10 @@ impl Rules {
     }
 }
 
-/// A call's `ignored` argument: what to do with entries the root's ignore
-/// files exclude. (Its variants carry plain comments: doc comments would
-/// make each one a subschema of its own in the tools' input schemas, where
-/// the field's description says it all.)
+// A call's `ignored` argument: what to do with entries the root's ignore
+// files exclude. Plain comments, here and on its variants: a doc comment
+// would become a description in every tool's input schema, where the
+// tool's description says it.
 #[derive(serde::Deserialize, schemars::JsonSchema, Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Ignored {

@@ -209,9 +209,8 @@ pub fn root_and_path(permission: Permission, optional: bool) -> Vec<PathArgument
 #[derive(serde::Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PathArgs {
-    /// Name of the root (see list_roots).
     pub root: String,
-    /// Path relative to the root.
+    /// Relative to the root.
     pub path: String,
 }
 

@@ -12,7 +12,8 @@
 //! `format`s nor the lower bound 0 schemars gives every unsigned field
 //! (they add nothing a client acts on), descriptions on one line.
 //! An argument struct with `deny_unknown_fields` gets
-//! `additionalProperties: false`; a property that may be absent is
+//! `additionalProperties: false` (clients' strict modes require it), an
+//! enum no `type`, a `false` or `[]` default none; a property that may be absent is
 //! described by its type alone (serde also takes a `null` for an optional
 //! argument, as "not given").
 
@@ -112,6 +113,16 @@ impl<T: Serialize> Answer<T> {
         }
     }
 
+    /// The same answer with its result turned into another type (a tool
+    /// that serves several commands answers with their common type).
+    pub fn map<U: Serialize>(self, f: impl FnOnce(T) -> U) -> Answer<U> {
+        Answer {
+            text: self.text,
+            result: f(self.result),
+            images: self.images,
+        }
+    }
+
     fn into_output(self) -> Output {
         Output {
             text: self.text,
@@ -158,11 +169,37 @@ pub fn input_schema<A: JsonSchema>() -> String {
     ))
 }
 
-/// The schema of what `R` serialises to.
+/// The schema of what `R` serialises to, without descriptions and with a
+/// list of objects said to be a list only: a client validates structured
+/// results with it and the model is not shown it, so the doc comments stay
+/// with the Rust types, and a client checks a long list once, not item by
+/// item (see [`any_array`]).
 pub fn output_schema<R: JsonSchema>() -> String {
-    to_json(&schema_of::<R>(
-        SchemaSettings::draft2020_12().for_serialize(),
-    ))
+    let mut schema = schema_of::<R>(SchemaSettings::draft2020_12().for_serialize());
+    undescribed(&mut schema);
+    to_json(&schema)
+}
+
+/// Removes every `description` from a schema and its subschemas (a
+/// property that is itself named `description` stays), and the item
+/// schema of every list of objects.
+fn undescribed(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            if map.get("description").is_some_and(Value::is_string) {
+                map.remove("description");
+            }
+            if map
+                .get("items")
+                .is_some_and(|i| i.get("properties").is_some())
+            {
+                map.remove("items");
+            }
+            map.values_mut().for_each(undescribed);
+        }
+        Value::Array(items) => items.iter_mut().for_each(undescribed),
+        _ => {}
+    }
 }
 
 fn schema_of<T: JsonSchema>(settings: SchemaSettings) -> Value {
@@ -179,6 +216,11 @@ fn schema_of<T: JsonSchema>(settings: SchemaSettings) -> Value {
         // tool's description is the model's.
         root.remove("title");
         root.remove("description");
+        // A result of several shapes (an untagged enum of structs) is an
+        // `anyOf` of objects; MCP wants an object schema at the top.
+        if root.contains_key("anyOf") && !root.contains_key("type") {
+            root.insert("type".into(), Value::from("object"));
+        }
     }
     compact(&mut schema);
     not_null_when_optional(&mut schema);
@@ -201,6 +243,17 @@ fn compact(schema: &mut Value) {
             }
             if let Some(Value::String(text)) = map.get_mut("description") {
                 *text = one_line(text);
+            }
+            // An enum says its type; `false` and `[]` defaults say what
+            // leaving an argument out means anyway.
+            if map.contains_key("enum") {
+                map.remove("type");
+            }
+            if map
+                .get("default")
+                .is_some_and(|d| d == &Value::Bool(false) || d == &Value::Array(vec![]))
+            {
+                map.remove("default");
             }
             for (key, value) in map.iter_mut() {
                 match key.as_str() {
@@ -330,7 +383,7 @@ mod tests {
         let expected = json!({
             "root": {"type": "string", "description": "Name of the root, on two lines."},
             "depth": {"type": "integer", "minimum": 1, "maximum": 10, "description": "Levels."},
-            "flag": {"type": "boolean", "default": false}
+            "flag": {"type": "boolean"}
         });
         assert_eq!(schema["properties"], expected);
         assert_eq!(schema["required"], json!(["root"]));
@@ -340,22 +393,19 @@ mod tests {
     }
 
     #[test]
-    fn an_output_schema_says_what_is_always_there() {
+    fn an_output_schema_says_what_is_always_there_and_nothing_more() {
+        // No descriptions (the doc comments stay with the types), no type
+        // beside an enum.
         assert_eq!(
             value(&output_schema::<Out>()),
             json!({
                 "type": "object",
                 "properties": {
-                    "count": {"type": "integer", "description": "Counted."},
+                    "count": {"type": "integer"},
                     "note": {"type": ["string", "null"]},
                     "mime_type": {"type": "string"},
-                    "items": {"type": "array", "items": {
-                        "type": "object",
-                        "properties": {"title": {"type": "string"}},
-                        "required": ["title"],
-                        "description": "One item."
-                    }},
-                    "kind": {"type": "string", "enum": [
+                    "items": {"type": "array"},
+                    "kind": {"enum": [
                         "file", "directory", "symlink", "fifo", "socket", "char_device",
                         "block_device", "unknown"
                     ]}

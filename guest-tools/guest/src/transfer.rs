@@ -27,17 +27,13 @@ use crate::{Context, Kind, Located, PathArgument, Permission, ToolError, io_erro
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TransferArgs {
-    /// Root of the source (see list_roots).
     pub root: String,
-    /// File or directory, relative to its root.
+    /// Relative to the root.
     pub source: String,
-    /// New path, relative to the destination root; missing parents are created.
+    /// Relative to destination_root (default: root).
     pub destination: String,
-    /// Root of the destination; default: the source's root.
     #[serde(default)]
     pub destination_root: Option<String>,
-    /// Replace an existing destination file (the host keeps its content in the trash). A
-    /// directory is never replaced.
     #[serde(default)]
     pub overwrite: bool,
 }

@@ -1,4 +1,5 @@
-//! `list_directory`: the entries under a directory, down to `depth` levels.
+//! `list_directory`: the entries under a directory, down to `depth` levels;
+//! with `tree`, the same walk drawn as an indented tree (`tree`).
 //!
 //! Entries come sorted as a tree (by path components), relative to the
 //! directory listed, with their type from the directory read itself: nothing
@@ -23,6 +24,8 @@
 //! then with a closing line: how many files, directories and others, and
 //! the files' total size.
 
+mod tree;
+
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
@@ -42,31 +45,36 @@ const MAX_DEPTH: u32 = 10;
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Args {
-    /// Name of the root (see list_roots).
     root: String,
-    /// Directory relative to the root; default: the root itself.
+    /// Relative to the root; default: the root.
     #[serde(default)]
     path: Option<String>,
-    /// Levels to list; default 1 (direct entries only).
+    /// Default 1 (tree: 3).
     #[serde(default)]
     #[schemars(range(min = 1, max = MAX_DEPTH))]
     depth: Option<u32>,
-    /// Directories excluded by the root's .gitignore/.ignore files are always listed, marked
-    /// `ignored`: `skip` (default) does not list inside them; `include` does. A `path` named
-    /// directly is listed even if ignored.
     #[serde(default)]
     ignored: Ignored,
-    /// Also give each entry's size (files) and modification time, and the totals.
     #[serde(default)]
     details: bool,
-    /// `name` (default: as a tree), `size` (largest first) or `modified` (newest first);
-    /// `size` and `modified` imply `details`.
     #[serde(default)]
     sort_by: SortBy,
-    /// The `next_cursor` of a listing that was cut, to get its next entries (same other
-    /// arguments).
     #[serde(default)]
     cursor: Option<String>,
+    /// An indented tree instead, directories first; a cut one names what it left out.
+    #[serde(default)]
+    tree: bool,
+    /// With tree: globs to leave out; without '/' a name at any depth.
+    #[serde(default)]
+    exclude: Vec<String>,
+}
+
+/// A listing, or with `tree` a tree.
+#[derive(Serialize, JsonSchema)]
+#[serde(untagged)]
+enum Listed {
+    Entries(Listing),
+    Tree(tree::Tree),
 }
 
 /// The order of the entries.
@@ -106,7 +114,9 @@ struct Listing {
     entries: Vec<Entry>,
     /// The type of each entry that is neither a file nor a directory, by its path in
     /// `entries`.
+    /// (Kinds by name: symlink, fifo, socket, char_device, block_device, unknown.)
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(with = "BTreeMap<String, String>")]
     types: BTreeMap<String, Kind>,
     /// Entries the root's .gitignore/.ignore files exclude (or inside a directory that is),
     /// as in `entries`.
@@ -151,24 +161,47 @@ impl Totals {
     }
 }
 
-const DESCRIPTION: &str = "List a directory's entries, one per line, relative to it and sorted \
-    as a tree; directories end in '/'. `depth` (1-10) lists subdirectories \
-    too; `details: true` adds size and modification time and a line of \
-    totals; `sort_by` size or modified orders by them (largest, newest \
-    first). Symlinks are \
-    shown, not followed. Entries the root's .gitignore/.ignore files \
-    exclude are shown marked `ignored`, and ignored directories are not \
-    listed inside unless `ignored: \"include\"`. A listing cut at the entry \
-    limit gives a `next_cursor`: pass it as `cursor` for the rest.";
+const DESCRIPTION: &str = "A directory's entries as a tree; directories end in '/'. depth lists below; details adds \
+    size and mtime; .gitignored entries are marked, not entered unless ignored is include. A cut \
+    listing gives next_cursor: pass it as cursor.";
 
-loomfs_guest::tool!(ListDirectory(Args) -> Listing, {
+loomfs_guest::tool!(ListDirectory(Args) -> Listed, {
     About::new("list_directory", DESCRIPTION, Permission::Read).path_optional()
 });
 
 /// What to do instead, when `path` is not a directory.
 const NOT_A_DIRECTORY: &str = "use get_file_info or read_file";
 
-fn call(ctx: Context, args: Args) -> Result<Answer<Listing>, ToolError> {
+fn call(ctx: Context, args: Args) -> Result<Answer<Listed>, ToolError> {
+    if args.tree {
+        let listing_only = [
+            ("details", args.details),
+            ("sort_by", args.sort_by != SortBy::Name),
+            ("cursor", args.cursor.is_some()),
+            ("ignored", args.ignored != Ignored::Skip),
+        ];
+        if let Some((name, _)) = listing_only.iter().find(|(_, given)| *given) {
+            return Err(ToolError::InvalidArguments(format!(
+                "'{name}' is not an argument of a tree"
+            )));
+        }
+        let args = tree::Args {
+            root: args.root,
+            path: args.path,
+            depth: args.depth,
+            exclude: args.exclude,
+        };
+        return tree::call(ctx, args).map(|a| a.map(Listed::Tree));
+    }
+    if !args.exclude.is_empty() {
+        return Err(ToolError::InvalidArguments(
+            "'exclude' is an argument of a tree: give tree: true".into(),
+        ));
+    }
+    list(ctx, args).map(|a| a.map(Listed::Entries))
+}
+
+fn list(ctx: Context, args: Args) -> Result<Answer<Listing>, ToolError> {
     let depth = count_arg("depth", args.depth, 1, MAX_DEPTH, "")?;
     let cursor = Cursor::parse(args.cursor.as_deref())?;
     let at = locate_dir(&ctx, &args.root, args.path.as_deref(), NOT_A_DIRECTORY)?;

@@ -16,10 +16,8 @@ use loomfs_guest::transfer::{
 use loomfs_guest::write::{Publish, create_parents, replace};
 use loomfs_guest::{About, Answer, Context, Kind, Permission, ToolError, io_error};
 
-const DESCRIPTION: &str = "Move or rename a file or directory, within a root or to another \
-    (destination_root; that needs delete on the source root). An \
-    existing destination file is replaced only with overwrite, its \
-    content kept in the trash; a directory is never replaced.";
+const DESCRIPTION: &str = "Move or rename a file or directory, within a root or to destination_root (needing delete on \
+    root). An existing file is replaced only with overwrite.";
 
 loomfs_guest::tool!(MoveFile(TransferArgs) -> Transferred, {
     About::new("move_file", DESCRIPTION, Permission::Write)

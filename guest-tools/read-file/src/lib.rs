@@ -1,4 +1,5 @@
-//! `read_file`: a text file whole or by line range, or an image as image content.
+//! `read_file`: a text file whole or by line range; an image or audio file
+//! as its content (`media`); with `paths`, several text files (`multiple`).
 //!
 //! Size is checked with a stat before any read: a whole read of a file over the
 //! root's `max_read_bytes` is refused, while a range (`offset`/`limit`, `tail`)
@@ -14,6 +15,9 @@
 //! shown as U+FFFD, with a note saying so. A range is cut on the file's line
 //! breaks and the byte cap counts the file's bytes (`loomfs_guest::lines`).
 
+mod media;
+mod multiple;
+
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 
@@ -23,8 +27,8 @@ use loomfs_guest::lines::{
     Taken, TextLines, count_lines, read_head, read_lines, tail_start, utf16_lines, utf16_tail,
 };
 use loomfs_guest::{
-    About, Answer, Context, Image, Kind, Permission, ToolError, human_bytes, io_error, locate,
-    shown, special_file,
+    About, Answer, Context, Kind, PathArgument, Permission, ToolError, human_bytes, io_error,
+    locate, shown, special_file,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -32,19 +36,29 @@ use serde::{Deserialize, Serialize};
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Args {
-    /// Name of the root (see list_roots).
     root: String,
-    /// File path relative to the root.
-    path: String,
-    /// First line to return, 1-based.
+    /// Relative to the root.
+    path: Option<String>,
+    /// Several files relative to the root instead, each whole or by the same lines.
+    #[schemars(with = "Option<Vec<String>>", length(min = 1, max = 100))]
+    paths: Option<Vec<multiple::Item>>,
+    /// First line, 1-based.
     #[schemars(range(min = 1))]
     offset: Option<u64>,
-    /// Number of lines to return.
     #[schemars(range(min = 1))]
     limit: Option<u64>,
-    /// Return only the last N lines (not with offset/limit).
+    /// The last N lines.
     #[schemars(range(min = 1))]
     tail: Option<u64>,
+}
+
+/// What a read gives: one text file or image, several files, or a medium.
+#[derive(Serialize, JsonSchema)]
+#[serde(untagged)]
+enum ReadResult {
+    File(FileRead),
+    Files(multiple::Batch),
+    Media(media::Media),
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -52,9 +66,6 @@ struct FileRead {
     path: String,
     /// File size in bytes.
     size: u64,
-    /// Set for images, returned as image content.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    mime_type: Option<&'static str>,
     /// The text of the lines returned.
     #[serde(skip_serializing_if = "Option::is_none")]
     content: Option<String>,
@@ -84,18 +95,73 @@ struct FileRead {
     note: Option<String>,
 }
 
-const DESCRIPTION: &str = "Read a text file, whole or by line range (offset/limit, or tail for \
-    the last lines). Images (png, jpeg, gif, webp) come back as image \
-    content; other binary files are refused. Files over the root's read \
-    limit can only be read by range.";
+const DESCRIPTION: &str = "Text files, whole or by lines (offset is 1-based; or tail); paths reads several. Images and \
+    audio come as such, other binary files are refused; over the root's read limit, only by \
+    lines.";
 
-loomfs_guest::tool!(ReadFile(Args) -> FileRead, {
-    About::new("read_file", DESCRIPTION, Permission::Read)
+loomfs_guest::tool!(ReadFile(Args) -> ReadResult, {
+    About::new("read_file", DESCRIPTION, Permission::Read).paths(vec![
+        PathArgument {
+            root_field: "root".into(),
+            root_fallback: None,
+            path_field: "path".into(),
+            permission: Permission::Read,
+            across_roots: None,
+            optional: true,
+        },
+        PathArgument {
+            root_field: "root".into(),
+            root_fallback: None,
+            path_field: "paths[]".into(),
+            permission: Permission::Read,
+            across_roots: None,
+            optional: true,
+        },
+    ])
 });
 
-fn call(ctx: Context, args: Args) -> Result<Answer<FileRead>, ToolError> {
-    let range = Range::from_args(&args)?;
-    let at = locate(&ctx, &args.root, &args.path)?;
+fn call(ctx: Context, args: Args) -> Result<Answer<ReadResult>, ToolError> {
+    let Args {
+        root,
+        path,
+        paths,
+        offset,
+        limit,
+        tail,
+    } = args;
+    match (path, paths) {
+        (None, Some(paths)) => {
+            if tail.is_some() {
+                return Err(ToolError::InvalidArguments(
+                    "'tail' reads one file: give 'path', not 'paths'".into(),
+                ));
+            }
+            let args = multiple::Args {
+                root,
+                paths,
+                offset,
+                limit,
+            };
+            multiple::call(ctx, args).map(|a| a.map(ReadResult::Files))
+        }
+        (Some(path), None) => read_one(&ctx, &root, &path, Range::new(offset, limit, tail)?),
+        (Some(_), Some(_)) => Err(ToolError::InvalidArguments(
+            "give 'path' (one file) or 'paths' (several), not both".into(),
+        )),
+        (None, None) => Err(ToolError::InvalidArguments(
+            "missing 'path' (or 'paths' for several files)".into(),
+        )),
+    }
+}
+
+/// One file, whole or by `range`.
+fn read_one(
+    ctx: &Context,
+    root: &str,
+    path: &str,
+    range: Range,
+) -> Result<Answer<ReadResult>, ToolError> {
+    let at = locate(ctx, root, path)?;
     let rel = at.rel.as_str();
     let max = at.mount.max_read_bytes;
 
@@ -139,29 +205,32 @@ fn call(ctx: Context, args: Args) -> Result<Answer<FileRead>, ToolError> {
         },
     }
     .map_err(|e| io_error(rel, &e))?;
-    Ok(text_output(rel, size, lines))
+    Ok(text_output(rel, size, lines).map(ReadResult::File))
 }
 
-/// One read of a whole file: its head decides image or binary, the rest is
-/// the text.
+/// One read of a whole file: an image or other binary file goes to
+/// `media`, text is decoded.
 fn read_whole(
     mut file: File,
     rel: &str,
     size: u64,
     max: u64,
-) -> Result<Answer<FileRead>, ToolError> {
+) -> Result<Answer<ReadResult>, ToolError> {
     let mut bytes = Vec::with_capacity(size as usize);
     file.by_ref()
         .take(max + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| io_error(rel, &e))?;
-    if let Some(mime) = image_mime(&bytes) {
-        return image(rel, bytes, max, mime);
+    if image_mime(&bytes).is_some() || is_binary(&bytes) {
+        if bytes.len() as u64 > max {
+            return Err(ToolError::Refused(format!(
+                "'{}' grew past this root's read limit while being read",
+                shown(rel)
+            )));
+        }
+        return media::answer(rel, bytes).map(|a| a.map(ReadResult::Media));
     }
-    if is_binary(&bytes) {
-        return Err(binary(rel, size));
-    }
-    Ok(text_output(rel, size, whole(bytes, max)))
+    Ok(text_output(rel, size, whole(bytes, max)).map(ReadResult::File))
 }
 
 /// Refuses a range read of an image or a binary file, then rewinds; the
@@ -190,16 +259,16 @@ enum Range {
 }
 
 impl Range {
-    fn from_args(args: &Args) -> Result<Range, ToolError> {
+    fn new(offset: Option<u64>, limit: Option<u64>, tail: Option<u64>) -> Result<Range, ToolError> {
         let positive = |name: &str, v: Option<u64>| match v {
             Some(0) => Err(ToolError::InvalidArguments(format!(
                 "'{name}' must be at least 1"
             ))),
             other => Ok(other),
         };
-        let offset = positive("offset", args.offset)?;
-        let limit = positive("limit", args.limit)?;
-        let tail = positive("tail", args.tail)?;
+        let offset = positive("offset", offset)?;
+        let limit = positive("limit", limit)?;
+        let tail = positive("tail", tail)?;
         match (offset, limit, tail) {
             (None, None, None) => Ok(Range::Whole),
             (None, None, Some(n)) => Ok(Range::Tail(n)),
@@ -224,46 +293,6 @@ fn binary(rel: &str, size: u64) -> ToolError {
         shown(rel),
         human_bytes(size)
     ))
-}
-
-fn image(
-    rel: &str,
-    data: Vec<u8>,
-    max: u64,
-    mime: &'static str,
-) -> Result<Answer<FileRead>, ToolError> {
-    if data.len() as u64 > max {
-        return Err(ToolError::Refused(format!(
-            "image '{}' grew past this root's read limit while being read",
-            shown(rel)
-        )));
-    }
-    let result = FileRead {
-        path: rel.to_string(),
-        size: data.len() as u64,
-        mime_type: Some(mime),
-        content: None,
-        start_line: 0,
-        end_line: 0,
-        total_lines: None,
-        truncated: false,
-        encoding: None,
-        bom: false,
-        eol: None,
-        note: None,
-    };
-    Ok(Answer {
-        text: vec![format!(
-            "image '{}' ({mime}, {})",
-            shown(rel),
-            human_bytes(data.len() as u64)
-        )],
-        result,
-        images: vec![Image {
-            mime_type: mime.into(),
-            data,
-        }],
-    })
 }
 
 /// A whole file read with `take(max + 1)`, decoded: more than `max` bytes
@@ -417,7 +446,6 @@ fn text_output(rel: &str, size: u64, taken: TextLines) -> Answer<FileRead> {
     let result = FileRead {
         path: rel.to_string(),
         size,
-        mime_type: None,
         content: Some(content),
         start_line: taken.start_line,
         end_line: taken.end_line,

@@ -58,35 +58,22 @@ const ONE_READ: u64 = 64 * 1024;
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Args {
-    /// Name of the root (see list_roots).
     root: String,
-    /// Glob on paths relative to `path`: `*` and `?` stay within a name, `**` crosses
-    /// directories, `[abc]`/`[!abc]` classes, `{a,b}` alternatives. Without `/` it matches the
-    /// file name at any depth (`*.py`); with `/` the whole relative path (`pkg/*.py`,
-    /// `**/test_*.py`).
+    /// Glob under path; ** crosses directories; without '/' it matches names at any depth.
     pattern: String,
-    /// Directory to search, relative to the root; default: the root itself.
+    /// Directory relative to the root; default: the root.
     #[serde(default)]
     path: Option<String>,
-    /// Only files holding this text (exact, case-sensitive; files in UTF-16 or a legacy encoding
-    /// are decoded); each matching line is returned.
+    /// Text to find in file contents.
     #[serde(default)]
     contains: Option<String>,
-    /// Treat `contains` as a regular expression (Rust regex syntax, linear time; `^`/`$` match
-    /// at line ends; `(?i)` for case-insensitive).
     #[serde(default)]
     regex: bool,
-    /// Most matches to return; default and ceiling: the server's max_search_results.
     #[serde(default)]
     #[schemars(range(min = 1))]
     max_results: Option<u32>,
-    /// Entries excluded by the root's .gitignore/.ignore files: `skip` (default) leaves them
-    /// out and does not enter ignored directories (the result counts them in `ignored`);
-    /// `include` searches them too. A `path` named directly is searched even if ignored.
     #[serde(default)]
     ignored: Ignored,
-    /// The `next_cursor` of a search that stopped early, to go on from there (same other
-    /// arguments).
     #[serde(default)]
     cursor: Option<String>,
 }
@@ -148,16 +135,9 @@ enum Cut {
     Time,
 }
 
-const DESCRIPTION: &str = "Find files by glob under a directory, optionally only those \
-    containing some text (`contains`, or a regular expression with \
-    `regex: true`), with the line and a preview of each match. \
-    Breadth-first, sorted: the nearest matches come first. Symlinks are \
-    not followed; denied names (.git, .venv, node_modules, secrets, ...) \
-    are never searched. Entries the root's .gitignore/.ignore files \
-    exclude (build output, ...) are skipped by default and counted in \
-    `ignored`; `ignored: \"include\"` searches them. A result cut short \
-    says so in `truncated` and `note`, and gives a `next_cursor`: pass it \
-    as `cursor` to go on.";
+const DESCRIPTION: &str = "Find files by glob, nearest first; with contains, only those whose contents hold that text \
+    (regex: true for a regex), with each matching line. Entries .gitignore excludes are skipped \
+    unless ignored is include. A cut result gives next_cursor: pass it as cursor.";
 
 loomfs_guest::tool!(SearchFiles(Args) -> Found, {
     About::new("search_files", DESCRIPTION, Permission::Read).path_optional()

@@ -44,22 +44,15 @@ enum Mode {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Args {
-    /// Name of the root (see list_roots).
     root: String,
-    /// File path relative to the root; missing parent directories are created.
+    /// Relative to the root.
     path: String,
-    /// The text to write.
     content: String,
-    /// overwrite (default): replace the file, keeping the old content in the trash; create: fail
-    /// if the file exists; append: add to the end.
     #[serde(default)]
     mode: Option<Mode>,
-    /// Encoding to write (a WHATWG label: UTF-8, UTF-16LE, UTF-16BE, windows-1252, Shift_JIS,
-    /// GBK...); default: the existing file's (BOM kept), UTF-8 for a new file. UTF-16 gets a BOM.
+    /// WHATWG label; default: the file's.
     #[serde(default)]
     encoding: Option<String>,
-    /// Write the content's line breaks as lf or crlf; default: as sent, but as CRLF into a file
-    /// whose line breaks are all CRLF.
     #[serde(default)]
     line_endings: Option<LineEndings>,
 }
@@ -89,11 +82,8 @@ struct Written {
     eol: Option<Eol>,
 }
 
-const DESCRIPTION: &str = "Write a text file: replace it (mode overwrite, the default; the old \
-    content is kept in the root's trash), create it only if new (mode \
-    create), or append to it. Writes are atomic; missing parent \
-    directories are created. An existing file keeps its encoding, BOM and \
-    CRLF line breaks unless encoding or line_endings say otherwise.";
+const DESCRIPTION: &str = "Write a text file, with missing parents: mode overwrite (default), create (fail if it \
+    exists) or append. An existing file keeps its encoding, BOM and CRLF unless told.";
 
 loomfs_guest::tool!(WriteFile(Args) -> Written, {
     About::new("write_file", DESCRIPTION, Permission::Write)

@@ -72,9 +72,9 @@ pub const OLD_TOOL_INTERFACE: &str = "loom-fs:tool/tool@0.2.0";
 /// that serves them may import it.
 pub const HISTORY_INTERFACE: &str = "loom-fs:tool/history@0.3.0";
 
-/// The tools the history component serves, one `Tool` each, all from one
-/// component (one copy of gitoxide in the binary).
-pub const HISTORY_TOOLS: &[&str] = &["git_log", "git_show", "git_diff", "git_blame", "git_status"];
+/// The tools the history component serves (one: `git`, whose commands
+/// share the component's one copy of gitoxide).
+pub const HISTORY_TOOLS: &[&str] = &["git"];
 
 /// What a file must start with to be a component (magic, then the
 /// component-model layer; a core module has version 1 there).

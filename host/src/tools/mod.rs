@@ -293,13 +293,14 @@ impl Toolbox {
             let roots: Vec<String> = view
                 .iter()
                 .filter(|r| r.perms.contains(permission))
-                .map(|r| format!("{} ({})", r.name, r.role))
+                .map(|r| r.name.clone())
                 .collect();
             if roots.is_empty() {
                 continue;
             }
-            let input =
+            let mut input =
                 schema(&d.input_schema).map_err(|e| problem(format!("input schema: {e}")))?;
+            let offered = offer_roots(&mut input, &d.path_arguments, &view, cap);
             let output = d
                 .output_schema
                 .as_deref()
@@ -314,11 +315,10 @@ impl Toolbox {
             } else {
                 String::new()
             };
-            let description = format!(
-                "{}{capping}\n\nRoots it can act on: {}.",
-                d.description,
-                roots.join(", ")
-            );
+            // With no root field in its schema to name them, the description does.
+            let named =
+                (!offered).then(|| format!("\n\nRoots it can act on: {}.", roots.join(", ")));
+            let description = format!("{}{capping}{}", d.description, named.unwrap_or_default());
             // Hints follow the (capped) permission whatever the component says.
             let annotations = ToolAnnotations::new()
                 .read_only(permission == Permission::Read)

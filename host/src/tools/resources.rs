@@ -1,7 +1,7 @@
 //! The roots as MCP resources, and completion of their paths: a face of
 //! the tool surface, not a second way to the disk. Every listing, read and
 //! completion is a call of a built-in tool through [`Toolbox::call_traced`]
-//! (`list_directory`, `read_file`, `read_media_file`): `resolve()`, the
+//! (`list_directory`, `read_file`): `resolve()`, the
 //! component in a fresh instance with only that root preopened, the
 //! policing filesystem, the limits and the audit line, exactly as the same
 //! tool call from the model. This module only names things (URIs) and maps
@@ -96,8 +96,8 @@ pub fn parse_uri(uri: &str) -> Option<(String, String)> {
 }
 
 /// The MIME type a file's name suggests; `None` when it suggests none. A
-/// read says what the bytes are (`read_file` tells text from images by
-/// them; `read_media_file` names the type it found).
+/// read says what the bytes are (`read_file` tells text, images and audio
+/// by them and names the type it found).
 pub fn mime_of_name(path: &str) -> Option<&'static str> {
     let name = path.rsplit('/').next().unwrap_or(path);
     let ext = name.rsplit_once('.')?.1.to_ascii_lowercase();
@@ -281,9 +281,8 @@ impl Toolbox {
         Ok(result)
     }
 
-    /// Reads one resource through `read_file` (`read_media_file` for a name
-    /// that says audio, which `read_file` refuses): text as text, an image
-    /// or audio clip as a base64 blob with the type its bytes showed.
+    /// Reads one resource through `read_file`: text as text, an image or
+    /// audio clip as a base64 blob with the type its bytes showed.
     pub async fn read_resource(
         self: &Arc<Self>,
         uri: &str,
@@ -293,13 +292,9 @@ impl Toolbox {
             return Err(not_found(uri));
         };
         let named = mime_of_name(&path);
-        let tool = match named {
-            Some(m) if m.starts_with("audio/") => "read_media_file",
-            _ => "read_file",
-        };
         let called = self
             .call_traced(
-                tool,
+                "read_file",
                 args(json!({ "root": root, "path": path })),
                 asker.control(),
             )
@@ -340,7 +335,7 @@ impl Toolbox {
                 .and_then(|s| s.get("content"))
                 .and_then(Value::as_str)
                 .ok_or_else(|| {
-                    ErrorData::internal_error(format!("{tool} returned no content"), None)
+                    ErrorData::internal_error("read_file returned no content".to_string(), None)
                 })?;
             let mime = named
                 .filter(|m| !m.starts_with("image/") || *m == "image/svg+xml")

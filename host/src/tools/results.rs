@@ -173,15 +173,9 @@ pub(super) fn list_roots_tool() -> Tool {
     let output = json!({
         "type": "object",
         "properties": {
-            "roots": {"type": "array", "items": {
-                "type": "object",
-                "properties": {
-                    "name": {"type": "string"},
-                    "role": {"type": "string", "enum": ["reference", "sourcecode", "workspace"]},
-                    "permissions": {"type": "array", "items": {"type": "string", "enum": ["read", "write", "delete"]}}
-                },
-                "required": ["name", "role", "permissions"]
-            }},
+            // Objects of name, role and permissions: a list of objects is
+            // said to be a list only, as in the components' result schemas.
+            "roots": {"type": "array"},
             "read_only": {"type": "boolean"}
         },
         "required": ["roots", "read_only"]
@@ -192,9 +186,7 @@ pub(super) fn list_roots_tool() -> Tool {
     };
     Tool::new(
         "list_roots",
-        "List the roots this server exposes, with their role and permissions. Every other tool \
-         names a root and a path relative to it. Roles: reference = read; sourcecode = read, \
-         write; workspace = read, write, delete.",
+        "The roots, with role and permissions. Other tools take a root and a path relative to it.",
         Arc::new(as_object(input)),
     )
     .with_raw_output_schema(Arc::new(as_object(output)))
@@ -443,4 +435,44 @@ pub(super) fn call_error_text(
             key("max_output_bytes", "max_output_bytes")
         ),
     }
+}
+
+/// Names the roots a tool may act on in its schema: each root field
+/// becomes an enum of the roots that grant what its path arguments need
+/// (a copy reads from more roots than it writes to), so a client knows them
+/// without a call and the model reads them once per tool, in a few bytes
+/// (a root's role is `list_roots`' to tell). A component's own wording of
+/// the field stays. Whether its schema had a root field to name them in.
+pub(super) fn offer_roots(
+    input: &mut JsonObject,
+    paths: &[runtime::PathArgument],
+    view: &[Arc<Root>],
+    cap: Option<Perms>,
+) -> bool {
+    let Some(Value::Object(properties)) = input.get_mut("properties") else {
+        return false;
+    };
+    let mut offered = false;
+    for (field, property) in properties.iter_mut() {
+        let needs: Vec<Permission> = paths
+            .iter()
+            .filter(|p| &p.root_field == field)
+            .map(|p| capped(p.permission.into(), cap))
+            .collect();
+        let Value::Object(property) = property else {
+            continue;
+        };
+        if needs.is_empty() {
+            continue;
+        }
+        let names: Vec<&str> = view
+            .iter()
+            .filter(|r| needs.iter().any(|n| r.perms.contains(*n)))
+            .map(|r| r.name.as_str())
+            .collect();
+        property.remove("type");
+        property.insert("enum".into(), Value::from(names));
+        offered = true;
+    }
+    offered
 }

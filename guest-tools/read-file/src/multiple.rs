@@ -1,4 +1,4 @@
-//! `read_multiple_files`: several text files of one root in one call.
+//! `read_file` with `paths`: several text files of one root in one call.
 //!
 //! Each file is opened, checked and read on its own, as `read_file` would
 //! (special files refused by type, binary files refused, a file over the
@@ -18,8 +18,7 @@ use loomfs_guest::content::is_binary;
 use loomfs_guest::encoding::{Eol, Format, detect};
 use loomfs_guest::lines::{TextLines, read_head, read_lines, utf16_lines};
 use loomfs_guest::{
-    About, Answer, Context, Kind, PathArgument, Permission, ToolError, human_bytes, io_error,
-    locate, shown, special_file,
+    Answer, Context, Kind, ToolError, human_bytes, io_error, locate, shown, special_file,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -27,39 +26,31 @@ use serde::{Deserialize, Serialize};
 /// Most files one call reads.
 const MAX_FILES: usize = 100;
 
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct Args {
-    /// Name of the root (see list_roots).
-    root: String,
-    /// File paths relative to the root, read in this order.
-    #[schemars(with = "Vec<String>", length(min = 1, max = 100))]
-    paths: Vec<Item>,
-    /// First line to return of each file, 1-based.
-    #[schemars(range(min = 1))]
-    offset: Option<u64>,
-    /// Number of lines to return of each file.
-    #[schemars(range(min = 1))]
-    limit: Option<u64>,
+/// Its part of `read_file`'s arguments.
+pub(crate) struct Args {
+    pub(crate) root: String,
+    pub(crate) paths: Vec<Item>,
+    pub(crate) offset: Option<u64>,
+    pub(crate) limit: Option<u64>,
 }
 
 /// An element of `paths`: a path, or the host's refusal of one.
 #[derive(Deserialize)]
 #[serde(untagged)]
-enum Item {
+pub(crate) enum Item {
     Path(String),
     Refused(Refused),
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Refused {
+pub(crate) struct Refused {
     path: String,
     refused: String,
 }
 
 #[derive(Serialize, JsonSchema)]
-struct Batch {
+pub(crate) struct Batch {
     /// One object per path asked, in order: path, then either content (with size, start_line, end_line, total_lines when the read reached the end, encoding and bom when not UTF-8 without BOM, eol when not LF, note), error, or cut (true: it did not fit in what was left of the call's read limit).
     #[schemars(schema_with = "loomfs_guest::tool::any_array")]
     files: Vec<FileRead>,
@@ -100,23 +91,7 @@ struct FileRead {
     note: Option<String>,
 }
 
-const DESCRIPTION: &str = "Read several text files of one root in one call, each whole or by the \
-    same line range (offset/limit). Each file succeeds or fails on its own (an error line for \
-    that file). The call reads at most the root's read limit in all: a file that does not fit \
-    in what is left is named as cut; read it on its own. Binary files are refused.";
-
-loomfs_guest::tool!(ReadMultipleFiles(Args) -> Batch, {
-    About::new("read_multiple_files", DESCRIPTION, Permission::Read).paths(vec![PathArgument {
-        root_field: "root".into(),
-        root_fallback: None,
-        path_field: "paths[]".into(),
-        permission: Permission::Read,
-        across_roots: None,
-        optional: false,
-    }])
-});
-
-fn call(ctx: Context, args: Args) -> Result<Answer<Batch>, ToolError> {
+pub(crate) fn call(ctx: Context, args: Args) -> Result<Answer<Batch>, ToolError> {
     if args.paths.is_empty() || args.paths.len() > MAX_FILES {
         return Err(ToolError::InvalidArguments(format!(
             "'paths' must name 1 to {MAX_FILES} files, not {}",

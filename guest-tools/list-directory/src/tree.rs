@@ -1,5 +1,5 @@
-//! `directory_tree`: a directory's tree, `depth` levels down, as indented
-//! text and as a nested structure.
+//! `list_directory` with `tree`: a directory's tree, `depth` levels down,
+//! as indented text and as a nested structure.
 //!
 //! What `list_directory` gives as sorted paths, drawn as a tree: a line per
 //! entry, two spaces of indentation per level, directories first and then
@@ -24,12 +24,10 @@ use std::path::Path;
 
 use loomfs_guest::glob::Pattern;
 use loomfs_guest::walk::{self, Flow, IgnoreFiles};
-use loomfs_guest::{
-    About, Answer, Context, Kind, Permission, ToolError, count_arg, locate_dir, shown,
-};
+use loomfs_guest::{Answer, Context, Kind, ToolError, count_arg, locate_dir, shown};
 use schemars::JsonSchema;
+use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
-use serde::{Deserialize, Serialize};
 
 /// Deepest tree a call may ask for.
 const MAX_DEPTH: u32 = 10;
@@ -43,22 +41,12 @@ const MAX_NAMED: usize = 20;
 /// reads to name the directories left out, before it gives up.
 const LOOK_PAST: usize = 4;
 
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct Args {
-    /// Name of the root (see list_roots).
-    root: String,
-    /// Directory relative to the root; default: the root itself.
-    #[serde(default)]
-    path: Option<String>,
-    /// Levels to show; default 3.
-    #[serde(default)]
-    #[schemars(range(min = 1, max = MAX_DEPTH))]
-    depth: Option<u32>,
-    /// Globs of entries to leave out, with everything below them: one without '/' matches a
-    /// name at any depth (`*.log`, `build`), one with '/' the path relative to `path`.
-    #[serde(default)]
-    exclude: Vec<String>,
+/// Its part of `list_directory`'s arguments.
+pub(crate) struct Args {
+    pub(crate) root: String,
+    pub(crate) path: Option<String>,
+    pub(crate) depth: Option<u32>,
+    pub(crate) exclude: Vec<String>,
 }
 
 /// One node of the nested structure.
@@ -86,7 +74,7 @@ impl Serialize for Node {
 }
 
 #[derive(Serialize, JsonSchema)]
-struct Tree {
+pub(crate) struct Tree {
     /// The directory shown, relative to the root (`.` for the root itself).
     path: String,
     /// Its entries, directories first then by name: a name for a file (or other
@@ -98,7 +86,9 @@ struct Tree {
     entries: usize,
     /// The type of each entry that is neither a file nor a directory, by its path relative to
     /// `path`.
+    /// (Kinds by name: symlink, fifo, socket, char_device, block_device, unknown.)
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(with = "BTreeMap<String, String>")]
     types: BTreeMap<String, Kind>,
     /// Entries the root's .gitignore/.ignore files exclude, by path relative to `path`
     /// (directories end in '/'); shown, not descended.
@@ -113,17 +103,6 @@ struct Tree {
     note: Option<String>,
 }
 
-const DESCRIPTION: &str = "Show a directory as an indented tree, `depth` levels down (1-10, \
-    default 3): directories first, then by name; directories end in '/'. Symlinks are shown, \
-    not followed. `exclude` globs leave entries out with everything below them. Entries the \
-    root's .gitignore/.ignore files exclude are shown once, marked, and not descended. A tree \
-    cut at the entry limit says so and names the directories left out: call again with \
-    `path` set to one of them.";
-
-loomfs_guest::tool!(DirectoryTree(Args) -> Tree, {
-    About::new("directory_tree", DESCRIPTION, Permission::Read).path_optional()
-});
-
 /// What to do instead, when `path` is not a directory.
 const NOT_A_DIRECTORY: &str = "use get_file_info or read_file";
 
@@ -135,7 +114,7 @@ struct Met {
     depth: u32,
 }
 
-fn call(ctx: Context, args: Args) -> Result<Answer<Tree>, ToolError> {
+pub(crate) fn call(ctx: Context, args: Args) -> Result<Answer<Tree>, ToolError> {
     let depth = count_arg("depth", args.depth, DEFAULT_DEPTH, MAX_DEPTH, "")?;
     if args.exclude.len() > MAX_EXCLUDES {
         return Err(ToolError::InvalidArguments(format!(
