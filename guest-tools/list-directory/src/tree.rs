@@ -19,6 +19,7 @@
 //! `"name/"`. Types other than file and directory, and ignored marks, are
 //! given by path, as `list_directory` gives them.
 
+use super::letter;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
@@ -292,20 +293,6 @@ fn nest(entries: &[Met], open: &dyn Fn(&Met) -> bool) -> Vec<Node> {
 
 fn name(rel: &str) -> &str {
     rel.rsplit_once('/').map_or(rel, |(_, n)| n)
-}
-
-/// The first column's mark of a type, as `ls -l` writes it.
-fn letter(kind: Kind) -> char {
-    match kind {
-        Kind::File => '-',
-        Kind::Directory => 'd',
-        Kind::Symlink => 'l',
-        Kind::Fifo => 'p',
-        Kind::Socket => 's',
-        Kind::CharDevice => 'c',
-        Kind::BlockDevice => 'b',
-        Kind::Unknown => '?',
-    }
 }
 
 /// The text: a first line naming the directory, the count, the depth and
