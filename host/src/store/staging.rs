@@ -58,8 +58,10 @@ pub struct Staging {
     /// This process's directory name: unique among the servers that ever
     /// share a root (process id and start time).
     server: String,
-    /// By root name and the top of the filesystem in it (empty: the root's).
-    areas: Mutex<HashMap<(String, PathBuf), Arc<Area>>>,
+    /// By the root's real path and the top of the filesystem in it (empty:
+    /// the root's). Not by name: two roots of one name (two configs, tests
+    /// in one process) are two places, and an area lives in its root.
+    areas: Mutex<HashMap<(PathBuf, PathBuf), Arc<Area>>>,
     next_call: AtomicU64,
     /// Numbers the areas this server makes: a name is never made twice, so
     /// an area dropped (after it was removed under us) never removes its
@@ -220,7 +222,7 @@ impl Staging {
     /// This server's area at `top` of `root` (empty: the root's own), made
     /// (and locked) at first use.
     fn area(&self, root: &Root, top: &Path, afresh: bool) -> io::Result<Arc<Area>> {
-        let key = (root.name.clone(), top.to_path_buf());
+        let key = (root.path.clone(), top.to_path_buf());
         let mut areas = self.areas.lock().unwrap_or_else(|p| p.into_inner());
         if !afresh && let Some(area) = areas.get(&key) {
             return Ok(Arc::clone(area));
@@ -573,6 +575,28 @@ mod tests {
         drop(other);
         std::fs::remove_dir_all(tmp.path().join(".mcp-trash/.staging")).unwrap();
         assert!(staging.call_dir(&root, None).unwrap().path().exists());
+    }
+
+    /// Two roots of one name in two places (two configs, tests in one
+    /// process): each call stages in its own root, never in the other's.
+    #[test]
+    fn roots_of_one_name_stage_each_in_their_own_place() {
+        let (a, b) = (
+            tempfile::TempDir::new().unwrap(),
+            tempfile::TempDir::new().unwrap(),
+        );
+        let staging = Staging::new();
+        for _ in 0..2 {
+            for tmp in [&a, &b] {
+                let dir = staging.call_dir(&root(tmp.path()), None).unwrap();
+                let own = tmp.path().join(".mcp-trash/.staging");
+                assert!(
+                    dir.path().starts_with(&own),
+                    "{:?} not in {own:?}",
+                    dir.path()
+                );
+            }
+        }
     }
 
     /// A server's directory removed under it (by hand, or a sweep that
