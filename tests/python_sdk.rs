@@ -12,18 +12,29 @@ use std::path::Path;
 use common::*;
 use serde_json::{Value, json};
 
+/// Python with the SDK, for a script that starts the real binary: the
+/// server it starts inherits no flag variable, the tests' cache, quiet
+/// logs, and leave to run as root.
+fn sdk_python() -> Option<std::process::Command> {
+    let mut cmd = python_with_sdk()?;
+    for var in FLAG_VARS {
+        cmd.env_remove(var);
+    }
+    cmd.env("LOOMFS_CACHE_DIR", cache_dir())
+        .env("LOOMFS_LOG", "warn")
+        .env("LOOMFS_ALLOW_ROOT", "1");
+    Some(cmd)
+}
+
 #[test]
 fn the_python_sdk_reads_a_file_from_a_directory_given_as_argument() {
-    let Some(mut cmd) = python_with_sdk() else {
+    let Some(mut cmd) = sdk_python() else {
         return;
     };
     let env = Env::new();
     env.write("notes/todo.txt", "milk\neggs\n").mkdir("scratch");
     let script =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/python_sdk_client.py");
-    for var in FLAG_VARS {
-        cmd.env_remove(var);
-    }
     let out = cmd
         .arg(script)
         .arg(BIN)
@@ -31,9 +42,6 @@ fn the_python_sdk_reads_a_file_from_a_directory_given_as_argument() {
         .arg(env.path("notes"))
         .arg("--workspace")
         .arg(env.path("scratch"))
-        .env("LOOMFS_CACHE_DIR", cache_dir())
-        .env("LOOMFS_LOG", "warn")
-        .env("LOOMFS_ALLOW_ROOT", "1")
         .output()
         .expect("run python3");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -58,22 +66,16 @@ fn the_python_sdk_reads_a_file_from_a_directory_given_as_argument() {
 /// (`tests/fixtures/former_tools.json`; the script says how to record).
 #[test]
 fn each_former_tool_call_translated_answers_as_it_did() {
-    let Some(mut cmd) = python_with_sdk() else {
+    let Some(mut cmd) = sdk_python() else {
         return;
     };
     let env = Env::new();
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures");
-    for var in FLAG_VARS {
-        cmd.env_remove(var);
-    }
     let out = cmd
         .arg(fixtures.join("former_tools.py"))
         .arg(BIN)
         .arg(env.path(""))
         .arg(fixtures.join("former_tools.json"))
-        .env("LOOMFS_CACHE_DIR", cache_dir())
-        .env("LOOMFS_LOG", "warn")
-        .env("LOOMFS_ALLOW_ROOT", "1")
         .output()
         .expect("run python3");
     let stdout = String::from_utf8_lossy(&out.stdout);
