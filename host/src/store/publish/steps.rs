@@ -450,13 +450,26 @@ fn set_aside(
 }
 
 /// Syncs the directories whose entries changed: the renames and links are
-/// on disk when the call is answered.
+/// on disk when the call is answered. This runs after the commit point, so
+/// a failure cannot undo the call (its changes are in place and visible);
+/// it is logged as an error naming the root and directory, for the
+/// operator: the disk may not hold them after a power cut.
 pub(super) fn sync_dirs(roots: &[PlanRoot], dirs: &BTreeSet<(usize, PathBuf)>) {
     for (r, dir) in dirs {
-        if let Some(root) = roots.get(*r)
-            && let Ok(fd) = beneath::beneath(&root.fd, dir)
+        let Some(root) = roots.get(*r) else {
+            continue;
+        };
+        let synced = beneath::beneath(&root.fd, dir)
+            .and_then(|fd| rustix::fs::fsync(&fd).map_err(std::io::Error::from));
+        // Gone since: a later step or call removed it, nothing to sync.
+        if let Err(e) = synced
+            && e.kind() != std::io::ErrorKind::NotFound
         {
-            let _ = rustix::fs::fsync(&fd);
+            tracing::error!(
+                root = %root.root.name,
+                dir = %dir.display(),
+                "a published change could not be synced to disk ({e})"
+            );
         }
     }
 }
