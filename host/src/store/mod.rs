@@ -16,7 +16,9 @@ use std::time::Duration;
 pub const TRASH_DIR: &str = ".mcp-trash";
 
 /// Something a call moved or linked into a root's trash: where the previous
-/// content of a path went.
+/// content of a path went (the trash tests' entries; a published call's are
+/// [`publish::KeptEntry`]).
+#[cfg(test)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Kept {
     pub root: String,

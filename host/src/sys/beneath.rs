@@ -113,36 +113,6 @@ pub fn remove_below(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<()> {
     }
 }
 
-/// Removes the directory `name` in `dir` if it holds nothing but empty
-/// directories (they go too, deepest first); anything else stays, and so
-/// does every directory above it. Never follows a symlink. Whether `name`
-/// is gone. A chain deeper than [`REMOVE_EMPTY_DEPTH`] stays whole: each
-/// level holds a descriptor while it is looked at, and a guest chooses the
-/// depth.
-pub fn remove_empty(dir: BorrowedFd<'_>, name: &OsStr) -> bool {
-    remove_empty_below(dir, name, REMOVE_EMPTY_DEPTH)
-}
-
-/// The deepest [`remove_empty`] looks.
-pub const REMOVE_EMPTY_DEPTH: usize = 128;
-
-fn remove_empty_below(dir: BorrowedFd<'_>, name: &OsStr, levels: usize) -> bool {
-    if levels == 0 {
-        return false;
-    }
-    let Ok(sub) = open_dir(dir, name) else {
-        return false;
-    };
-    let Ok(names) = names_in(&sub) else {
-        return false;
-    };
-    let mut empty = true;
-    for (child, ty) in names {
-        empty &= ty == FileType::Directory && remove_empty_below(sub.as_fd(), &child, levels - 1);
-    }
-    empty && rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR).is_ok()
-}
-
 /// A root's directory, opened by its path (resolved once, at config load).
 pub fn open_root(root: &crate::policy::Root) -> io::Result<OwnedFd> {
     let flags = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC;
@@ -163,33 +133,6 @@ pub fn make_dir(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<OwnedFd> {
 mod tests {
     use super::*;
     use std::os::unix::fs::symlink;
-
-    #[test]
-    fn remove_empty_leaves_a_chain_deeper_than_its_limit_whole() {
-        let tmp = tempfile::TempDir::new().unwrap();
-        let fd = rustix::fs::open(
-            tmp.path(),
-            OFlags::DIRECTORY | OFlags::RDONLY,
-            Mode::empty(),
-        )
-        .unwrap();
-        let chain = |top: &str, depth: usize| {
-            let mut path = tmp.path().join(top);
-            for _ in 1..depth {
-                path.push("d");
-            }
-            std::fs::create_dir_all(&path).unwrap();
-        };
-        chain("shallow", REMOVE_EMPTY_DEPTH);
-        chain("deep", REMOVE_EMPTY_DEPTH + 1);
-        assert!(remove_empty(fd.as_fd(), OsStr::new("shallow")));
-        assert!(!tmp.path().join("shallow").exists());
-        assert!(!remove_empty(fd.as_fd(), OsStr::new("deep")));
-        assert!(
-            tmp.path().join("deep/d").exists(),
-            "nothing of it removed half-way"
-        );
-    }
 
     #[test]
     fn symlinks_are_never_followed() {
@@ -214,19 +157,4 @@ mod tests {
         assert!(!root.join("a").exists());
     }
 
-    #[test]
-    fn only_empty_directories_are_removed() {
-        let tmp = tempfile::TempDir::new().unwrap();
-        let root = tmp.path();
-        std::fs::create_dir_all(root.join("e/a/b")).unwrap();
-        std::fs::create_dir_all(root.join("e/c")).unwrap();
-        std::fs::create_dir_all(root.join("f/a/b")).unwrap();
-        std::fs::write(root.join("f/a/b/kept"), "x").unwrap();
-        std::fs::create_dir_all(root.join("f/c")).unwrap();
-        let fd = rustix::fs::open(root, OFlags::DIRECTORY | OFlags::RDONLY, Mode::empty()).unwrap();
-        assert!(remove_empty(fd.as_fd(), OsStr::new("e")));
-        assert!(!root.join("e").exists());
-        assert!(!remove_empty(fd.as_fd(), OsStr::new("f")));
-        assert!(root.join("f/a/b/kept").exists());
-    }
 }

@@ -190,37 +190,22 @@ impl TrashDir {
     }
 }
 
-/// Records in `root`'s trash what a call stamped `stamp` kept there. A
-/// call that kept nothing there writes nothing, unless its stamp
-/// directory exists anyway (a call that failed after making it): then an
-/// empty index says the leftovers are no entry. An index already there
-/// (another server's call with the same stamp) is added to.
-pub fn record(root: &Root, stamp: &str, kept: &[Kept]) -> io::Result<()> {
-    let entries: Vec<IndexEntry> = kept
+/// Records in `root`'s trash what a call stamped `stamp` kept there, added
+/// to an index already there (the trash tests build their entries with it;
+/// a published call's index is [`record_published`]'s).
+#[cfg(test)]
+pub fn record(root: &Root, stamp: &str, kept: &[crate::store::Kept]) -> io::Result<()> {
+    let entries = kept
         .iter()
         .filter(|k| k.root == root.name)
         .map(|k| IndexEntry {
             from: k.from.clone(),
             to: k.to.clone(),
-        })
-        .collect();
+        });
     let Some(trash) = TrashDir::open(root)? else {
         return Ok(());
     };
-    if entries.is_empty() && !trash.has_dir(stamp) {
-        return Ok(());
-    }
-    // Another server on this root may be adding to the same stamp's index.
     let _held = locks::hold_in(trash.fd.as_fd(), root, &format!("index {stamp}"));
-    // A call that kept nothing here (a keep that failed: a full disk) may
-    // have made its entry's directories: they go, so a failed call leaves
-    // nothing behind in the trash either. Only empty ones are removed.
-    if entries.is_empty()
-        && trash.read_index(stamp)?.is_none()
-        && remove_empty(trash.fd.as_fd(), OsStr::new(stamp))
-    {
-        return Ok(());
-    }
     let mut index = trash.read_index(stamp)?.unwrap_or_default();
     index.entries.extend(entries);
     trash.write_index(stamp, &index)
@@ -283,24 +268,3 @@ pub fn record_recovered(roots: &[Arc<Root>], recovered: &[crate::store::publish:
     }
 }
 
-/// [`record`] for every root a call could keep something in (those it
-/// resolved a path on for more than reading). A failure is logged and
-/// never fails the call: what was kept is in the trash regardless, and
-/// lists file by file without its index.
-pub fn record_call<'a>(
-    resolved: impl IntoIterator<Item = &'a Resolved>,
-    stamp: &str,
-    kept: &[Kept],
-) {
-    let mut done: Vec<&str> = Vec::new();
-    for r in resolved.into_iter().filter(|r| r.op() != Permission::Read) {
-        let root = r.root();
-        if done.contains(&root.name.as_str()) {
-            continue;
-        }
-        done.push(&root.name);
-        if let Err(e) = record(root, stamp, kept) {
-            tracing::warn!(root = %root.name, stamp, "cannot write the trash index: {e}");
-        }
-    }
-}
