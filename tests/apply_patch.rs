@@ -26,10 +26,6 @@ fn setup() -> (Env, std::path::PathBuf) {
     (env, config)
 }
 
-fn read(env: &Env, p: &str) -> Option<String> {
-    std::fs::read_to_string(env.path(&format!("ws/{p}"))).ok()
-}
-
 #[tokio::test]
 async fn a_codex_patch_adds_updates_deletes_and_moves_in_one_call() {
     let (env, config) = setup();
@@ -77,20 +73,20 @@ async fn a_codex_patch_adds_updates_deletes_and_moves_in_one_call() {
     )
     .await;
     client.cancel().await.unwrap();
-    assert_eq!(read(&env, "src/new.py").as_deref(), Some("print('new')\n"));
+    assert_eq!(read_ws(&env, "src/new.py").as_deref(), Some("print('new')\n"));
     assert_eq!(
-        read(&env, "src/a.py").as_deref(),
+        read_ws(&env, "src/a.py").as_deref(),
         Some("def a():\n    return 1\n\n\ndef b():\n    return 20\n")
     );
-    assert_eq!(read(&env, "src/old.txt"), None);
-    assert_eq!(read(&env, "src/move.txt"), None);
+    assert_eq!(read_ws(&env, "src/old.txt"), None);
+    assert_eq!(read_ws(&env, "src/move.txt"), None);
     assert_eq!(
-        read(&env, "src/moved.txt").as_deref(),
+        read_ws(&env, "src/moved.txt").as_deref(),
         Some("move me\nline two\n")
     );
     // Line endings kept as the file had them.
     assert_eq!(
-        read(&env, "crlf.txt").as_deref(),
+        read_ws(&env, "crlf.txt").as_deref(),
         Some("one\r\nTWO\r\nthree\r\n")
     );
     // What it replaced or removed is kept, under one call.
@@ -141,8 +137,8 @@ async fn a_unified_diff_applies() {
     )
     .await;
     client.cancel().await.unwrap();
-    assert!(read(&env, "src/a.py").unwrap().contains("return 10"));
-    assert_eq!(read(&env, "notes/n.md").as_deref(), Some("# notes\n"));
+    assert!(read_ws(&env, "src/a.py").unwrap().contains("return 10"));
+    assert_eq!(read_ws(&env, "notes/n.md").as_deref(), Some("# notes\n"));
 }
 
 /// A hunk that does not apply, or a denied path anywhere in the patch,

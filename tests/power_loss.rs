@@ -12,7 +12,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,10 +41,6 @@ fn config(env: &Env) -> PathBuf {
          [[roots]]\nname = \"ws\"\npath = \"{}\"\nrole = \"workspace\"\n",
         env.path("ws").display()
     ))
-}
-
-fn read(env: &Env, p: &str) -> Option<String> {
-    std::fs::read_to_string(env.path(&format!("ws/{p}"))).ok()
 }
 
 /// Kills the server and waits until it is gone (a zombie at most, every
@@ -83,16 +79,6 @@ fn kept(env: &Env) -> Vec<(String, String)> {
         .into_iter()
         .filter_map(|(_, p, c)| Some((p.display().to_string(), String::from_utf8(c?).unwrap())))
         .collect()
-}
-
-/// The id of the last audited call of `tool`.
-fn last_call(env: &Env, tool: &str) -> String {
-    audit(env)
-        .iter()
-        .rev()
-        .find(|l| l["tool"] == tool && l["call"].is_string())
-        .and_then(|l| l["call"].as_str().map(str::to_string))
-        .expect("an audited call")
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -149,15 +135,15 @@ async fn answered_calls_survive_a_power_cut() {
     kill(pid);
     drop(client);
 
-    assert_eq!(read(&env, "new.txt").as_deref(), Some("new\n"));
-    assert_eq!(read(&env, "a.txt").as_deref(), Some("new a\n"));
-    assert_eq!(read(&env, "b.txt").as_deref(), Some("new b\n"));
-    assert_eq!(read(&env, "c.txt").as_deref(), Some("new c\n"));
-    assert_eq!(read(&env, "gone.txt"), None);
-    assert_eq!(read(&env, "p/added.txt").as_deref(), Some("added\n"));
-    assert_eq!(read(&env, "m.txt"), None);
-    assert_eq!(read(&env, "sub/m.txt").as_deref(), Some("old m\n"));
-    assert_eq!(read(&env, "rm.txt"), None);
+    assert_eq!(read_ws(&env, "new.txt").as_deref(), Some("new\n"));
+    assert_eq!(read_ws(&env, "a.txt").as_deref(), Some("new a\n"));
+    assert_eq!(read_ws(&env, "b.txt").as_deref(), Some("new b\n"));
+    assert_eq!(read_ws(&env, "c.txt").as_deref(), Some("new c\n"));
+    assert_eq!(read_ws(&env, "gone.txt"), None);
+    assert_eq!(read_ws(&env, "p/added.txt").as_deref(), Some("added\n"));
+    assert_eq!(read_ws(&env, "m.txt"), None);
+    assert_eq!(read_ws(&env, "sub/m.txt").as_deref(), Some("old m\n"));
+    assert_eq!(read_ws(&env, "rm.txt"), None);
     assert!(env.path("ws/empty/inner").is_dir());
     // Every version a call replaced or removed is kept, whole.
     let kept = kept(&env);
@@ -197,19 +183,8 @@ async fn answered_calls_survive_a_power_cut() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    assert_eq!(read(&env, "rm.txt").as_deref(), Some("old rm\n"));
+    assert_eq!(read_ws(&env, "rm.txt").as_deref(), Some("old rm\n"));
     drop(lazyfs);
-}
-
-/// Waits for the hook to hold a publish; `false` if none came.
-async fn held(hook: &Path) -> bool {
-    for _ in 0..2000 {
-        if hook.join("paused").exists() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    false
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -253,7 +228,7 @@ async fn a_power_cut_mid_publish_leaves_all_old_or_all_new() {
                 let _ = try_call(&client, "apply_patch", args.as_object().unwrap().clone()).await;
             }
         });
-        assert!(held(&hook).await, "step {step}: the publish was never held");
+        assert!(publish_held(&hook).await, "step {step}: the publish was never held");
         lazyfs.power_cut();
         kill(pid);
         pending.abort();
@@ -265,7 +240,7 @@ async fn a_power_cut_mid_publish_leaves_all_old_or_all_new() {
         call_ok(&again, "list_directory", json!({"root": "ws", "path": "d"})).await;
         again.cancel().await.unwrap();
         let said = said.await.unwrap();
-        let contents: Vec<Option<String>> = names.iter().map(|n| read(&env, n)).collect();
+        let contents: Vec<Option<String>> = names.iter().map(|n| read_ws(&env, n)).collect();
         let all_old = contents
             .iter()
             .enumerate()

@@ -10,22 +10,11 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
 use serde_json::{Value, json};
-
-fn hostile_wasm() -> &'static [u8] {
-    static WASM: OnceLock<Vec<u8>> = OnceLock::new();
-    WASM.get_or_init(|| {
-        build_wasm_with(
-            "tests/fixtures/hostile-tool",
-            "hostile_tool.wasm",
-            &["deletes"],
-        )
-    })
-}
 
 /// `n` files `f00.txt`… in `ws/d`, each holding `old <i>`.
 fn files(env: &Env, n: usize) -> Vec<String> {
@@ -41,12 +30,12 @@ fn files(env: &Env, n: usize) -> Vec<String> {
 /// The config of each server (each its own audit log, as two servers
 /// must have), and the survivor's.
 fn config(env: &Env) -> (PathBuf, PathBuf) {
-    env.write("tools/hostile.wasm", hostile_wasm());
+    env.write("tools/hostile.wasm", deleting_hostile_wasm());
     let text = |audit: &str| {
         format!(
             "audit_log = \"{audit}\"\nmin_free_bytes = 0\n\
              [[roots]]\nname = \"ws\"\npath = \"ws\"\nrole = \"workspace\"\n{}",
-            pinned("tools/hostile.wasm", hostile_wasm())
+            pinned("tools/hostile.wasm", deleting_hostile_wasm())
         )
     };
     let survivor = env.path("survivor.toml");
@@ -60,18 +49,6 @@ fn visible(env: &Env) -> Vec<(PathBuf, Option<Vec<u8>>)> {
     let mut all = env.snapshot_of("ws");
     all.retain(|(p, _)| !p.starts_with(".mcp-trash"));
     all
-}
-
-/// Waits for the hook to hold a publish; `false` if none came (the step
-/// is past the plan's last).
-async fn held(hook: &Path) -> bool {
-    for _ in 0..2000 {
-        if hook.join("paused").exists() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    false
 }
 
 /// Runs `tool` with `args` on a server held after publish step `step` and
@@ -99,7 +76,7 @@ async fn kill_at(
             let _ = try_call(&victim, tool, args.as_object().unwrap().clone()).await;
         }
     });
-    let was_held = held(&hook).await;
+    let was_held = publish_held(&hook).await;
     rustix::process::kill_process(
         rustix::process::Pid::from_raw(pid as i32).unwrap(),
         rustix::process::Signal::KILL,

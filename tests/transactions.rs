@@ -8,22 +8,10 @@
 
 mod common;
 
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use common::*;
 use serde_json::{Value, json};
-
-fn hostile_wasm() -> &'static [u8] {
-    static WASM: OnceLock<Vec<u8>> = OnceLock::new();
-    WASM.get_or_init(|| {
-        build_wasm_with(
-            "tests/fixtures/hostile-tool",
-            "hostile_tool.wasm",
-            &["deletes"],
-        )
-    })
-}
 
 /// A workspace root `ws` with four files, the fixture served on it with a
 /// short deadline and a small memory cap.
@@ -34,12 +22,12 @@ fn setup() -> (Env, std::path::PathBuf) {
         .write("ws/c.txt", "charlie\n")
         .write("ws/d.txt", "delta\n")
         .write("ws/sub/e.txt", "echo\n")
-        .write("tools/hostile.wasm", hostile_wasm());
+        .write("tools/hostile.wasm", deleting_hostile_wasm());
     let config = env.config(
         &("audit_log = \"audit.log\"\nmin_free_bytes = 0\n\
          [[roots]]\nname = \"ws\"\npath = \"ws\"\nrole = \"workspace\"\n"
             .to_string()
-            + &pinned("tools/hostile.wasm", hostile_wasm())
+            + &pinned("tools/hostile.wasm", deleting_hostile_wasm())
             + "timeout_ms = 1500\nmemory_bytes = 33554432\n"),
     );
     (env, config)
@@ -284,12 +272,12 @@ async fn an_rmdir_that_meets_hidden_entries_fails_at_once() {
 async fn a_call_that_stages_too_much_fails_naming_the_limit() {
     let env = Env::new();
     env.write("ws/a.txt", "alpha\n")
-        .write("tools/hostile.wasm", hostile_wasm());
+        .write("tools/hostile.wasm", deleting_hostile_wasm());
     let config = env.config(
         &("audit_log = \"audit.log\"\nmin_free_bytes = 0\ntool_timeout_ms = 120000\n\
          [[roots]]\nname = \"ws\"\npath = \"ws\"\nrole = \"workspace\"\n"
             .to_string()
-            + &pinned("tools/hostile.wasm", hostile_wasm())),
+            + &pinned("tools/hostile.wasm", deleting_hostile_wasm())),
     );
     let before = env.snapshot_of("ws");
     let client = start(&config).await;
@@ -336,12 +324,12 @@ async fn the_corners_of_a_staged_call() {
         .write("ws/b.txt", "bravo\n")
         .write("ws/c.txt", "charlie\n")
         .write("ws/d.txt", "delta\n")
-        .write("tools/hostile.wasm", hostile_wasm());
+        .write("tools/hostile.wasm", deleting_hostile_wasm());
     let config = env.config(
         &("audit_log = \"audit.log\"\nmin_free_bytes = 0\n\
          [[roots]]\nname = \"ws\"\npath = \"ws\"\nrole = \"workspace\"\n"
             .to_string()
-            + &pinned("tools/hostile.wasm", hostile_wasm())
+            + &pinned("tools/hostile.wasm", deleting_hostile_wasm())
             + "max_output_bytes = 65536\n"),
     );
     let inode = |p: &str| std::fs::metadata(env.path(p)).unwrap().ino();

@@ -20,20 +20,6 @@ fn setup() -> (Env, std::path::PathBuf) {
     (env, config)
 }
 
-fn read(env: &Env, p: &str) -> Option<String> {
-    std::fs::read_to_string(env.path(&format!("ws/{p}"))).ok()
-}
-
-/// The id of the last call of `tool`, from the audit log.
-fn last_call(env: &Env, tool: &str) -> String {
-    audit(env)
-        .iter()
-        .rev()
-        .find(|l| l["tool"] == tool && l["call"].is_string())
-        .and_then(|l| l["call"].as_str().map(str::to_string))
-        .expect("an audited call")
-}
-
 fn undo(config: &Path, args: &[&str]) -> std::process::Output {
     command()
         .args(["trash", "undo", "--config"])
@@ -57,16 +43,16 @@ async fn a_call_is_undone_whole_and_nothing_is_lost() {
     .await;
     client.cancel().await.unwrap();
     let call = last_call(&env, "apply_patch");
-    assert_eq!(read(&env, "a.txt").as_deref(), Some("a2\n"));
+    assert_eq!(read_ws(&env, "a.txt").as_deref(), Some("a2\n"));
     let out = undo(&config, &[&call]);
     assert!(out.status.success(), "{out:?}");
     assert!(
         String::from_utf8_lossy(&out.stdout).contains(&format!("undid {call}")),
         "{out:?}"
     );
-    assert_eq!(read(&env, "a.txt").as_deref(), Some("a1\n"));
-    assert_eq!(read(&env, "b.txt").as_deref(), Some("b1\n"));
-    assert_eq!(read(&env, "c.txt"), None);
+    assert_eq!(read_ws(&env, "a.txt").as_deref(), Some("a1\n"));
+    assert_eq!(read_ws(&env, "b.txt").as_deref(), Some("b1\n"));
+    assert_eq!(read_ws(&env, "c.txt"), None);
     // What the call had put there is in the trash now, under the undo.
     let kept: Vec<(String, Option<String>)> = env
         .trash("ws")
@@ -117,7 +103,7 @@ async fn an_undo_is_refused_where_a_later_call_changed_a_place() {
         said.contains("ws/a.txt") && said.contains("nothing was undone"),
         "{said}"
     );
-    assert_eq!(read(&env, "a.txt").as_deref(), Some("a3\n"));
+    assert_eq!(read_ws(&env, "a.txt").as_deref(), Some("a3\n"));
 }
 
 #[tokio::test]
@@ -152,6 +138,6 @@ async fn undo_since_takes_back_the_recent_calls_newest_first() {
         3,
         "{out:?}"
     );
-    assert_eq!(read(&env, "a.txt").as_deref(), Some("a1\n"));
-    assert_eq!(read(&env, "b.txt").as_deref(), Some("b1\n"));
+    assert_eq!(read_ws(&env, "a.txt").as_deref(), Some("a1\n"));
+    assert_eq!(read_ws(&env, "b.txt").as_deref(), Some("b1\n"));
 }

@@ -830,6 +830,47 @@ pub fn build_wasm_with(crate_dir: &str, artifact: &str, features: &[&str]) -> Ve
     fs::read(target.join("wasm32-wasip2/release").join(artifact)).unwrap()
 }
 
+/// The hostile test component built with its `deletes` feature (raw
+/// `wasi:filesystem` writes, renames and removals), once per test binary.
+pub fn deleting_hostile_wasm() -> &'static [u8] {
+    static WASM: OnceLock<Vec<u8>> = OnceLock::new();
+    WASM.get_or_init(|| {
+        build_wasm_with(
+            "tests/fixtures/hostile-tool",
+            "hostile_tool.wasm",
+            &["deletes"],
+        )
+    })
+}
+
+/// Waits for the publish test hook (`LOOMFS_TEST_HOOK_DIR`) to hold a
+/// publish; `false` if none came within 10 s (the step is past the plan's
+/// last).
+pub async fn publish_held(hook: &Path) -> bool {
+    for _ in 0..2000 {
+        if hook.join("paused").exists() {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    false
+}
+
+/// The content of `ws/<p>` under the test's directory, if it is a file.
+pub fn read_ws(env: &Env, p: &str) -> Option<String> {
+    fs::read_to_string(env.path(&format!("ws/{p}"))).ok()
+}
+
+/// The id of the last audited call of `tool`.
+pub fn last_call(env: &Env, tool: &str) -> String {
+    audit(env)
+        .iter()
+        .rev()
+        .find(|l| l["tool"] == tool && l["call"].is_string())
+        .and_then(|l| l["call"].as_str().map(str::to_string))
+        .expect("an audited call")
+}
+
 /// The SHA-256 of `bytes`, lowercase hex: what a `[[components]]` entry
 /// pins (computed here from the built file, never written down).
 pub fn sha256_hex(bytes: &[u8]) -> String {
