@@ -73,7 +73,10 @@ async fn a_codex_patch_adds_updates_deletes_and_moves_in_one_call() {
     )
     .await;
     client.cancel().await.unwrap();
-    assert_eq!(read_ws(&env, "src/new.py").as_deref(), Some("print('new')\n"));
+    assert_eq!(
+        read_ws(&env, "src/new.py").as_deref(),
+        Some("print('new')\n")
+    );
     assert_eq!(
         read_ws(&env, "src/a.py").as_deref(),
         Some("def a():\n    return 1\n\n\ndef b():\n    return 20\n")

@@ -228,7 +228,10 @@ async fn a_power_cut_mid_publish_leaves_all_old_or_all_new() {
                 let _ = try_call(&client, "apply_patch", args.as_object().unwrap().clone()).await;
             }
         });
-        assert!(publish_held(&hook).await, "step {step}: the publish was never held");
+        assert!(
+            publish_held(&hook).await,
+            "step {step}: the publish was never held"
+        );
         lazyfs.power_cut();
         kill(pid);
         pending.abort();

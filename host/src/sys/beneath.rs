@@ -156,5 +156,4 @@ mod tests {
         remove_below(fd.as_fd(), OsStr::new("a")).unwrap();
         assert!(!root.join("a").exists());
     }
-
 }

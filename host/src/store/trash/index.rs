@@ -267,4 +267,3 @@ pub fn record_recovered(roots: &[Arc<Root>], recovered: &[crate::store::publish:
         record_published(roots, &r.stamp, "", &r.published);
     }
 }
-

@@ -57,9 +57,9 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
 use crate::policy::{Permission, Root, Rule, resolve};
+use crate::store::TRASH_DIR;
 use crate::store::locks::{self, LOCK_FILE};
 use crate::store::staging::{self, STAGING_DIR, Swept};
-use crate::store::TRASH_DIR;
 use crate::sys::beneath::{beneath, names_in, open_dir, parents, remove_below};
 
 mod budget;
