@@ -24,8 +24,8 @@ use std::sync::Arc;
 
 pub use deny::{BUILTIN_DENY, DenyError, DenyList};
 pub use names::{
-    QUOTED_NOTE, is_escaped, is_quoted, neutralised, noted, push_unicode_escape, shown, shown_arg,
-    shown_clipped,
+    QUOTED_NOTE, is_escaped, is_quoted, neutralised, push_unicode_escape, shown, shown_arg,
+    shown_clipped, with_quoted_note,
 };
 pub use narrow::Narrowing;
 pub use requests::{LIST, MAX_LIST_PATHS, PathArg, PathRequest, path_requests};

@@ -51,7 +51,7 @@ pub fn shown_clipped(s: &str) -> String {
 /// `message`, with [`QUOTED_NOTE`] on a line of its own when one of the
 /// names it shows (`names`, forms [`shown`] returned) is quoted: a text
 /// that shows a quoted name says how to act on it.
-pub fn noted(message: String, names: &[&str]) -> String {
+pub fn with_quoted_note(message: String, names: &[&str]) -> String {
     if names.iter().any(|n| is_quoted(n)) {
         format!("{message}\n{QUOTED_NOTE}")
     } else {
@@ -193,9 +193,9 @@ mod tests {
     fn a_message_showing_a_quoted_name_carries_the_note() {
         let plain = shown("a.txt");
         let quoted = shown("a\nb");
-        assert_eq!(noted("m".into(), &[&plain]), "m");
+        assert_eq!(with_quoted_note("m".into(), &[&plain]), "m");
         assert_eq!(
-            noted("m".into(), &[&plain, &quoted]),
+            with_quoted_note("m".into(), &[&plain, &quoted]),
             format!("m\n{QUOTED_NOTE}")
         );
     }

@@ -3,7 +3,7 @@
 //! gathered: its refusals and, when it succeeded, the changes it staged
 //! (for the caller to publish; a call that failed leaves them to be
 //! dropped with its instance). The spent instance is
-//! handed back beside the outcome ([`Spent`]) to be dropped once the answer
+//! handed back beside the outcome ([`FinishedInstance`]) to be dropped once the answer
 //! is on its way; nothing in it runs again.
 
 use super::*;
@@ -27,13 +27,17 @@ impl Runtime {
 
     /// Runs tool `index` on a fresh instance that sees only `req.mounts`.
     pub fn call(&self, index: usize, req: CallRequest) -> CallOutcome {
-        self.call_spent(index, req).0
+        self.call_keeping_instance(index, req).0
     }
 
     /// [`Runtime::call`], handing back the spent instance with the outcome:
-    /// the caller answers first and drops it after (see [`Spent`]).
-    pub fn call_spent(&self, index: usize, req: CallRequest) -> (CallOutcome, Spent) {
-        let setup = |message| (CallOutcome::setup(message), Spent::none());
+    /// the caller answers first and drops it after (see [`FinishedInstance`]).
+    pub fn call_keeping_instance(
+        &self,
+        index: usize,
+        req: CallRequest,
+    ) -> (CallOutcome, FinishedInstance) {
+        let setup = |message| (CallOutcome::setup(message), FinishedInstance::none());
         // The reason a root's directory did not open, when it is worth
         // telling (the rest are for the operator's log).
         let why = |e: &wasmtime::Error| {
@@ -191,7 +195,7 @@ impl Runtime {
         };
         (
             outcome,
-            Spent {
+            FinishedInstance {
                 _store: Some(store),
             },
         )
@@ -204,14 +208,14 @@ impl Runtime {
 /// wrote: a tenth of a 4 KiB `read_file`'s CPU), so it is dropped after the
 /// answer has gone on its way, on the guest's thread. Nothing in it can run
 /// again: the guest's call has returned or trapped.
-pub struct Spent {
+pub struct FinishedInstance {
     _store: Option<Store<CallState>>,
 }
 
-impl Spent {
+impl FinishedInstance {
     /// A call that never had an instance.
-    pub fn none() -> Spent {
-        Spent { _store: None }
+    pub fn none() -> FinishedInstance {
+        FinishedInstance { _store: None }
     }
 }
 

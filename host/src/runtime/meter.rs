@@ -182,7 +182,7 @@ struct MeteredOutput {
 
 impl MeteredOutput {
     /// Records the disk error `result` carries, if any.
-    fn noted<T>(&self, result: StreamResult<T>) -> StreamResult<T> {
+    fn record_disk_error<T>(&self, result: StreamResult<T>) -> StreamResult<T> {
         if let Err(StreamError::LastOperationFailed(e)) = &result
             && let Some(disk) = e
                 .downcast_ref::<std::io::Error>()
@@ -287,19 +287,19 @@ impl OutputStream for MeteredOutput {
         self.reserve(len)?;
         self.meter.take_all(len).map_err(failed)?;
         let written = self.inner.write(bytes);
-        let written = self.noted(written);
+        let written = self.record_disk_error(written);
         self.meter.wrote(len, if written.is_ok() { len } else { 0 });
         written
     }
 
     fn flush(&mut self) -> StreamResult<()> {
         let flushed = self.inner.flush();
-        self.noted(flushed)
+        self.record_disk_error(flushed)
     }
 
     fn check_write(&mut self) -> StreamResult<usize> {
         let permit = self.inner.check_write();
-        Ok(self.meter.permit(self.noted(permit)?))
+        Ok(self.meter.permit(self.record_disk_error(permit)?))
     }
 
     async fn blocking_write_and_flush(&mut self, bytes: Bytes) -> StreamResult<()> {
@@ -307,7 +307,7 @@ impl OutputStream for MeteredOutput {
         self.reserve(len)?;
         self.meter.take_all(len).map_err(failed)?;
         let written = self.inner.blocking_write_and_flush(bytes).await;
-        let written = self.noted(written);
+        let written = self.record_disk_error(written);
         self.meter.wrote(len, if written.is_ok() { len } else { 0 });
         written
     }
@@ -317,14 +317,14 @@ impl OutputStream for MeteredOutput {
         self.reserve(len)?;
         self.meter.take_all(len).map_err(failed)?;
         let written = self.inner.write_zeroes(nelem);
-        let written = self.noted(written);
+        let written = self.record_disk_error(written);
         self.meter.wrote(len, if written.is_ok() { len } else { 0 });
         written
     }
 
     async fn write_ready(&mut self) -> StreamResult<usize> {
         let ready = self.inner.write_ready().await;
-        Ok(self.meter.permit(self.noted(ready)?))
+        Ok(self.meter.permit(self.record_disk_error(ready)?))
     }
 
     async fn cancel(&mut self) {

@@ -46,7 +46,7 @@ use crate::store::staging::Staging;
 use crate::sys::descriptors;
 
 mod call;
-pub use call::Spent;
+pub use call::FinishedInstance;
 
 /// How often the epoch advances: the granularity of deadlines and cancellation.
 const TICK: Duration = Duration::from_millis(10);

@@ -29,8 +29,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{ComponentEntry, Config};
 use crate::policy::{
-    LIST, Narrowing, PathArg, Permission, Perms, Resolved, Root, neutralised, noted, path_requests,
-    resolve, resolve_within, shown, shown_arg, shown_clipped,
+    LIST, Narrowing, PathArg, Permission, Perms, Resolved, Root, neutralised, path_requests,
+    resolve, resolve_within, shown, shown_arg, shown_clipped, with_quoted_note,
 };
 use crate::runtime::{
     self, Activity, Area, CallError, CallMount, CallRequest, DiskError, GuestLimits, Runtime,
@@ -54,7 +54,7 @@ pub mod slots;
 mod watch;
 
 use prepare::*;
-pub use resources::{Asker, SCHEME, mime_of_name, parse_uri, resource_uri};
+pub use resources::{ResourceContext, SCHEME, mime_of_name, parse_uri, resource_uri};
 use results::*;
 use run::*;
 pub use watch::{Change, DEBOUNCE, Notifier, Watch};
@@ -93,7 +93,7 @@ pub struct Control {
 /// pass it on need to know (a resource read answers a refused path as a
 /// missing one; a client that asked for log messages is told of refusals
 /// and limits).
-pub struct Called {
+pub struct CallReport {
     pub result: CallToolResult,
     /// The rule that refused or stopped the call (`deny`, `quota`,
     /// `timeout`, …), if one did.
@@ -101,43 +101,43 @@ pub struct Called {
     /// Whether the call failed because a path it names is not there for it:
     /// refused by `resolve()`, or not found by the tool (which is also what
     /// the policing filesystem makes of a denied name).
-    pub unseen: bool,
+    pub path_missing: bool,
 }
 
-impl Called {
-    fn failed(text: String, rule: Option<&'static str>) -> Called {
-        Called {
+impl CallReport {
+    fn failed(text: String, rule: Option<&'static str>) -> CallReport {
+        CallReport {
             result: error_result(text),
             rule,
-            unseen: false,
+            path_missing: false,
         }
     }
 }
 
 /// A call that ended before its component ran: its text and what
-/// [`Called`] says of it.
-pub(super) struct Stop {
+/// [`CallReport`] says of it.
+pub(super) struct EarlyEnd {
     text: String,
     rule: Option<&'static str>,
-    unseen: bool,
+    path_missing: bool,
 }
 
-impl Stop {
-    fn new(text: String, rule: Option<&'static str>) -> Stop {
-        Stop {
+impl EarlyEnd {
+    fn new(text: String, rule: Option<&'static str>) -> EarlyEnd {
+        EarlyEnd {
             text,
             rule,
-            unseen: false,
+            path_missing: false,
         }
     }
 }
 
-impl From<Stop> for Called {
-    fn from(stop: Stop) -> Called {
-        Called {
+impl From<EarlyEnd> for CallReport {
+    fn from(stop: EarlyEnd) -> CallReport {
+        CallReport {
             result: error_result(stop.text),
             rule: stop.rule,
-            unseen: stop.unseen,
+            path_missing: stop.path_missing,
         }
     }
 }
@@ -460,7 +460,7 @@ impl Toolbox {
         arguments: Option<JsonObject>,
         control: Control,
     ) -> Result<CallToolResult, ErrorData> {
-        self.call_traced(name, arguments, control)
+        self.call_with_report(name, arguments, control)
             .await
             .map(|called| called.result)
     }
@@ -468,12 +468,12 @@ impl Toolbox {
     /// [`Toolbox::call`], telling also which rule refused or stopped the
     /// call and whether a path was not there for it. The one call path:
     /// resources and completion go through it too.
-    pub async fn call_traced(
+    pub async fn call_with_report(
         self: &Arc<Self>,
         name: &str,
         arguments: Option<JsonObject>,
         control: Control,
-    ) -> Result<Called, ErrorData> {
+    ) -> Result<CallReport, ErrorData> {
         let Some(entry) = self.entries.iter().find(|e| e.tool.name == name) else {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool '{}'", shown_clipped(name)),
@@ -482,10 +482,10 @@ impl Toolbox {
         };
         let arguments = arguments.unwrap_or_default();
         match &entry.action {
-            Action::ListRoots => Ok(Called {
+            Action::ListRoots => Ok(CallReport {
                 result: self.list_roots(control.narrowing.as_deref()),
                 rule: None,
-                unseen: false,
+                path_missing: false,
             }),
             Action::Component { index, paths } => {
                 // Fails closed: no call is served while its line could not
@@ -498,7 +498,7 @@ impl Toolbox {
                             .client(control.client.as_deref())
                             .denied("audit"),
                     );
-                    return Ok(Called::failed(unwritable.to_string(), Some("audit")));
+                    return Ok(CallReport::failed(unwritable.to_string(), Some("audit")));
                 }
                 // Waiting for locks and then for a slot counts against the
                 // call's deadline: together at most the tool timeout.

@@ -15,11 +15,11 @@ impl Toolbox {
         paths: &[PathArg],
         args: &JsonObject,
         control: &Control,
-    ) -> Result<Resolution, Stop> {
+    ) -> Result<Resolution, EarlyEnd> {
         let client = control.client.as_deref();
         let narrowing = control.narrowing.as_deref();
         let mut resolution = Resolution::default();
-        let requests = path_requests(paths, args).map_err(|text| Stop::new(text, None))?;
+        let requests = path_requests(paths, args).map_err(|text| EarlyEnd::new(text, None))?;
         for request in requests {
             let (root, path, op) = (request.root, request.path, request.op);
             // A scoped component's own roots; the session's client roots
@@ -55,16 +55,16 @@ impl Toolbox {
                         continue;
                     }
                     let (root, path) = (shown_arg(root), shown_arg(path));
-                    let text = noted(
+                    let text = with_quoted_note(
                         format!(
                             "refused by rule '{}': {} (root '{root}', path '{path}')",
                             denial.rule, denial.message
                         ),
                         &[&root, &path],
                     );
-                    return Err(Stop {
-                        unseen: true,
-                        ..Stop::new(text, Some(denial.rule.as_str()))
+                    return Err(EarlyEnd {
+                        path_missing: true,
+                        ..EarlyEnd::new(text, Some(denial.rule.as_str()))
                     });
                 }
             }
@@ -85,14 +85,14 @@ impl Toolbox {
         arguments: &JsonObject,
         control: &Control,
         waits_until: tokio::time::Instant,
-    ) -> Result<(Resolution, Locked), Stop> {
+    ) -> Result<(Resolution, Locked), EarlyEnd> {
         let client = control.client.as_deref();
         let mut resolution = self.resolve_all(tool, paths, arguments, control)?;
         for _ in 0..RESOLVE_ROUNDS {
             let resolved = &resolution.resolved;
             if control.cancel.is_cancelled() {
                 self.audit_refused(tool, resolved, "cancelled", client);
-                return Err(Stop::new(
+                return Err(EarlyEnd::new(
                     LockError::Cancelled.to_string(),
                     Some("cancelled"),
                 ));
@@ -111,7 +111,7 @@ impl Toolbox {
                         LockError::NoDescriptors => "descriptors",
                     };
                     self.audit_refused(tool, resolved, rule, client);
-                    return Err(Stop::new(e.to_string(), Some(rule)));
+                    return Err(EarlyEnd::new(e.to_string(), Some(rule)));
                 }
             };
             if keys.is_empty() {
@@ -124,7 +124,7 @@ impl Toolbox {
             resolution = again;
         }
         self.audit_refused(tool, &resolution.resolved, "locked", client);
-        Err(Stop::new(
+        Err(EarlyEnd::new(
             "the places this call changes kept moving while it waited for them (other calls \
              moved or deleted what its paths lead to); try again"
                 .into(),

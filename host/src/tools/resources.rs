@@ -1,6 +1,6 @@
 //! The roots as MCP resources, and completion of their paths: a face of
 //! the tool surface, not a second way to the disk. Every listing, read and
-//! completion is a call of a built-in tool through [`Toolbox::call_traced`]
+//! completion is a call of a built-in tool through [`Toolbox::call_with_report`]
 //! (`list_directory`, `read_file`): `resolve()`, the
 //! component in a fresh instance with only that root preopened, the
 //! policing filesystem, the limits and the audit line, exactly as the same
@@ -44,14 +44,14 @@ const MAX_COMPLETIONS: usize = CompletionInfo::MAX_VALUES;
 /// What a resource request carries from its transport into the calls it
 /// makes: its stop switch and its client (for the audit).
 #[derive(Clone, Default)]
-pub struct Asker {
+pub struct ResourceContext {
     pub cancel: CancellationToken,
     pub client: Option<String>,
     /// The session's narrowing (`client_roots = "narrow"`), if any.
     pub narrowing: Option<Arc<Narrowing>>,
 }
 
-impl Asker {
+impl ResourceContext {
     fn control(&self) -> Control {
         Control {
             cancel: self.cancel.clone(),
@@ -213,9 +213,9 @@ impl Toolbox {
     pub async fn list_resources(
         self: &Arc<Self>,
         cursor: Option<&str>,
-        asker: &Asker,
+        resource_cx: &ResourceContext,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let roots = self.areas(asker.narrowing.as_deref());
+        let roots = self.areas(resource_cx.narrowing.as_deref());
         let bad_cursor = || ErrorData::invalid_params("invalid cursor for resources/list", None);
         let (mut index, mut inner) = match cursor {
             None => (0, None),
@@ -242,7 +242,7 @@ impl Toolbox {
                 arguments["cursor"] = json!(c);
             }
             let called = self
-                .call_traced("list_directory", args(arguments), asker.control())
+                .call_with_report("list_directory", args(arguments), resource_cx.control())
                 .await?;
             if called.result.is_error == Some(true) {
                 if inner.is_some() {
@@ -250,7 +250,7 @@ impl Toolbox {
                 }
                 // A client root inside a root that names nothing there (or
                 // nothing readable) leaves nothing to list.
-                if called.unseen && base != "." {
+                if called.path_missing && base != "." {
                     index += 1;
                     continue;
                 }
@@ -286,25 +286,25 @@ impl Toolbox {
     pub async fn read_resource(
         self: &Arc<Self>,
         uri: &str,
-        asker: &Asker,
+        resource_cx: &ResourceContext,
     ) -> Result<ReadResourceResult, ErrorData> {
         let Some((root, path)) = parse_uri(uri) else {
             return Err(not_found(uri));
         };
         let named = mime_of_name(&path);
         let called = self
-            .call_traced(
+            .call_with_report(
                 "read_file",
                 args(json!({ "root": root, "path": path })),
-                asker.control(),
+                resource_cx.control(),
             )
             .await?;
-        if called.unseen {
+        if called.path_missing {
             return Err(not_found(uri));
         }
         if called.result.is_error == Some(true) {
             // The file is there and readable for this role (a refusal or a
-            // missing file is `unseen`): what the tool said of it (binary,
+            // missing file is `path_missing`): what the tool said of it (binary,
             // too large, a directory) names root-relative paths only.
             return Err(ErrorData::invalid_params(
                 failure_text(&called.result),
@@ -354,12 +354,12 @@ impl Toolbox {
         template: &str,
         argument: &str,
         value: &str,
-        asker: &Asker,
+        resource_cx: &ResourceContext,
     ) -> Result<CompletionInfo, ErrorData> {
         let Some(root) = self
             .readable_roots()
             .filter(|r| {
-                asker
+                resource_cx
                     .narrowing
                     .as_deref()
                     .is_none_or(|n| n.reaches(&r.name))
@@ -387,10 +387,10 @@ impl Toolbox {
         };
         let listed = if dir.is_empty() { "." } else { dir };
         let called = self
-            .call_traced(
+            .call_with_report(
                 "list_directory",
                 args(json!({ "root": root, "path": listed, "depth": 1 })),
-                asker.control(),
+                resource_cx.control(),
             )
             .await?;
         if called.result.is_error == Some(true) {

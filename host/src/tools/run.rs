@@ -22,7 +22,7 @@ const ATTEMPTS: u32 = 2;
 const RECOVER_EVERY: Duration = Duration::from_secs(2);
 
 impl Toolbox {
-    pub(super) async fn run(self: &Arc<Self>, call: Run<'_>) -> Called {
+    pub(super) async fn run(self: &Arc<Self>, call: Run<'_>) -> CallReport {
         let Run {
             tool,
             index,
@@ -57,7 +57,7 @@ impl Toolbox {
             && let Err(empty) = q.ready(request.arguments.len() as u64)
         {
             self.audit_refused(tool, &resolved, "quota", client);
-            return Called::failed(
+            return CallReport::failed(
                 format!(
                     "refused by rule 'quota': the byte quota is used up ({}); {}",
                     quota_figures(q),
@@ -68,7 +68,7 @@ impl Toolbox {
         }
         if let Err((root, short)) = reserve_kept(&resolved, request.arguments.len() as u64) {
             self.audit_refused(tool, &resolved, "reserve", client);
-            return Called::failed(
+            return CallReport::failed(
                 format!(
                     "{}; nothing was written. To go on, {}",
                     short.text(&root),
@@ -91,7 +91,7 @@ impl Toolbox {
                     SlotError::Cancelled => "cancelled",
                 };
                 self.audit_refused(tool, &resolved, rule, client);
-                return Called::failed(e.to_string(), Some(rule));
+                return CallReport::failed(e.to_string(), Some(rule));
             }
         };
         let slot = Arc::new(slot);
@@ -119,11 +119,15 @@ impl Toolbox {
                     let reserved = match reserve {
                         Some(needs) => match trash::reserve(&needs, &id_now, in_flight) {
                             Ok(r) => Some(r),
-                            Err(over) => return (Err(over), (runtime::Spent::none(), slot_held)),
+                            Err(over) => {
+                                return (Err(over), (runtime::FinishedInstance::none(), slot_held));
+                            }
                         },
                         None => None,
                     };
-                    let (outcome, spent) = this.runtime.call_spent(index, req.as_ref().clone());
+                    let (outcome, spent) = this
+                        .runtime
+                        .call_keeping_instance(index, req.as_ref().clone());
                     (Ok((outcome, reserved)), (spent, slot_held))
                 })
                 .await;
@@ -131,7 +135,7 @@ impl Toolbox {
                 Ok(Ok(done)) => done,
                 Ok(Err((root, over))) => {
                     self.audit_refused(tool, &resolved, "trash_budget", client);
-                    return Called::failed(
+                    return CallReport::failed(
                         format!(
                             "{}; nothing was changed. To go on, {}",
                             over.text(&root),
@@ -144,7 +148,7 @@ impl Toolbox {
                     // Its thread dropped the answer: the guest's side
                     // panicked (the panic is on stderr).
                     tracing::error!(tool, "tool call panicked");
-                    return Called::failed(
+                    return CallReport::failed(
                         "the tool failed unexpectedly; the server log has details; nothing was \
                          changed"
                             .into(),
@@ -236,7 +240,7 @@ impl Toolbox {
             mut result,
             bytes,
             stopped,
-            unseen,
+            path_missing,
             refusals,
             ..
         } = ended;
@@ -258,10 +262,10 @@ impl Toolbox {
         // A limit that stopped the call, else the first rule the policing
         // filesystem applied (the guest may have gone on without it).
         let rule = stopped.or_else(|| refusals.first().map(|r| r.rule));
-        Called {
+        CallReport {
             result,
             rule,
-            unseen,
+            path_missing,
         }
     }
 
@@ -306,7 +310,7 @@ impl Toolbox {
         };
         // A path the tool found missing (a denied name answers as a missing
         // one in the policing filesystem, so it is among these).
-        let unseen = matches!(
+        let path_missing = matches!(
             &outcome.result,
             Err(CallError::Tool(ToolError::NotFound(_)))
         );
@@ -350,7 +354,7 @@ impl Toolbox {
             result,
             bytes,
             stopped,
-            unseen,
+            path_missing,
             refusals: outcome.refusals,
             changes: outcome.changes,
         }
@@ -566,7 +570,7 @@ struct Ended {
     bytes: u64,
     /// The limit that stopped it, if one did.
     stopped: Option<&'static str>,
-    unseen: bool,
+    path_missing: bool,
     refusals: Vec<runtime::fs::Refusal>,
     changes: runtime::fs::CallChanges,
 }

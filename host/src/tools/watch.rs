@@ -210,10 +210,10 @@ pub struct Watch {
 impl Watch {
     /// Subscribes to `uri` (idempotent). A URI `resolve()` refuses, or that
     /// names nothing, is not found, as for a read.
-    pub fn subscribe(&self, uri: &str, asker: &Asker) -> Result<(), ErrorData> {
-        let target = self
-            .toolbox
-            .subscription(uri, asker.narrowing.as_deref(), asker)?;
+    pub fn subscribe(&self, uri: &str, resource_cx: &ResourceContext) -> Result<(), ErrorData> {
+        let target =
+            self.toolbox
+                .subscription(uri, resource_cx.narrowing.as_deref(), resource_cx)?;
         let max = self.toolbox.config.limits.max_subscriptions as usize;
         let mut interest = self
             .session
@@ -322,12 +322,12 @@ impl Toolbox {
         &self,
         uri: &str,
         narrowing: Option<&Narrowing>,
-        asker: &Asker,
+        resource_cx: &ResourceContext,
     ) -> Result<Target, ErrorData> {
         let Some((root, path)) = parse_uri(uri) else {
             return Err(not_found(uri));
         };
-        let client = asker.client.as_deref();
+        let client = resource_cx.client.as_deref();
         let (root_c, path_c) = (clip(&root), clip(&path));
         let record = Record::new("resources/subscribe", &root_c, &path_c, Permission::Read);
         let resolved = resolve(&self.config.roots, &root, &path, Permission::Read)

@@ -59,7 +59,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use crate::config::ClientRoots;
 use crate::policy::Narrowing;
 use crate::runtime::Activity;
-use crate::tools::{Asker, Called, Change, Control, Notifier, Toolbox, Watch};
+use crate::tools::{CallReport, Change, Control, Notifier, ResourceContext, Toolbox, Watch};
 
 mod session;
 use session::*;
@@ -144,7 +144,12 @@ impl Server {
     /// Tells the client of the refusal or limit its call met, if it asked
     /// for messages at `warning` or below.
     #[allow(deprecated)] // SEP-2577 deprecates logging; clients still use it
-    async fn log_refusal(&self, tool: &str, called: &Called, context: &RequestContext<RoleServer>) {
+    async fn log_refusal(
+        &self,
+        tool: &str,
+        called: &CallReport,
+        context: &RequestContext<RoleServer>,
+    ) {
         let structured = called.result.structured_content.as_ref();
         // A result cut at a limit (entries, results, the byte budget, the
         // time) is a limit hit too: its note says which.
@@ -284,7 +289,7 @@ impl ServerHandler for Server {
             narrowing,
         };
         let called = toolbox
-            .call_traced(&request.name, request.arguments, control)
+            .call_with_report(&request.name, request.arguments, control)
             .await;
         if let Some(reporter) = reporter {
             // Stopped before the response goes out: no progress after it.
@@ -339,18 +344,18 @@ impl ServerHandler for Server {
     ) -> Result<ListResourcesResult, ErrorData> {
         let _counted = InFlight::new(&self.in_flight);
         let cursor = request.and_then(|r| r.cursor);
-        let asker = self.asker(&context).await?;
+        let resource_cx = self.resource_cx(&context).await?;
         let listed = self
             .toolbox()
             .await?
-            .list_resources(cursor.as_deref(), &asker)
+            .list_resources(cursor.as_deref(), &resource_cx)
             .await?;
         // A 2025-era client that lists resources hears when the list
         // changes; the watcher starts meanwhile, not in the way of the list.
         if legacy(&context) {
             let (server, peer) = (self.clone(), context.peer.clone());
             tokio::spawn(async move {
-                let _ = server.session_watch(&peer, asker.narrowing).await;
+                let _ = server.session_watch(&peer, resource_cx.narrowing).await;
             });
         }
         Ok(listed)
@@ -362,11 +367,11 @@ impl ServerHandler for Server {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let asker = self.asker(&context).await?;
+        let resource_cx = self.resource_cx(&context).await?;
         let watch = self
-            .session_watch(&context.peer, asker.narrowing.clone())
+            .session_watch(&context.peer, resource_cx.narrowing.clone())
             .await?;
-        watch.subscribe(&request.uri, &asker)
+        watch.subscribe(&request.uri, &resource_cx)
     }
 
     #[allow(deprecated)] // legacy-only in rmcp; the 2025 era uses it
@@ -399,10 +404,10 @@ impl ServerHandler for Server {
         };
         if let Some(uris) = &requested.resource_subscriptions {
             let max = toolbox.config().limits.max_subscriptions as usize;
-            let asker = Asker::default();
+            let resource_cx = ResourceContext::default();
             let reachable: Vec<String> = uris
                 .iter()
-                .filter(|uri| toolbox.subscription(uri, None, &asker).is_ok())
+                .filter(|uri| toolbox.subscription(uri, None, &resource_cx).is_ok())
                 .take(max)
                 .cloned()
                 .collect();
@@ -429,13 +434,13 @@ impl ServerHandler for Server {
         if accepted.resources_list_changed == Some(true) {
             watch.hear_list_changes();
         }
-        let asker = Asker {
+        let resource_cx = ResourceContext {
             client: client_of(context.request_context()),
-            ..Asker::default()
+            ..ResourceContext::default()
         };
         for uri in accepted.resource_subscriptions.iter().flatten() {
             // Accepted a moment ago; one gone since is simply not watched.
-            let _ = watch.subscribe(uri, &asker);
+            let _ = watch.subscribe(uri, &resource_cx);
         }
         context.cancelled().await;
         Ok(())
@@ -459,7 +464,7 @@ impl ServerHandler for Server {
         let _counted = InFlight::new(&self.in_flight);
         self.toolbox()
             .await?
-            .read_resource(&request.uri, &self.asker(&context).await?)
+            .read_resource(&request.uri, &self.resource_cx(&context).await?)
             .await
             .map(Into::into)
     }
@@ -476,7 +481,7 @@ impl ServerHandler for Server {
             ));
         };
         let _counted = InFlight::new(&self.in_flight);
-        let asker = self.asker(&context).await?;
+        let resource_cx = self.resource_cx(&context).await?;
         let completion = self
             .toolbox()
             .await?
@@ -484,7 +489,7 @@ impl ServerHandler for Server {
                 &template.uri,
                 &request.argument.name,
                 &request.argument.value,
-                &asker,
+                &resource_cx,
             )
             .await?;
         Ok(CompleteResult::new(completion))

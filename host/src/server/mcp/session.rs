@@ -1,6 +1,6 @@
 //! A session's side of subscriptions and client roots: its narrowing
 //! (`client_roots = "narrow"`, asked of the client with `roots/list`), the
-//! `Asker` its requests carry, and its watch of the roots.
+//! `ResourceContext` its requests carry, and its watch of the roots.
 
 use super::*;
 
@@ -25,11 +25,11 @@ impl Server {
     }
 
     /// Who asks, with the session's narrowing.
-    pub(super) async fn asker(
+    pub(super) async fn resource_cx(
         &self,
         context: &RequestContext<RoleServer>,
-    ) -> Result<Asker, ErrorData> {
-        Ok(Asker {
+    ) -> Result<ResourceContext, ErrorData> {
+        Ok(ResourceContext {
             cancel: context.ct.clone(),
             client: client_of(context),
             narrowing: self.narrowing(context).await?,
