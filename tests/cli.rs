@@ -585,3 +585,56 @@ fn a_second_server_on_the_same_audit_log_is_refused() {
     first.kill().unwrap();
     first.wait().unwrap();
 }
+
+/// STYLE.md's span per call: with `LOOMFS_LOG=debug` each call ends with a
+/// `call` line on stderr naming the tool, the root, the rule that refused
+/// it (`none` when none did) and its duration; at the default level there
+/// is no such line.
+#[tokio::test]
+async fn each_call_is_traced_at_debug_and_only_then() {
+    for (level, traced) in [("loom_fs_mcp=debug", true), ("warn", false)] {
+        let env = Env::new();
+        env.mkdir("work").write("work/a.txt", "a\n");
+        let config = roots(&env);
+        let mut cmd = server_command(&config);
+        cmd.env("LOOMFS_LOG", level);
+        let (client, _pid, said) = start_command(cmd).await;
+        call_ok(
+            &client,
+            "read_file",
+            serde_json::json!({"root": "work", "path": "a.txt"}),
+        )
+        .await;
+        let r = call(
+            &client,
+            "read_file",
+            serde_json::json!({"root": "work", "path": "x.tmp"}),
+        )
+        .await;
+        assert!(is_error(&r));
+        client.cancel().await.unwrap();
+        let said = said.await.unwrap();
+        let calls: Vec<&str> = said
+            .lines()
+            .filter(|l| l.contains("call{") && l.contains(" call "))
+            .collect();
+        if !traced {
+            assert!(calls.is_empty(), "{said}");
+            continue;
+        }
+        assert_eq!(calls.len(), 2, "{said}");
+        for line in &calls {
+            assert!(
+                line.contains("tool=read_file") && line.contains("root=work"),
+                "{line}"
+            );
+            assert!(line.contains("duration_us="), "{line}");
+        }
+        assert!(
+            calls[0].contains("rule=\"none\"") || calls[0].contains("rule=none"),
+            "{}",
+            calls[0]
+        );
+        assert!(calls[1].contains("deny"), "{}", calls[1]);
+    }
+}

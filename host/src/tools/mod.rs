@@ -468,7 +468,50 @@ impl Toolbox {
     /// [`Toolbox::call`], telling also which rule refused or stopped the
     /// call and whether a path was not there for it. The one call path:
     /// resources and completion go through it too.
+    ///
+    /// Each call runs in a `call` span (tool, root) and ends with a `call`
+    /// event (rule, duration), both at `debug` on stderr
+    /// (`LOOMFS_LOG=loom_fs_mcp=debug`);
+    /// below that level the span is disabled and costs a level check.
     pub async fn call_with_report(
+        self: &Arc<Self>,
+        name: &str,
+        arguments: Option<JsonObject>,
+        control: Control,
+    ) -> Result<CallReport, ErrorData> {
+        use tracing::Instrument as _;
+        let span =
+            tracing::debug_span!("call", tool = %shown_clipped(name), root = tracing::field::Empty);
+        if span.is_disabled() {
+            return self.dispatch(name, arguments, control).await;
+        }
+        if let Some(root) = arguments
+            .as_ref()
+            .and_then(|a| a.get("root"))
+            .and_then(Value::as_str)
+        {
+            span.record("root", tracing::field::display(shown_clipped(root)));
+        }
+        let started = Instant::now();
+        let report = self
+            .dispatch(name, arguments, control)
+            .instrument(span.clone())
+            .await;
+        let rule = match &report {
+            Ok(r) => r.rule.unwrap_or("none"),
+            Err(_) => "protocol",
+        };
+        tracing::debug!(
+            parent: &span,
+            rule,
+            duration_us = started.elapsed().as_micros() as u64,
+            "call"
+        );
+        report
+    }
+
+    /// Finds tool `name` and runs it: the body of [`Self::call_with_report`].
+    async fn dispatch(
         self: &Arc<Self>,
         name: &str,
         arguments: Option<JsonObject>,
