@@ -47,6 +47,7 @@ use slots::{SlotError, Slots};
 
 mod guests;
 mod prepare;
+mod report;
 mod resources;
 mod results;
 mod run;
@@ -54,6 +55,8 @@ pub mod slots;
 mod watch;
 
 use prepare::*;
+pub use report::CallReport;
+use report::EarlyEnd;
 pub use resources::{ResourceContext, SCHEME, mime_of_name, parse_uri, resource_uri};
 use results::*;
 use run::*;
@@ -87,59 +90,6 @@ pub struct Control {
     /// `client_roots = "narrow"` applies to it: every path is checked
     /// against it after `resolve()`.
     pub narrowing: Option<Arc<Narrowing>>,
-}
-
-/// What a call came to: its result, and what the faces that do more than
-/// pass it on need to know (a resource read answers a refused path as a
-/// missing one; a client that asked for log messages is told of refusals
-/// and limits).
-pub struct CallReport {
-    pub result: CallToolResult,
-    /// The rule that refused or stopped the call (`deny`, `quota`,
-    /// `timeout`, …), if one did.
-    pub rule: Option<&'static str>,
-    /// Whether the call failed because a path it names is not there for it:
-    /// refused by `resolve()`, or not found by the tool (which is also what
-    /// the policing filesystem makes of a denied name).
-    pub path_missing: bool,
-}
-
-impl CallReport {
-    fn failed(text: String, rule: Option<&'static str>) -> CallReport {
-        CallReport {
-            result: error_result(text),
-            rule,
-            path_missing: false,
-        }
-    }
-}
-
-/// A call that ended before its component ran: its text and what
-/// [`CallReport`] says of it.
-pub(super) struct EarlyEnd {
-    text: String,
-    rule: Option<&'static str>,
-    path_missing: bool,
-}
-
-impl EarlyEnd {
-    fn new(text: String, rule: Option<&'static str>) -> EarlyEnd {
-        EarlyEnd {
-            text,
-            rule,
-            path_missing: false,
-        }
-    }
-}
-
-impl From<EarlyEnd> for CallReport {
-    fn from(stop: EarlyEnd) -> CallReport {
-        CallReport {
-            result: error_result(stop.text),
-            rule: stop.rule,
-            path_missing: stop.path_missing,
-        }
-    }
 }
 
 struct Entry {
