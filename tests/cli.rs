@@ -638,3 +638,70 @@ async fn each_call_is_traced_at_debug_and_only_then() {
         assert!(calls[1].contains("deny"), "{}", calls[1]);
     }
 }
+
+/// The test switches exist only in the tests' build (the `test-hooks`
+/// feature): the binary a user builds, kept aside by scripts/test as
+/// `LOOMFS_PLAIN_BIN`, neither holds a publish for `LOOMFS_TEST_HOOK_DIR`
+/// nor takes the portable walk for `LOOMFS_PORTABLE_RESOLVE=1`, where the
+/// tests' build does both.
+#[tokio::test]
+async fn a_release_binary_ignores_the_test_switches() {
+    let Some(plain) = std::env::var_os("LOOMFS_PLAIN_BIN") else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "LOOMFS_PLAIN_BIN is not set under CI=true: scripts/test builds it"
+        );
+        eprintln!("SKIPPED: LOOMFS_PLAIN_BIN is not set (scripts/test builds it)");
+        return;
+    };
+    for (program, switches_live) in [(std::ffi::OsString::from(BIN), true), (plain, false)] {
+        let env = Env::new();
+        env.mkdir("work").write("work/a.txt", "old\n");
+        let config = roots(&env);
+        let hook = env.path("hook");
+        std::fs::create_dir_all(&hook).unwrap();
+        std::fs::write(hook.join("armed"), "").unwrap();
+        let mut cmd = with_server_env(tokio::process::Command::new(&program));
+        cmd.arg("--config")
+            .arg(&config)
+            .env("LOOMFS_TEST_HOOK_DIR", &hook)
+            .env("LOOMFS_PORTABLE_RESOLVE", "1");
+        let (client, _pid, said) = start_command(cmd).await;
+        let client = std::sync::Arc::new(client);
+        let writer = {
+            let client = client.clone();
+            tokio::spawn(async move {
+                call_ok(
+                    &client,
+                    "write_file",
+                    serde_json::json!({"root": "work", "path": "a.txt", "content": "new\n"}),
+                )
+                .await
+            })
+        };
+        if switches_live {
+            assert!(
+                publish_held(&hook).await,
+                "the tests' build holds the publish"
+            );
+            std::fs::write(hook.join("go"), "").unwrap();
+        }
+        writer.await.unwrap();
+        assert_eq!(
+            std::fs::read_to_string(env.path("work/a.txt")).unwrap(),
+            "new\n"
+        );
+        assert_eq!(hook.join("armed").exists(), !switches_live, "{program:?}");
+        std::sync::Arc::into_inner(client)
+            .unwrap()
+            .cancel()
+            .await
+            .unwrap();
+        let said = said.await.unwrap();
+        assert_eq!(
+            said.contains("the portable walk"),
+            switches_live,
+            "{program:?}: {said}"
+        );
+    }
+}

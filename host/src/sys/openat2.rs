@@ -11,7 +11,7 @@
 pub use rustix::fs::ResolveFlags;
 
 /// `openat2` beneath `dir`: the kernel's, or with `LOOMFS_PORTABLE_RESOLVE=1`
-/// (a hidden switch, for the test suite's second pass) the portable walk of
+/// (a switch of the tests' build, for the test suite's second pass) the portable walk of
 /// [`super::walk`], which answers the same. Every caller passes
 /// `RESOLVE_BENEATH`.
 #[cfg(target_os = "linux")]
@@ -32,8 +32,15 @@ pub fn openat2<P: rustix::path::Arg>(
 }
 
 /// Whether the portable walk stands in for the kernel's `openat2`
-/// (`LOOMFS_PORTABLE_RESOLVE=1`, read once).
-#[cfg(target_os = "linux")]
+/// (`LOOMFS_PORTABLE_RESOLVE=1`, read once, in a build with the
+/// `test-hooks` feature only: the tests'; any other build uses `openat2`).
+#[cfg(all(target_os = "linux", not(feature = "test-hooks")))]
+pub fn portable() -> bool {
+    false
+}
+
+/// See the other [`portable`]: this is the one the tests' build has.
+#[cfg(all(target_os = "linux", feature = "test-hooks"))]
 pub fn portable() -> bool {
     static PORTABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *PORTABLE.get_or_init(|| std::env::var_os("LOOMFS_PORTABLE_RESOLVE").is_some_and(|v| v == "1"))

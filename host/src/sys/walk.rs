@@ -11,8 +11,8 @@
 //! links is a loop (`ELOOP`). `..` pops back to the descriptor of the
 //! directory it entered from, never asks the kernel for a parent.
 //!
-//! On Linux it is selected by `LOOMFS_PORTABLE_RESOLVE=1` (a hidden switch,
-//! for the test suite's second pass); elsewhere it is not used yet: those
+//! On Linux it is selected by `LOOMFS_PORTABLE_RESOLVE=1` (a switch of the
+//! tests' build, `test-hooks`, for the test suite's second pass); elsewhere it is not used yet: those
 //! builds have no `O_PATH` and no `/proc` to reopen what was checked.
 
 use std::collections::VecDeque;

@@ -308,7 +308,13 @@ pub fn publish(changes: &[Changes], stamp: &str) -> Result<Published, Refused> {
 /// `LOOMFS_TEST_HOOK_DIR` set, a publish that finds `<dir>/armed` holding
 /// `step` (empty for 0: before its checks; N: after its Nth step) renames
 /// it to `<dir>/paused` and waits (at most 30 s) for `<dir>/go`, which it
-/// removes with `paused`. Only the tests set it; it is not a setting.
+/// removes with `paused`. Only in a build with the `test-hooks` feature
+/// (the tests'); any other build never reads the variable.
+#[cfg(not(feature = "test-hooks"))]
+pub(super) fn pause(_step: usize) {}
+
+/// See the other [`pause`]: this is the one the tests' build has.
+#[cfg(feature = "test-hooks")]
 pub(super) fn pause(step: usize) {
     static DIR: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
     let Some(dir) = DIR.get_or_init(|| std::env::var_os("LOOMFS_TEST_HOOK_DIR").map(PathBuf::from))
