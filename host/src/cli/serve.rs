@@ -231,7 +231,7 @@ pub(super) fn serve(cli: &Cli) -> anyhow::Result<()> {
     let served = match http {
         None => {
             eprintln!("serving MCP over stdio");
-            rt.block_on(serve_stdio(server))
+            rt.block_on(serve_stdio(server, drain))
         }
         Some(options) => rt.block_on(serve_http(server, options)),
     };
@@ -347,10 +347,13 @@ pub(super) fn shared_audit_dir(dir: &Path) -> String {
     )
 }
 
-pub(super) async fn serve_stdio(server: Server) -> anyhow::Result<()> {
+pub(super) async fn serve_stdio(
+    server: Server,
+    answer_wait: std::time::Duration,
+) -> anyhow::Result<()> {
     let (input, output) = stdio::std_streams();
     let service = server
-        .serve(stdio::Guarded::new(input, output))
+        .serve(stdio::Guarded::new(input, output).answering_for(answer_wait))
         .await
         .context("MCP session failed to start")?;
     // SIGTERM or SIGINT ends the session as a closed stdin does, so that

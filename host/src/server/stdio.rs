@@ -91,6 +91,75 @@ pub struct Guarded<R, W> {
     /// An answer of the guard's may still be in the output's queue.
     owed: bool,
     output: Arc<Mutex<Output<W>>>,
+    /// The requests handed to rmcp and not answered yet.
+    in_flight: Arc<InFlight>,
+    /// How long the end of the input waits for them (see [`Self::receive`]).
+    answer_wait: std::time::Duration,
+}
+
+/// The ids of the requests rmcp has and has not answered, and a wake-up
+/// for the reader waiting at the end of the input.
+#[derive(Default)]
+struct InFlight {
+    ids: std::sync::Mutex<std::collections::HashSet<rmcp::model::RequestId>>,
+    answered: tokio::sync::Notify,
+}
+
+impl InFlight {
+    fn asked(&self, id: rmcp::model::RequestId) {
+        self.ids
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id);
+    }
+
+    /// Notes a message handed to rmcp: a request is in flight until
+    /// answered; a cancelled one gets no answer (the protocol says so) and
+    /// is no longer waited for.
+    fn note(&self, message: &Rx) {
+        use rmcp::model::{ClientNotification, JsonRpcMessage};
+        match message {
+            JsonRpcMessage::Request(r) => self.asked(r.id.clone()),
+            JsonRpcMessage::Notification(n) => {
+                if let ClientNotification::CancelledNotification(c) = &n.notification
+                    && let Some(id) = &c.params.request_id
+                {
+                    self.answered(id);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn answered(&self, id: &rmcp::model::RequestId) {
+        if self
+            .ids
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id)
+        {
+            self.answered.notify_waiters();
+        }
+    }
+
+    /// Waits until every request handed on has been answered.
+    async fn all_answered(&self) {
+        loop {
+            let answered = self.answered.notified();
+            tokio::pin!(answered);
+            // Registered before the check: an answer in between still wakes it.
+            answered.as_mut().enable();
+            if self
+                .ids
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_empty()
+            {
+                return;
+            }
+            answered.await;
+        }
+    }
 }
 
 /// stdout and what is queued for it: whole lines, written in order; what a
@@ -195,7 +264,16 @@ where
                 queued: Vec::new(),
                 sent: 0,
             })),
+            in_flight: Arc::default(),
+            answer_wait: std::time::Duration::ZERO,
         }
+    }
+
+    /// Lets the end of the input wait up to `wait` for the requests still
+    /// running to be answered (the server passes what a call may take).
+    pub fn answering_for(mut self, wait: std::time::Duration) -> Self {
+        self.answer_wait = wait;
+        self
     }
 
     /// Reads on until `self.line` holds a whole line, its newline included
@@ -263,20 +341,42 @@ where
 
     fn send(&mut self, item: Tx) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         let output = self.output.clone();
+        let answered = match &item {
+            rmcp::model::JsonRpcMessage::Response(r) => Some(r.id.clone()),
+            rmcp::model::JsonRpcMessage::Error(e) => e.id.clone(),
+            _ => None,
+        };
+        let in_flight = self.in_flight.clone();
         let line = serde_json::to_vec(&item).map(|mut line| {
             line.push(b'\n');
             line
         });
-        async move { output.lock().await.put(line?).await }
+        async move {
+            let sent = output.lock().await.put(line?).await;
+            if let Some(id) = answered {
+                in_flight.answered(&id);
+            }
+            sent
+        }
     }
 
+    /// The next message for rmcp. At the end of the input it first waits
+    /// (up to [`Self::answering_for`]) until the requests already handed on
+    /// are answered: rmcp gives the calls in flight when the input ends only
+    /// 5 s, and a client that writes its requests and closes its end (a
+    /// file on stdin, `echo … |`) expects every answer.
     async fn receive(&mut self) -> Option<Rx> {
         loop {
             if (self.answer.is_some() || self.owed) && self.settle_answer().await.is_err() {
                 return None;
             }
             match self.read_line().await {
-                Err(_) | Ok(Read::End) => return None,
+                Err(_) => return None,
+                Ok(Read::End) => {
+                    let _ =
+                        tokio::time::timeout(self.answer_wait, self.in_flight.all_answered()).await;
+                    return None;
+                }
                 Ok(Read::Over) => {
                     self.answer = Some(answer_line(&error(
                         Value::Null,
@@ -290,7 +390,10 @@ where
                     let judged = judge(&self.line);
                     empty(&mut self.line);
                     match judged {
-                        Line::Message(message) => return Some(*message),
+                        Line::Message(message) => {
+                            self.in_flight.note(&message);
+                            return Some(*message);
+                        }
                         Line::Answer(answer) => self.answer = Some(answer),
                         Line::Skip => {}
                     }
@@ -715,6 +818,45 @@ mod tests {
             client.write_all(tail.as_bytes()).await.unwrap();
             let message = transport.receive().await.unwrap();
             assert_eq!(serde_json::to_value(&message).unwrap(), ping(1));
+        });
+    }
+
+    /// The end of the input waits for the requests rmcp still has: it
+    /// comes only once each is answered (rmcp would give them 5 s), and at
+    /// once when none is left or with no wait set.
+    #[test]
+    fn the_end_of_the_input_waits_for_the_answers() {
+        runtime().block_on(async {
+            let input = std::io::Cursor::new(PING_1.as_bytes().to_vec());
+            let mut transport = Guarded::new(input, tokio::io::sink())
+                .answering_for(std::time::Duration::from_secs(30));
+            let message = transport.receive().await.unwrap();
+            assert_eq!(serde_json::to_value(&message).unwrap(), ping(1));
+            let answer: Tx =
+                serde_json::from_value(json!({"jsonrpc": "2.0", "id": 1, "result": {}})).unwrap();
+            let answering = transport.send(answer);
+            let waited =
+                tokio::time::timeout(std::time::Duration::from_millis(50), transport.receive())
+                    .await;
+            assert!(waited.is_err(), "the end waits while ping 1 is unanswered");
+            answering.await.unwrap();
+            let end = tokio::time::timeout(std::time::Duration::from_secs(5), transport.receive());
+            assert!(end.await.unwrap().is_none(), "answered: the input ends");
+            let mut unwaited = Guarded::new(std::io::Cursor::new(PING_2), tokio::io::sink());
+            assert!(unwaited.receive().await.is_some());
+            let end = tokio::time::timeout(std::time::Duration::from_secs(1), unwaited.receive());
+            assert!(
+                end.await.unwrap().is_none(),
+                "no wait set: the input ends at once"
+            );
+            let cancelled = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":2}}\n";
+            let input = std::io::Cursor::new(format!("{PING_2}{cancelled}").into_bytes());
+            let mut transport = Guarded::new(input, tokio::io::sink())
+                .answering_for(std::time::Duration::from_secs(30));
+            assert!(transport.receive().await.is_some());
+            assert!(transport.receive().await.is_some());
+            let end = tokio::time::timeout(std::time::Duration::from_secs(1), transport.receive());
+            assert!(end.await.unwrap().is_none(), "a cancelled request is not waited for");
         });
     }
 
