@@ -352,7 +352,12 @@ where
             line
         });
         async move {
-            let sent = output.lock().await.put(line?).await;
+            let sent = match line {
+                Ok(line) => output.lock().await.put(line).await,
+                Err(e) => Err(e.into()),
+            };
+            // Answered even when the client can no longer read it: the end
+            // of the input must not wait for an answer that cannot arrive.
             if let Some(id) = answered {
                 in_flight.answered(&id);
             }
@@ -849,6 +854,16 @@ mod tests {
                 end.await.unwrap().is_none(),
                 "no wait set: the input ends at once"
             );
+            let (ours, theirs) = tokio::io::duplex(64);
+            drop(theirs);
+            let mut gone = Guarded::new(std::io::Cursor::new(PING_1), ours)
+                .answering_for(std::time::Duration::from_secs(30));
+            assert!(gone.receive().await.is_some());
+            let answer: Tx =
+                serde_json::from_value(json!({"jsonrpc": "2.0", "id": 1, "result": {}})).unwrap();
+            assert!(gone.send(answer).await.is_err(), "the client closed its end");
+            let end = tokio::time::timeout(std::time::Duration::from_secs(1), gone.receive());
+            assert!(end.await.unwrap().is_none(), "an answer that failed is not waited for");
             let cancelled = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":2}}\n";
             let input = std::io::Cursor::new(format!("{PING_2}{cancelled}").into_bytes());
             let mut transport = Guarded::new(input, tokio::io::sink())
