@@ -171,7 +171,9 @@ fn denied_names_cannot_be_opened_by_any_route() {
         // Every refusal by policy is recorded for the audit log.
         if kind != "raw_read_nofollow" {
             assert!(
-                refusals.iter().any(|f| f.rule == "deny" && f.root == "ref"),
+                refusals
+                    .iter()
+                    .any(|f| f.rule.as_str() == "deny" && f.root == "ref"),
                 "{kind} {path}: {refusals:?}"
             );
         }
@@ -265,7 +267,7 @@ fn policy_holds_on_a_writable_preopen() {
     let (report, refusals) = attack(&r, true, json!({"attack": "std_write", "path": "new.txt"}));
     assert!(report.starts_with("refused"), "{report}");
     assert!(
-        refusals.iter().any(|f| f.rule == "permission"),
+        refusals.iter().any(|f| f.rule.as_str() == "permission"),
         "{refusals:?}"
     );
 
@@ -333,7 +335,7 @@ fn policy_holds_on_a_writable_preopen() {
         let (report, refusals) = attack(&src, true, args.clone());
         assert!(report.starts_with("refused"), "{args}: {report}");
         assert!(
-            refusals.iter().any(|f| f.rule == rule),
+            refusals.iter().any(|f| f.rule.as_str() == rule),
             "{args}: expected {rule} in {refusals:?}"
         );
     }
@@ -414,7 +416,11 @@ fn a_call_cannot_exhaust_the_servers_descriptors() {
     let r = reference(&env);
     let (report, refusals) = attack(&r, false, json!({"attack": "open_many"}));
     assert!(report.starts_with("refused: after 25"), "{report}");
-    assert!(refusals.iter().any(|f| f.rule == "too_many_descriptors"));
+    assert!(
+        refusals
+            .iter()
+            .any(|f| f.rule.as_str() == "too_many_descriptors")
+    );
     // The next call starts afresh.
     let (ok, _) = attack(
         &r,
@@ -745,7 +751,7 @@ fn a_denied_name_looks_missing_whichever_way_it_is_reached() {
     // The existing ones were refused, and recorded as such for the audit.
     let (_, refusals) = probe("to_pem");
     assert!(
-        refusals.iter().all(|r| r.rule == "deny") && refusals.len() == 4,
+        refusals.iter().all(|r| r.rule.as_str() == "deny") && refusals.len() == 4,
         "{refusals:?}"
     );
     let (plain, _) = probe("plain.txt");

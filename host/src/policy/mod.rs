@@ -14,6 +14,7 @@ mod names;
 mod narrow;
 mod requests;
 mod resolve;
+mod rule;
 // Applied on Windows builds; tested everywhere.
 #[cfg_attr(not(windows), allow(dead_code))]
 mod windows;
@@ -29,9 +30,8 @@ pub use names::{
 };
 pub use narrow::Narrowing;
 pub use requests::{LIST, MAX_LIST_PATHS, PathArg, PathRequest, path_requests};
-pub use resolve::{
-    Denial, MAX_NAME_BYTES, MAX_PATH_BYTES, Resolved, Rule, resolve, resolve_within,
-};
+pub use resolve::{Denial, MAX_NAME_BYTES, MAX_PATH_BYTES, Resolved, resolve, resolve_within};
+pub use rule::Rule;
 
 /// What may be done on a root.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

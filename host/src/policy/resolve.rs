@@ -23,7 +23,7 @@ use std::fs;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
-use super::{Permission, Root, shown_arg};
+use super::{Permission, Root, Rule, shown_arg};
 
 /// More symlinks than this in one resolution is a loop.
 const MAX_SYMLINKS: u32 = 40;
@@ -33,50 +33,6 @@ const MAX_SYMLINKS: u32 = 40;
 /// would only echo them back.
 pub const MAX_PATH_BYTES: usize = 4095;
 pub const MAX_NAME_BYTES: usize = 255;
-
-/// The check that refused a path.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Rule {
-    UnknownRoot,
-    NulByte,
-    TooLong,
-    AbsolutePath,
-    EmptyPath,
-    Permission,
-    Confinement,
-    Deny,
-    RootItself,
-    /// A name Windows reads as a device, a stream, a drive or another
-    /// machine (`policy::windows`); Windows builds only.
-    #[cfg_attr(not(windows), allow(dead_code))]
-    WindowsName,
-    /// Outside the session's client roots (`client_roots = "narrow"`).
-    ClientRoots,
-}
-
-impl Rule {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Rule::UnknownRoot => "unknown_root",
-            Rule::NulByte => "nul_byte",
-            Rule::TooLong => "too_long",
-            Rule::AbsolutePath => "absolute_path",
-            Rule::EmptyPath => "empty_path",
-            Rule::Permission => "permission",
-            Rule::Confinement => "confinement",
-            Rule::Deny => "deny",
-            Rule::RootItself => "root_itself",
-            Rule::WindowsName => "windows_name",
-            Rule::ClientRoots => "client_roots",
-        }
-    }
-}
-
-impl fmt::Display for Rule {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// A refusal: the rule that bit and the message for the model.
 #[derive(Clone, Debug, PartialEq, Eq)]

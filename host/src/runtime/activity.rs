@@ -4,6 +4,8 @@
 //! descriptor and makes no decision.
 
 use std::sync::Mutex;
+
+use crate::policy::Rule;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// What a call has done so far, readable while it runs (for progress
@@ -149,10 +151,10 @@ impl DiskError {
     }
 
     /// The audit log's name for a call this error stopped.
-    pub fn rule(self) -> &'static str {
+    pub fn rule(self) -> Rule {
         match self {
-            DiskError::Reserve(_) => "reserve",
-            _ => "disk",
+            DiskError::Reserve(_) => Rule::Reserve,
+            _ => Rule::Disk,
         }
     }
 }

@@ -40,7 +40,7 @@ use serde::Serialize;
 use serde_json::ser::Formatter;
 
 use crate::config::AuditTarget;
-use crate::policy::{Permission, is_escaped, push_unicode_escape};
+use crate::policy::{Permission, Rule, is_escaped, push_unicode_escape};
 
 /// What one audit line records.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -52,7 +52,7 @@ pub struct Record<'a> {
     pub op: &'a str,
     pub decision: Decision,
     /// The check that refused, or null.
-    pub rule: Option<&'a str>,
+    pub rule: Option<Rule>,
     pub duration_ms: f64,
     pub bytes: u64,
     /// Where the previous content of the path went (`.mcp-trash/…`), for a
@@ -62,7 +62,7 @@ pub struct Record<'a> {
     /// Why the host stopped the call before it answered (`cancelled`,
     /// `timeout`, `memory`, `crashed`), if it did.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub stopped: Option<&'a str>,
+    pub stopped: Option<Rule>,
     /// The client's address, for a call over HTTP.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub client: Option<&'a str>,
@@ -120,7 +120,7 @@ impl<'a> Record<'a> {
         self
     }
 
-    pub fn stopped(mut self, reason: Option<&'a str>) -> Record<'a> {
+    pub fn stopped(mut self, reason: Option<Rule>) -> Record<'a> {
         self.stopped = reason;
         self
     }
@@ -130,7 +130,7 @@ impl<'a> Record<'a> {
         self
     }
 
-    pub fn denied(mut self, rule: &'a str) -> Record<'a> {
+    pub fn denied(mut self, rule: Rule) -> Record<'a> {
         self.decision = Decision::Deny;
         self.rule = Some(rule);
         self
@@ -149,7 +149,7 @@ impl<'a> Record<'a> {
 fn lost_line(lost: u64) -> Option<String> {
     let record = Record {
         bytes: lost,
-        ..Record::new("", "", "", Permission::Read).denied("audit_lost")
+        ..Record::new("", "", "", Permission::Read).denied(Rule::AuditLost)
     };
     let mut line = to_line(&Line {
         ts: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
@@ -393,9 +393,10 @@ impl std::fmt::Display for Unwritable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "refused by rule 'audit': the audit log cannot be written ({}), and no call is served \
+            "refused by rule '{}': the audit log cannot be written ({}), and no call is served \
              unrecorded; {} line(s) wait to be written first{}. Calls are served again as soon as \
              the audit log can be written (the operator frees space on its disk); try again later",
+            Rule::Audit,
             self.error,
             self.waiting,
             if self.lost > 0 {

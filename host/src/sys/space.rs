@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use crate::policy::Root;
+use crate::policy::{Root, Rule};
 
 /// A change that does not fit above a root's reserve.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,8 +49,9 @@ impl Short {
     /// The refusal, naming the reserve and the way out.
     pub fn text(&self, root: &str) -> String {
         format!(
-            "refused by rule 'reserve': root '{root}' keeps min_free_bytes = {} ({}) free on its \
+            "refused by rule '{}': root '{root}' keeps min_free_bytes = {} ({}) free on its \
              disk, which has {} free, and this change would write {}",
+            Rule::Reserve,
             self.reserve,
             human(self.reserve),
             human(self.free),

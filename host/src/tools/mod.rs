@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{ComponentEntry, Config};
 use crate::policy::{
-    LIST, Narrowing, PathArg, Permission, Perms, Resolved, Root, neutralised, path_requests,
+    LIST, Narrowing, PathArg, Permission, Perms, Resolved, Root, Rule, neutralised, path_requests,
     resolve, resolve_within, shown, shown_arg, shown_clipped, with_quoted_note,
 };
 use crate::runtime::{
@@ -448,7 +448,7 @@ impl Toolbox {
             .instrument(span.clone())
             .await;
         let rule = match &report {
-            Ok(r) => r.rule.unwrap_or("none"),
+            Ok(r) => r.rule.map_or("none", Rule::as_str),
             Err(_) => "protocol",
         };
         tracing::debug!(
@@ -489,9 +489,12 @@ impl Toolbox {
                         &self
                             .record(name, "", "", op)
                             .client(control.client.as_deref())
-                            .denied("audit"),
+                            .denied(Rule::Audit),
                     );
-                    return Ok(CallReport::failed(unwritable.to_string(), Some("audit")));
+                    return Ok(CallReport::failed(
+                        unwritable.to_string(),
+                        Some(Rule::Audit),
+                    ));
                 }
                 // Waiting for locks and then for a slot counts against the
                 // call's deadline: together at most the tool timeout.

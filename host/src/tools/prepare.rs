@@ -40,7 +40,7 @@ impl Toolbox {
                     self.audit.log(
                         &self
                             .record(tool, &root_c, &path_c, op)
-                            .denied(denial.rule.as_str())
+                            .denied(denial.rule)
                             .client(client),
                     );
                     if let Some((field, index)) = request.item {
@@ -64,7 +64,7 @@ impl Toolbox {
                     );
                     return Err(EarlyEnd {
                         path_missing: true,
-                        ..EarlyEnd::new(text, Some(denial.rule.as_str()))
+                        ..EarlyEnd::new(text, Some(denial.rule))
                     });
                 }
             }
@@ -91,10 +91,10 @@ impl Toolbox {
         for _ in 0..RESOLVE_ROUNDS {
             let resolved = &resolution.resolved;
             if control.cancel.is_cancelled() {
-                self.audit_refused(tool, resolved, "cancelled", client);
+                self.audit_refused(tool, resolved, Rule::Cancelled, client);
                 return Err(EarlyEnd::new(
                     LockError::Cancelled.to_string(),
-                    Some("cancelled"),
+                    Some(Rule::Cancelled),
                 ));
             }
             let keys = lock_keys(resolved);
@@ -106,9 +106,9 @@ impl Toolbox {
                 Ok(locked) => locked,
                 Err(e) => {
                     let rule = match e {
-                        LockError::Busy { .. } => "locked",
-                        LockError::Cancelled => "cancelled",
-                        LockError::NoDescriptors => "descriptors",
+                        LockError::Busy { .. } => Rule::Locked,
+                        LockError::Cancelled => Rule::Cancelled,
+                        LockError::NoDescriptors => Rule::Descriptors,
                     };
                     self.audit_refused(tool, resolved, rule, client);
                     return Err(EarlyEnd::new(e.to_string(), Some(rule)));
@@ -123,12 +123,12 @@ impl Toolbox {
             }
             resolution = again;
         }
-        self.audit_refused(tool, &resolution.resolved, "locked", client);
+        self.audit_refused(tool, &resolution.resolved, Rule::Locked, client);
         Err(EarlyEnd::new(
             "the places this call changes kept moving while it waited for them (other calls \
              moved or deleted what its paths lead to); try again"
                 .into(),
-            Some("locked"),
+            Some(Rule::Locked),
         ))
     }
 
@@ -136,7 +136,7 @@ impl Toolbox {
         &self,
         tool: &str,
         resolved: &[Resolved],
-        rule: &str,
+        rule: Rule,
         client: Option<&str>,
     ) {
         for r in resolved {

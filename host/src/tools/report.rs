@@ -4,6 +4,7 @@
 use rmcp::model::CallToolResult;
 
 use super::error_result;
+use crate::policy::Rule;
 
 /// What a call came to: its result, and what the faces that do more than
 /// pass it on need to know (a resource read answers a refused path as a
@@ -13,7 +14,7 @@ pub struct CallReport {
     pub result: CallToolResult,
     /// The rule that refused or stopped the call (`deny`, `quota`,
     /// `timeout`, …), if one did.
-    pub rule: Option<&'static str>,
+    pub rule: Option<Rule>,
     /// Whether the call failed because a path it names is not there for it:
     /// refused by `resolve()`, or not found by the tool (which is also what
     /// the policing filesystem makes of a denied name).
@@ -21,7 +22,7 @@ pub struct CallReport {
 }
 
 impl CallReport {
-    pub(super) fn failed(text: String, rule: Option<&'static str>) -> CallReport {
+    pub(super) fn failed(text: String, rule: Option<Rule>) -> CallReport {
         CallReport {
             result: error_result(text),
             rule,
@@ -34,12 +35,12 @@ impl CallReport {
 /// [`CallReport`] says of it.
 pub(super) struct EarlyEnd {
     pub(super) text: String,
-    pub(super) rule: Option<&'static str>,
+    pub(super) rule: Option<Rule>,
     pub(super) path_missing: bool,
 }
 
 impl EarlyEnd {
-    pub(super) fn new(text: String, rule: Option<&'static str>) -> EarlyEnd {
+    pub(super) fn new(text: String, rule: Option<Rule>) -> EarlyEnd {
         EarlyEnd {
             text,
             rule,

@@ -12,9 +12,10 @@ pub(super) fn ran_out_of_quota(q: &Quota, activity: &Activity) -> String {
     // The call needed more than the bucket held: retrying before it is full
     // again would only run out sooner.
     format!(
-        "refused by rule 'quota': the byte quota ran out during the call, after {} bytes read \
+        "refused by rule '{}': the byte quota ran out during the call, after {} bytes read \
          and {} bytes written ({}); {} (a call that needs more than quota_burst_bytes never \
          fits: read by range, copy in parts). {UNFINISHED}",
+        Rule::Quota,
         activity.bytes_read(),
         activity.bytes_written(),
         quota_figures(q),

@@ -56,25 +56,26 @@ impl Toolbox {
         if let Some(q) = &self.quota
             && let Err(empty) = q.ready(request.arguments.len() as u64)
         {
-            self.audit_refused(tool, &resolved, "quota", client);
+            self.audit_refused(tool, &resolved, Rule::Quota, client);
             return CallReport::failed(
                 format!(
-                    "refused by rule 'quota': the byte quota is used up ({}); {}",
+                    "refused by rule '{}': the byte quota is used up ({}); {}",
+                    Rule::Quota,
                     quota_figures(q),
                     quota::retry_text(empty.retry_after)
                 ),
-                Some("quota"),
+                Some(Rule::Quota),
             );
         }
         if let Err((root, short)) = reserve_kept(&resolved, request.arguments.len() as u64) {
-            self.audit_refused(tool, &resolved, "reserve", client);
+            self.audit_refused(tool, &resolved, Rule::Reserve, client);
             return CallReport::failed(
                 format!(
                     "{}; nothing was written. To go on, {}",
                     short.text(&root),
                     space::Short::WAY_OUT
                 ),
-                Some("reserve"),
+                Some(Rule::Reserve),
             );
         }
         // Room in each root's trash for what the call would keep, as its
@@ -87,8 +88,8 @@ impl Toolbox {
             Ok(slot) => slot,
             Err(e) => {
                 let rule = match e {
-                    SlotError::Busy { .. } => "busy",
-                    SlotError::Cancelled => "cancelled",
+                    SlotError::Busy { .. } => Rule::Busy,
+                    SlotError::Cancelled => Rule::Cancelled,
                 };
                 self.audit_refused(tool, &resolved, rule, client);
                 return CallReport::failed(e.to_string(), Some(rule));
@@ -134,14 +135,14 @@ impl Toolbox {
             let (outcome, reserved) = match ran {
                 Ok(Ok(done)) => done,
                 Ok(Err((root, over))) => {
-                    self.audit_refused(tool, &resolved, "trash_budget", client);
+                    self.audit_refused(tool, &resolved, Rule::TrashBudget, client);
                     return CallReport::failed(
                         format!(
                             "{}; nothing was changed. To go on, {}",
                             over.text(&root),
                             trash::OverBudget::WAY_OUT
                         ),
-                        Some("trash_budget"),
+                        Some(Rule::TrashBudget),
                     );
                 }
                 Err(_) => {
@@ -183,9 +184,9 @@ impl Toolbox {
                     }
                     Err(e) => {
                         let rule = match e {
-                            LockError::Busy { .. } => "locked",
-                            LockError::Cancelled => "cancelled",
-                            LockError::NoDescriptors => "descriptors",
+                            LockError::Busy { .. } => Rule::Locked,
+                            LockError::Cancelled => Rule::Cancelled,
+                            LockError::NoDescriptors => Rule::Descriptors,
                         };
                         ended.result = error_result(format!("{e}; nothing was changed"));
                         ended.stopped = Some(rule);
@@ -225,7 +226,7 @@ impl Toolbox {
                         "the call's changes could not be published; the server log has details"
                             .into(),
                     );
-                    ended.stopped = Some("publish");
+                    ended.stopped = Some(Rule::Publish);
                     break (ended, None);
                 }
             }
@@ -294,18 +295,18 @@ impl Toolbox {
         let staged_too_much = outcome
             .refusals
             .iter()
-            .find(|r| r.rule == "overlay")
+            .find(|r| r.rule == Rule::Overlay)
             .map(|r| r.root.clone());
         let stopped = match &outcome.result {
-            _ if out_of_quota => Some("quota"),
-            _ if staged_too_much.is_some() => Some("overlay"),
-            _ if out_of_descriptors => Some("descriptors"),
+            _ if out_of_quota => Some(Rule::Quota),
+            _ if staged_too_much.is_some() => Some(Rule::Overlay),
+            _ if out_of_descriptors => Some(Rule::Descriptors),
             _ if disk.is_some() => disk.as_ref().map(|(e, _)| e.rule()),
-            Err(CallError::Cancelled) => Some("cancelled"),
-            Err(CallError::Timeout(_)) => Some("timeout"),
-            Err(CallError::Memory(_)) => Some("memory"),
-            Err(CallError::Crashed(_)) => Some("crashed"),
-            Err(CallError::OutputTooLarge(_)) => Some("output"),
+            Err(CallError::Cancelled) => Some(Rule::Cancelled),
+            Err(CallError::Timeout(_)) => Some(Rule::Timeout),
+            Err(CallError::Memory(_)) => Some(Rule::Memory),
+            Err(CallError::Crashed(_)) => Some(Rule::Crashed),
+            Err(CallError::OutputTooLarge(_)) => Some(Rule::Output),
             _ => None,
         };
         // A path the tool found missing (a denied name answers as a missing
@@ -458,7 +459,7 @@ impl Toolbox {
         index: usize,
         resolved: &[Resolved],
         id: &str,
-        (client, elapsed, bytes, stopped): (Option<&str>, Duration, u64, Option<&'static str>),
+        (client, elapsed, bytes, stopped): (Option<&str>, Duration, u64, Option<Rule>),
         published: Option<&Published>,
         refusals: &[runtime::fs::Refusal],
     ) {
@@ -534,7 +535,7 @@ impl Toolbox {
                         .record(tool, &d.root, &clip(&d.from), Permission::Write)
                         .client(client)
                         .kept(&to)
-                        .denied("changed_meanwhile")
+                        .denied(Rule::ChangedMeanwhile)
                         .call(Some(id)),
                 );
             }
@@ -569,7 +570,7 @@ struct Ended {
     result: CallToolResult,
     bytes: u64,
     /// The limit that stopped it, if one did.
-    stopped: Option<&'static str>,
+    stopped: Option<Rule>,
     path_missing: bool,
     refusals: Vec<runtime::fs::Refusal>,
     changes: runtime::fs::CallChanges,
@@ -592,15 +593,16 @@ enum Stopped {
 
 impl Stopped {
     /// What the model is told, and the rule.
-    fn told(self) -> (String, &'static str) {
+    fn told(self) -> (String, Rule) {
         match self {
             Stopped::Conflict { root, path } => (
                 format!(
-                    "refused by rule 'conflict': '{}' in root '{root}' was changed by someone else \
+                    "refused by rule '{}': '{}' in root '{root}' was changed by someone else \
                      while the call ran, twice; nothing was changed; read it again",
+                    Rule::Conflict,
                     shown(&path)
                 ),
-                "conflict",
+                Rule::Conflict,
             ),
             Stopped::OverBudget { root, over } => (
                 format!(
@@ -608,7 +610,7 @@ impl Stopped {
                     over.text(&root),
                     trash::OverBudget::WAY_OUT
                 ),
-                "trash_budget",
+                Rule::TrashBudget,
             ),
             Stopped::Disk { root, disk } => (disk_failed(disk, &root), disk.rule()),
             Stopped::Io { root } => (
@@ -616,7 +618,7 @@ impl Stopped {
                     "the call's changes could not be published in root '{root}' (the server log \
                      says why); nothing was changed"
                 ),
-                "publish",
+                Rule::Publish,
             ),
         }
     }

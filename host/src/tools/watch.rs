@@ -42,7 +42,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::resources::not_found;
-use crate::policy::{Narrowing, Root};
+use crate::policy::{Narrowing, Root, Rule};
 
 /// The least time between the first event of a change and its notification:
 /// a save (open, write, close, rename) is one change.
@@ -223,8 +223,9 @@ impl Watch {
         if !interest.subscriptions.contains_key(uri) && interest.subscriptions.len() >= max {
             return Err(ErrorData::invalid_params(
                 format!(
-                    "refused by rule 'max_subscriptions': this session is subscribed to {max} \
-                     resources already; unsubscribe from one first"
+                    "refused by rule '{}': this session is subscribed to {max} resources \
+                     already; unsubscribe from one first",
+                    Rule::MaxSubscriptions
                 ),
                 None,
             ));
@@ -334,8 +335,7 @@ impl Toolbox {
             .and_then(|r| narrowing.map_or(Ok(()), |n| n.check(&r)).map(|()| r));
         match resolved {
             Err(denial) => {
-                self.audit
-                    .log(&record.denied(denial.rule.as_str()).client(client));
+                self.audit.log(&record.denied(denial.rule).client(client));
                 Err(not_found(uri))
             }
             Ok(r) if !r.exists() => Err(not_found(uri)),

@@ -72,7 +72,7 @@ impl FsGuard {
         let Some(staging) = self.staging.clone() else {
             // No staging area (a describe, a test without one): nothing
             // can be staged, so nothing can change.
-            return Err(self.refuse(Some(m), near, Permission::Write, "staging"));
+            return Err(self.refuse(Some(m), near, Permission::Write, Rule::Staging));
         };
         let root = Arc::clone(&self.mounts[m].root);
         let top = if dev == self.mounts[m].dev {
@@ -255,7 +255,7 @@ impl FsGuard {
     }
 
     fn overflow(&mut self, m: usize, rel: &Path) -> FsError {
-        self.refuse(Some(m), rel, Permission::Write, "overlay")
+        self.refuse(Some(m), rel, Permission::Write, Rule::Overlay)
     }
 
     /// Clears `rel` of mount `m` of what the call put there: a whiteout
@@ -466,7 +466,7 @@ impl PolicedFs<'_> {
                 // existing target gets too).
                 if via_link {
                     self.guard
-                        .refuse(Some(m), &dir.rel.join(&name), op, "confinement");
+                        .refuse(Some(m), &dir.rel.join(&name), op, Rule::Confinement);
                     return Err(ErrorCode::NoEntry.into());
                 }
                 if oflags.contains(fs::OpenFlags::DIRECTORY) {
@@ -492,7 +492,7 @@ impl PolicedFs<'_> {
                 self.dir_descriptor(m, at, perms)
             }
             Kind::Symlink => Err(ErrorCode::Loop.into()),
-            Kind::Other => Err(self.guard.refuse(Some(m), &at.rel, op, "special_file")),
+            Kind::Other => Err(self.guard.refuse(Some(m), &at.rel, op, Rule::SpecialFile)),
             Kind::File if oflags.contains(fs::OpenFlags::DIRECTORY) => {
                 Err(ErrorCode::NotDirectory.into())
             }
@@ -789,7 +789,7 @@ impl PolicedFs<'_> {
             op,
         )?;
         if at.rel.as_os_str().is_empty() {
-            return Err(self.guard.refuse(Some(m), &at.rel, op, "root_itself"));
+            return Err(self.guard.refuse(Some(m), &at.rel, op, Rule::RootItself));
         }
         self.guard.writable_place(m, &at.rel)?;
         match (dir, at.seen.kind()) {
@@ -852,14 +852,14 @@ impl PolicedFs<'_> {
             return Err(ErrorCode::NoEntry.into());
         };
         if old.rel.as_os_str().is_empty() {
-            return Err(self.guard.refuse(Some(m), &old.rel, op, "root_itself"));
+            return Err(self.guard.refuse(Some(m), &old.rel, op, Rule::RootItself));
         }
         let new = self
             .guard
             .walk(&hn, new_path.trim_end_matches('/'), false, op, Lookup::New)?;
         let new_rel = new.rel();
         if new_rel.as_os_str().is_empty() {
-            return Err(self.guard.refuse(Some(m), &new_rel, op, "root_itself"));
+            return Err(self.guard.refuse(Some(m), &new_rel, op, Rule::RootItself));
         }
         if new_rel == old.rel {
             return Ok(());
@@ -949,7 +949,7 @@ impl PolicedFs<'_> {
                 Some(hn.mount),
                 &hn.rel.join(new_path),
                 op,
-                "confinement",
+                Rule::Confinement,
             ));
         }
         let m = ho.mount;

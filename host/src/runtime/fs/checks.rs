@@ -138,9 +138,9 @@ impl PolicedFs<'_> {
         match self.probe_at(fd, path, follow)? {
             Probe::Found(fd) => Ok(Ok(fd)),
             Probe::Absent(e) => Ok(Err(e)),
-            Probe::Escapes => Err(self.guard.refuse(Some(h.mount), rel, op, "confinement")),
+            Probe::Escapes => Err(self.guard.refuse(Some(h.mount), rel, op, Rule::Confinement)),
             Probe::Failed | Probe::NoDescriptors => {
-                Err(self.guard.refuse(Some(h.mount), rel, op, "probe_failed"))
+                Err(self.guard.refuse(Some(h.mount), rel, op, Rule::ProbeFailed))
             }
         }
     }
@@ -211,7 +211,9 @@ impl PolicedFs<'_> {
         // The real name first: a denied one looks missing, whatever it is.
         let real = self.guard.real(&h, probe.as_fd(), &rel, op)?;
         if refuse_special && is_special(probe.as_fd()) {
-            return Err(self.guard.refuse(Some(h.mount), &rel, op, "special_file"));
+            return Err(self
+                .guard
+                .refuse(Some(h.mount), &rel, op, Rule::SpecialFile));
         }
         let checked = Handle {
             mount: h.mount,
@@ -262,7 +264,9 @@ impl PolicedFs<'_> {
             | FileType::Socket
             | FileType::CharacterDevice
             | FileType::BlockDevice => {
-                return Err(self.guard.refuse(Some(h.mount), &rel, op, "special_file"));
+                return Err(self
+                    .guard
+                    .refuse(Some(h.mount), &rel, op, Rule::SpecialFile));
             }
         };
         // The file as this call read it, for a publish over it to compare
@@ -312,7 +316,9 @@ impl PolicedFs<'_> {
     ) -> FsResult<Handle> {
         let h = self.guard.handle(fd.rep(), op)?;
         if op != Permission::Read && !self.guard.perms(h.mount).contains(op) {
-            return Err(self.guard.refuse(Some(h.mount), &h.rel, op, "permission"));
+            return Err(self
+                .guard
+                .refuse(Some(h.mount), &h.rel, op, Rule::Permission));
         }
         self.guard.inside_for(&h, op)?;
         Ok(h)
@@ -334,7 +340,7 @@ impl PolicedFs<'_> {
             None => {
                 Err(self
                     .guard
-                    .refuse(Some(at.mount), &at.rel, Permission::Read, "confinement"))
+                    .refuse(Some(at.mount), &at.rel, Permission::Read, Rule::Confinement))
             }
             Some(to)
                 if deny.match_path(&to).is_some()
@@ -342,11 +348,11 @@ impl PolicedFs<'_> {
             {
                 Err(self
                     .guard
-                    .refuse(Some(at.mount), &at.rel, Permission::Read, "deny"))
+                    .refuse(Some(at.mount), &at.rel, Permission::Read, Rule::Deny))
             }
             Some(to) if self.guard.place(at.mount, &to) == Place::Outside => Err(self
                 .guard
-                .refuse(Some(at.mount), &at.rel, Permission::Read, "client_roots")),
+                .refuse(Some(at.mount), &at.rel, Permission::Read, Rule::ClientRoots)),
             Some(_) => Ok(target),
         }
     }

@@ -61,7 +61,7 @@ impl fs::HostDescriptor for PolicedFs<'_> {
             let shown = h.rel.join(&path);
             return Err(self
                 .guard
-                .refuse(Some(h.mount), &shown, op, "too_many_descriptors"));
+                .refuse(Some(h.mount), &shown, op, Rule::TooManyDescriptors));
         }
         // A change, or a path in a root the call has changed: the call's
         // view (see `change` and `view`).
@@ -194,9 +194,12 @@ impl fs::HostDescriptor for PolicedFs<'_> {
             .components()
             .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
         {
-            return Err(self
-                .guard
-                .refuse(Some(h.mount), &rel, Permission::Write, "confinement"));
+            return Err(self.guard.refuse(
+                Some(h.mount),
+                &rel,
+                Permission::Write,
+                Rule::Confinement,
+            ));
         }
         if self.guard.mounts[h.mount]
             .root
@@ -206,7 +209,7 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         {
             return Err(self
                 .guard
-                .refuse(Some(h.mount), &rel, Permission::Write, "deny"));
+                .refuse(Some(h.mount), &rel, Permission::Write, Rule::Deny));
         }
         self.symlink_in_view(&fd, &src_path, &dest_path)
     }
@@ -235,16 +238,19 @@ impl fs::HostDescriptor for PolicedFs<'_> {
     ) -> FsResult<Resource<fs::DirectoryEntryStream>> {
         let h = self.tracked(&fd, Permission::Read)?;
         if !self.guard.perms(h.mount).contains(Permission::Read) {
-            return Err(self
-                .guard
-                .refuse(Some(h.mount), &h.rel, Permission::Read, "permission"));
+            return Err(self.guard.refuse(
+                Some(h.mount),
+                &h.rel,
+                Permission::Read,
+                Rule::Permission,
+            ));
         }
         if self.guard.held() >= MAX_DESCRIPTORS {
             return Err(self.guard.refuse(
                 Some(h.mount),
                 &h.rel,
                 Permission::Read,
-                "too_many_descriptors",
+                Rule::TooManyDescriptors,
             ));
         }
         if self.guard.view[h.mount] {

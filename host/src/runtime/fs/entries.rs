@@ -47,7 +47,7 @@ impl preopens::Host for PolicedFs<'_> {
             } else {
                 let root = Some(mount);
                 self.guard
-                    .refuse(root, Path::new(""), Permission::Read, "confinement");
+                    .refuse(root, Path::new(""), Permission::Read, Rule::Confinement);
             }
         }
         Ok(dirs)
@@ -86,7 +86,7 @@ impl fs::HostDirectoryEntryStream for PolicedFs<'_> {
                 None,
                 Path::new(""),
                 Permission::Read,
-                "untracked_descriptor",
+                Rule::UntrackedDescriptor,
             ));
         };
         let mount = &self.guard.mounts[h.mount];

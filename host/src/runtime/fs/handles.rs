@@ -163,7 +163,7 @@ impl FsGuard {
         mount: Option<usize>,
         path: &Path,
         op: Permission,
-        rule: &'static str,
+        rule: Rule,
     ) -> FsError {
         let root = mount.map_or_else(|| "?".to_string(), |m| self.mounts[m].root.name.clone());
         self.refusals.push(Refusal {
@@ -183,7 +183,7 @@ impl FsGuard {
     pub(super) fn handle(&mut self, rep: u32, op: Permission) -> FsResult<Handle> {
         match self.handles.get(&rep) {
             Some(h) => Ok(h.clone()),
-            None => Err(self.refuse(None, Path::new(""), op, "untracked_descriptor")),
+            None => Err(self.refuse(None, Path::new(""), op, Rule::UntrackedDescriptor)),
         }
     }
 
@@ -199,7 +199,7 @@ impl FsGuard {
         op: Permission,
         lookup: Lookup,
     ) -> FsError {
-        self.refused_unseen(mount, path, op, lookup, "deny")
+        self.refused_unseen(mount, path, op, lookup, Rule::Deny)
     }
 
     /// Step 1: joins `path` to the handle's path lexically and checks it.
@@ -213,10 +213,10 @@ impl FsGuard {
         // The path as a refusal names it (made only then).
         let shown = || h.rel.join(path);
         if !self.perms(h.mount).contains(op) {
-            return Err(self.refuse(Some(h.mount), &shown(), op, "permission"));
+            return Err(self.refuse(Some(h.mount), &shown(), op, Rule::Permission));
         }
         let Some(rel) = join_lexically(&h.rel, Path::new(path)) else {
-            return Err(self.refuse(Some(h.mount), &shown(), op, "confinement"));
+            return Err(self.refuse(Some(h.mount), &shown(), op, Rule::Confinement));
         };
         // The descriptor's own path was checked when it was handed out, and
         // `rel` is a prefix of it plus names from `path`: checking `path` is
@@ -269,7 +269,7 @@ impl FsGuard {
         op: Permission,
         lookup: Lookup,
     ) -> FsError {
-        self.refused_unseen(mount, path, op, lookup, "client_roots")
+        self.refused_unseen(mount, path, op, lookup, Rule::ClientRoots)
     }
 
     /// A refusal by `rule` that says nothing of what exists: recorded, and
@@ -280,7 +280,7 @@ impl FsGuard {
         path: &Path,
         op: Permission,
         lookup: Lookup,
-        rule: &'static str,
+        rule: Rule,
     ) -> FsError {
         let refused = self.refuse(Some(mount), path, op, rule);
         match lookup {
@@ -354,7 +354,7 @@ impl FsGuard {
         let real =
             real_path(fd).and_then(|p| p.strip_prefix(&mount.host).ok().map(Path::to_path_buf));
         match real {
-            None => Err(self.refuse(Some(h.mount), shown, op, "confinement")),
+            None => Err(self.refuse(Some(h.mount), shown, op, Rule::Confinement)),
             Some(rel) if root.deny.match_path(&rel).is_some() => {
                 Err(self.denied(h.mount, shown, op, Lookup::Existing))
             }

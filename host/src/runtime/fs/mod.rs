@@ -56,7 +56,7 @@ use wasmtime_wasi::p2::{FsError, FsResult};
 
 use super::activity::{Activity, DiskError};
 use super::meter::{Meter, OutOfQuota};
-use crate::policy::{Permission, Perms, Root};
+use crate::policy::{Permission, Perms, Root, Rule};
 use crate::store::quota::Quota;
 use crate::store::staging::Staging;
 use crate::sys::descriptors::MAX_DESCRIPTORS;
@@ -209,7 +209,7 @@ pub struct Refusal {
     /// Root-relative path the guest asked for.
     pub path: String,
     pub op: Permission,
-    pub rule: &'static str,
+    pub rule: Rule,
 }
 
 /// The view the policing filesystem works on: wasmtime-wasi's filesystem
@@ -257,7 +257,7 @@ mod tests {
         }
         let refusals = guard.take_refusals();
         assert_eq!(refusals.len(), 3);
-        assert!(refusals.iter().all(|r| r.rule == "untracked_descriptor"));
+        assert!(refusals.iter().all(|r| r.rule == Rule::UntrackedDescriptor));
     }
 
     #[test]

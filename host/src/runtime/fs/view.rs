@@ -244,7 +244,7 @@ impl FsGuard {
                 "." => continue,
                 ".." => {
                     if stack.len() == 1 {
-                        return Err(self.refuse(Some(m), &h.rel.join(path), op, "confinement"));
+                        return Err(self.refuse(Some(m), &h.rel.join(path), op, Rule::Confinement));
                     }
                     stack.pop();
                     continue;
@@ -284,7 +284,7 @@ impl FsGuard {
                 }
                 let target = self.target(&seen)?;
                 if target.starts_with('/') {
-                    return Err(self.refuse(Some(m), &rel, op, "confinement"));
+                    return Err(self.refuse(Some(m), &rel, op, Rule::Confinement));
                 }
                 if last {
                     trailing |= target.ends_with('/');

@@ -163,7 +163,7 @@ impl Server {
                     .iter()
                     .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
                     .collect();
-                (rule, text.join("\n"))
+                (rule.as_str(), text.join("\n"))
             }
             None if cut => {
                 let note = structured

@@ -9,7 +9,7 @@ fn a_line_has_every_key() {
         &Record::new("read_file", "docs", "a.txt", Permission::Read)
             .took(Duration::from_micros(1500), 42),
     );
-    audit.log(&Record::new("read_file", "docs", ".env", Permission::Read).denied("deny"));
+    audit.log(&Record::new("read_file", "docs", ".env", Permission::Read).denied(Rule::Deny));
     let lines = audit.lines();
     let first = lines[0].as_object().unwrap();
     let keys: Vec<&str> = first.keys().map(String::as_str).collect();

@@ -64,9 +64,10 @@ impl OverBudget {
     /// The refusal, naming the rule, the root, the budget and the size.
     pub fn text(&self, root: &str) -> String {
         format!(
-            "refused by rule 'trash_budget': root '{root}' keeps at most trash_max_bytes = {} \
+            "refused by rule '{}': root '{root}' keeps at most trash_max_bytes = {} \
              ({}) in its trash, which holds {} ({} left), and this change would keep {} there \
              (what it replaces or deletes)",
+            Rule::TrashBudget,
             self.budget,
             human(self.budget),
             human(self.size),
