@@ -55,19 +55,15 @@ fn request(
     args: &serde_json::Value,
     cancel: CancellationToken,
 ) -> CallRequest {
+    // A writable mount as the most a call could ask: the root's role still
+    // caps it.
+    let op = if writable {
+        Permission::Delete
+    } else {
+        Permission::Read
+    };
     CallRequest {
-        mounts: vec![CallMount {
-            root: Arc::clone(root),
-            // A writable mount as the most a call could ask: the root's
-            // role still caps it.
-            op: if writable {
-                Permission::Delete
-            } else {
-                Permission::Read
-            },
-            deletes: vec![],
-            area: None,
-        }],
+        mounts: vec![CallMount::unchecked(Arc::clone(root), op)],
         limits: GuestLimits {
             max_entries: 100,
             max_results: 100,
@@ -371,15 +367,15 @@ fn wasi_permission_advisories_hold_in_the_policing_filesystem() {
     // both directions: into the read-only root (a new name there) and out
     // of it (a writable name for its file, or its file taken away).
     let both = |first: &Arc<Root>, writable_first: bool, second: &Arc<Root>| {
-        let mount = |root: &Arc<Root>, writable: bool| CallMount {
-            root: Arc::clone(root),
-            op: if writable {
-                Permission::Delete
-            } else {
-                Permission::Read
-            },
-            deletes: vec![],
-            area: None,
+        let mount = |root: &Arc<Root>, writable: bool| {
+            CallMount::unchecked(
+                Arc::clone(root),
+                if writable {
+                    Permission::Delete
+                } else {
+                    Permission::Read
+                },
+            )
         };
         (mount(first, writable_first), mount(second, !writable_first))
     };
@@ -395,7 +391,7 @@ fn wasi_permission_advisories_hold_in_the_policing_filesystem() {
         } else {
             both(&r, false, &ws)
         };
-        let to_mount = second.root.name.clone();
+        let to_mount = second.root().name.clone();
         let args = json!({"attack": attack_name, "from": from, "to": to, "to_mount": to_mount});
         let mut req = request(&ws, true, &args, CancellationToken::new());
         req.mounts = vec![first, second];

@@ -771,12 +771,7 @@ fn denied_directories_are_never_walked() {
         let out = rt.call(
             index,
             CallRequest {
-                mounts: vec![CallMount {
-                    root: Arc::clone(&root),
-                    op: Permission::Read,
-                    deletes: vec![],
-                    area: None,
-                }],
+                mounts: vec![CallMount::unchecked(Arc::clone(&root), Permission::Read)],
                 limits: GuestLimits {
                     max_entries: 1000,
                     max_results: 1000,

@@ -53,12 +53,7 @@ fn bench(c: &mut Criterion) {
         let out = rt.call(
             index[tool],
             CallRequest {
-                mounts: vec![CallMount {
-                    root: Arc::clone(&root),
-                    op: Permission::Read,
-                    deletes: vec![],
-                    area: None,
-                }],
+                mounts: vec![CallMount::unchecked(Arc::clone(&root), Permission::Read)],
                 limits: GuestLimits {
                     max_entries: 1000,
                     max_results: 200,

@@ -1,12 +1,22 @@
-//! One call: a fresh store and instance with only the call's mounts, the
-//! guest run under its memory cap and deadline, and what it left behind
-//! gathered: its refusals and, when it succeeded, the changes it staged
-//! (for the caller to publish; a call that failed leaves them to be
-//! dropped with its instance). The spent instance is
-//! handed back beside the outcome ([`FinishedInstance`]) to be dropped once the answer
-//! is on its way; nothing in it runs again.
+//! One call: a fresh store and instance with only the call's mounts
+//! ([`InstanceBuilder`]), the guest run under its memory cap and deadline,
+//! and what it left behind gathered: its refusals and, when it succeeded,
+//! the changes it staged (for the caller to publish; a call that failed
+//! leaves them to be dropped with its instance). The spent instance is
+//! handed back beside the outcome ([`FinishedInstance`]) to be dropped once
+//! the answer is on its way; nothing in it runs again.
 
-use super::*;
+use std::time::Instant;
+
+use tokio_util::sync::CancellationToken;
+use wasmtime::{Store, Trap, UpdateDeadline};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+
+use super::instance::InstanceBuilder;
+use super::{
+    Budget, CallError, CallOutcome, CallRequest, CallState, Output, Runtime, Tool, bindings, fs,
+    output,
+};
 
 impl Runtime {
     pub(super) fn store(&self, state: CallState, budget: &Budget) -> Store<CallState> {
@@ -32,173 +42,98 @@ impl Runtime {
 
     /// [`Runtime::call`], handing back the spent instance with the outcome:
     /// the caller answers first and drops it after (see [`FinishedInstance`]).
+    /// Top-down: the instance with only the call's mounts, the guest's run,
+    /// what it left behind.
     pub fn call_keeping_instance(
         &self,
         index: usize,
         req: CallRequest,
     ) -> (CallOutcome, FinishedInstance) {
-        let setup = |message| (CallOutcome::setup(message), FinishedInstance::none());
-        // The reason a root's directory did not open, when it is worth
-        // telling (the rest are for the operator's log).
-        let why = |e: &wasmtime::Error| {
-            tracing::warn!("cannot open a root for a call: {e:?}");
-            match e.downcast_ref::<std::io::Error>() {
-                Some(e) if descriptors::out_of_descriptors(e) => {
-                    format!(": {}; try again", descriptors::NO_DESCRIPTORS)
-                }
-                _ => String::new(),
-            }
-        };
-        let mut wasi = WasiCtxBuilder::new();
-        // Before any preopen: each preopen captures it (2-5x cheaper calls).
-        wasi.allow_blocking_current_thread(true);
         let tool = &self.tools[index];
-        let mut mounts = Vec::new();
-        let mut context_mounts = Vec::new();
-        let mut history_roots = Vec::new();
+        let mut instance = InstanceBuilder::new(tool);
         for m in &req.mounts {
-            let guest_dir = format!("/{}", m.root.name);
-            let perms = if m.writable() {
-                FsPerms::ReadWrite
-            } else {
-                FsPerms::ReadOnly
-            };
-            if let Err(e) = wasi.preopened_dir(&m.root.path, &guest_dir, perms) {
-                return setup(format!(
-                    "root '{}' cannot be opened{}",
-                    m.root.name,
-                    why(&e)
-                ));
-            }
-            context_mounts.push(bindings::Mount {
-                name: m.root.name.clone(),
-                dir: guest_dir.clone(),
-                writable: m.writable(),
-                max_read_bytes: m.root.max_read_bytes,
-            });
-            mounts.push(
-                Mount::root(Arc::clone(&m.root), guest_dir, m.op)
-                    .narrowed(m.area.clone())
-                    .deleting(m.deletes.clone()),
-            );
-            if tool.history {
-                // The root's git directory, for the history tools alone:
-                // read-only, seen through its own deny list (the built-in
-                // names and `hooks`), at a path no other tool is given.
-                let git_dir = match &m.root.repository {
-                    Some(repository) => {
-                        let guest = format!("/.git/{}", m.root.name);
-                        let git = &repository.git;
-                        if let Err(e) = wasi.preopened_dir(&git.path, &guest, FsPerms::ReadOnly) {
-                            return setup(format!(
-                                "root '{}': its repository cannot be opened{}",
-                                m.root.name,
-                                why(&e)
-                            ));
-                        }
-                        mounts.push(Mount::root(
-                            Arc::clone(git),
-                            guest.clone(),
-                            policy::Permission::Read,
-                        ));
-                        Some(guest)
-                    }
-                    None => None,
-                };
-                history_roots.push((Arc::clone(&m.root), git_dir, m.area.clone()));
+            if let Err(message) = instance.mount(m) {
+                return (CallOutcome::setup(message), FinishedInstance::none());
             }
         }
-        let stderr = MemoryOutputPipe::new(8 * 1024);
-        wasi.stderr(stderr.clone());
-        let mut table = ResourceTable::new();
-        // Streams, pollables and descriptors together; descriptors alone are
-        // capped lower by the policing filesystem.
-        table.set_max_capacity(4 * descriptors::MAX_DESCRIPTORS);
-        let budget = &tool.budget;
-        let state = CallState {
-            deadline: Instant::now() + budget.timeout,
-            cancel: req.cancel.clone(),
-            wasi: wasi.build(),
-            table,
-            limiter: MemoryLimiter {
-                max: 0,
-                used: 0,
-                hit: false,
-            },
-            guard: FsGuard::new(
-                mounts,
-                Arc::clone(&req.activity),
-                req.quota.clone(),
-                req.staging.clone(),
-            ),
-            history: tool.history.then(|| HistoryState {
-                tool: tool.descriptor.name.clone(),
-                roots: history_roots,
-            }),
-        };
-        let mut store = self.store(state, budget);
-        let ctx = bindings::Context {
-            mounts: context_mounts,
-            limits: bindings::Limits {
-                max_entries: req.limits.max_entries,
-                max_results: req.limits.max_results,
-                max_search_bytes: req.limits.max_search_bytes,
-                time_limit_ms: u64::try_from(budget.timeout.as_millis()).unwrap_or(u64::MAX),
-            },
-        };
-        let limit = budget.output_bytes;
-        let ran = tool
-            .pre
-            .instance_pre()
-            .instantiate(&mut store)
-            .and_then(|instance| {
-                let call = instance
-                    .get_typed_func::<(bindings::Context, String), (output::GuestResult,)>(
-                        &mut store, &tool.call,
-                    )?;
-                let arguments = req.arguments.clone();
-                let (ran, over) =
-                    output::with_budget(limit, || call.call(&mut store, (ctx, arguments)));
-                let (lifted,) = ran?;
-                Ok(output::owned(lifted).filter(|_| !over))
-            });
-        let result = match ran {
-            Ok(None) => Err(CallError::OutputTooLarge(limit)),
-            Ok(Some(Ok(output))) => Ok(output),
-            Ok(Some(Err(e))) => Err(CallError::Tool(e)),
-            Err(_) if req.cancel.is_cancelled() => Err(CallError::Cancelled),
-            Err(e) if e.downcast_ref::<Trap>() == Some(&Trap::Interrupt) => {
-                Err(CallError::Timeout(budget.timeout))
-            }
-            Err(_) if store.data().limiter.hit => Err(CallError::Memory(budget.memory_bytes)),
-            Err(e) => {
-                let guest_stderr = String::from_utf8_lossy(&stderr.contents()).into_owned();
-                Err(CallError::Crashed(format!(
-                    "{e:?}; guest stderr: {}",
-                    guest_stderr.trim()
-                )))
-            }
-        };
-        // What a call that succeeded changed, to publish; a call that
-        // failed changed nothing (its stage goes with its instance).
-        let guard = &mut store.data_mut().guard;
-        let changes = if result.is_ok() {
-            guard.take_changes()
-        } else {
-            guard.discard_changes();
-            fs::CallChanges::none()
-        };
-        let outcome = CallOutcome {
-            result,
-            refusals: guard.take_refusals(),
-            changes,
-        };
+        let (mut store, context, stderr) = instance.build(self, &req);
+        let result = run_guest(tool, &mut store, context, &req);
+        let result = result.map_err(|e| stopped(e, &store, &tool.budget, &req.cancel, &stderr));
+        let outcome = left_behind(&mut store, result);
         (
             outcome,
             FinishedInstance {
                 _store: Some(store),
             },
         )
+    }
+}
+
+/// What the guest's `call` gave back, read under the output limit: `None`
+/// when the result was over it. An error is a trap (or an instance that
+/// could not be made).
+fn run_guest(
+    tool: &Tool,
+    store: &mut Store<CallState>,
+    context: bindings::Context,
+    req: &CallRequest,
+) -> wasmtime::Result<Result<Output, CallError>> {
+    let limit = tool.budget.output_bytes;
+    let instance = tool.pre.instance_pre().instantiate(&mut *store)?;
+    let call = instance.get_typed_func::<(bindings::Context, String), (output::GuestResult,)>(
+        &mut *store,
+        &tool.call,
+    )?;
+    let arguments = req.arguments.clone();
+    let (ran, over) = output::with_budget(limit, || call.call(&mut *store, (context, arguments)));
+    let (lifted,) = ran?;
+    Ok(match output::owned(lifted).filter(|_| !over) {
+        None => Err(CallError::OutputTooLarge(limit)),
+        Some(Ok(output)) => Ok(output),
+        Some(Err(e)) => Err(CallError::Tool(e)),
+    })
+}
+
+/// Why a guest that trapped was stopped: a cancellation, its deadline, its
+/// memory cap, or a crash (with what it wrote to stderr).
+fn stopped(
+    e: wasmtime::Error,
+    store: &Store<CallState>,
+    budget: &Budget,
+    cancel: &CancellationToken,
+    stderr: &MemoryOutputPipe,
+) -> CallError {
+    if cancel.is_cancelled() {
+        CallError::Cancelled
+    } else if e.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
+        CallError::Timeout(budget.timeout)
+    } else if store.data().limiter.hit {
+        CallError::Memory(budget.memory_bytes)
+    } else {
+        let guest_stderr = String::from_utf8_lossy(&stderr.contents()).into_owned();
+        CallError::Crashed(format!("{e:?}; guest stderr: {}", guest_stderr.trim()))
+    }
+}
+
+/// The outcome, with what the call left behind: its refusals and, for a
+/// call that succeeded, the changes it staged to publish (a call that
+/// failed changed nothing: its stage goes with its instance).
+fn left_behind(
+    store: &mut Store<CallState>,
+    result: Result<Result<Output, CallError>, CallError>,
+) -> CallOutcome {
+    let result = result.and_then(|r| r);
+    let guard = &mut store.data_mut().guard;
+    let changes = if result.is_ok() {
+        guard.take_changes()
+    } else {
+        guard.discard_changes();
+        fs::CallChanges::none()
+    };
+    CallOutcome {
+        result,
+        refusals: guard.take_refusals(),
+        changes,
     }
 }
 
@@ -216,24 +151,5 @@ impl FinishedInstance {
     /// A call that never had an instance.
     pub fn none() -> FinishedInstance {
         FinishedInstance { _store: None }
-    }
-}
-
-impl CallState {
-    /// State for `describe`: no filesystem at all.
-    pub(super) fn empty(timeout: Duration) -> CallState {
-        CallState {
-            deadline: Instant::now() + timeout,
-            cancel: CancellationToken::new(),
-            wasi: WasiCtxBuilder::new().build(),
-            table: ResourceTable::new(),
-            limiter: MemoryLimiter {
-                max: 0,
-                used: 0,
-                hit: false,
-            },
-            guard: FsGuard::new(vec![], Arc::default(), None, None),
-            history: None,
-        }
     }
 }

@@ -29,24 +29,24 @@ use tokio_util::sync::CancellationToken;
 use wasmtime::component::{Component, ComponentExportIndex, Linker, ResourceTable};
 use wasmtime::{
     Config as EngineConfig, Engine, InstanceAllocationStrategy, PoolingAllocationConfig,
-    ResourceLimiter, Store, Trap, UpdateDeadline,
+    ResourceLimiter,
 };
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
-use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 pub use activity::{Activity, DiskError};
 pub use bindings::{Annotations, Descriptor, Image, Output, PathArgument, Permission, ToolError};
 pub use cache::Cache;
 pub use fs::Area;
-use fs::{FsGuard, Mount, PolicedFs, Refusal};
+use fs::{FsGuard, PolicedFs, Refusal};
 
-use crate::policy::{self, Root};
+use crate::policy::Root;
 use crate::store::quota::Quota;
 use crate::store::staging::Staging;
-use crate::sys::descriptors;
 
 mod call;
+mod instance;
 pub use call::FinishedInstance;
+pub use instance::CallMount;
 
 /// How often the epoch advances: the granularity of deadlines and cancellation.
 const TICK: Duration = Duration::from_millis(10);
@@ -204,29 +204,6 @@ impl CallOutcome {
             refusals: vec![],
             changes: fs::CallChanges::none(),
         }
-    }
-}
-
-/// One root as a call sees it.
-#[derive(Clone)]
-pub struct CallMount {
-    pub root: Arc<Root>,
-    /// The most the call does there (its path arguments' strongest
-    /// operation): the guest gets the root's permissions up to this, and a
-    /// read-write preopen only beyond read.
-    pub op: policy::Permission,
-    /// The paths (real, root-relative) the call was asked to delete: a
-    /// directory among them is removed whole.
-    pub deletes: Vec<PathBuf>,
-    /// What the session's client roots leave of the root
-    /// (`client_roots = "narrow"`), held by the policing filesystem to
-    /// whatever the guest opens; `None`: the whole root.
-    pub area: Option<fs::Area>,
-}
-
-impl CallMount {
-    pub fn writable(&self) -> bool {
-        self.op != policy::Permission::Read
     }
 }
 

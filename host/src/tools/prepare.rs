@@ -3,7 +3,19 @@
 //! call will keep. A refusal here ends the call before any component
 //! starts; nothing here writes a user's file.
 
-use super::*;
+use std::sync::Arc;
+
+use rmcp::model::JsonObject;
+use serde_json::{Value, json};
+
+use super::report::EarlyEnd;
+use super::results::{clip, lexical};
+use super::{Control, Toolbox};
+use crate::policy::{
+    PathArg, Permission, Resolved, Rule, path_requests, resolve, resolve_within, shown_arg,
+    with_quoted_note,
+};
+use crate::store::locks::{Key, LockError, Locked};
 
 impl Toolbox {
     /// Resolves every declared path argument; the first refusal ends the
@@ -99,17 +111,14 @@ impl Toolbox {
             }
             let keys = lock_keys(resolved);
             let locked = match self
+                .calls
                 .locks
                 .lock(keys.clone(), waits_until, &control.cancel)
                 .await
             {
                 Ok(locked) => locked,
                 Err(e) => {
-                    let rule = match e {
-                        LockError::Busy { .. } => Rule::Locked,
-                        LockError::Cancelled => Rule::Cancelled,
-                        LockError::NoDescriptors => Rule::Descriptors,
-                    };
+                    let rule = lock_rule(&e);
                     self.audit_refused(tool, resolved, rule, client);
                     return Err(EarlyEnd::new(e.to_string(), Some(rule)));
                 }
@@ -130,23 +139,6 @@ impl Toolbox {
                 .into(),
             Some(Rule::Locked),
         ))
-    }
-
-    pub(super) fn audit_refused(
-        &self,
-        tool: &str,
-        resolved: &[Resolved],
-        rule: Rule,
-        client: Option<&str>,
-    ) {
-        for r in resolved {
-            self.audit.log(
-                &self
-                    .record(tool, &r.root().name, &clip(r.requested()), r.op())
-                    .denied(rule)
-                    .client(client),
-            );
-        }
     }
 }
 
@@ -180,86 +172,6 @@ impl RefusedItem {
             }
         }
     }
-}
-
-/// Whether each root the call writes keeps its reserve free after what the
-/// call may write there, told before it runs: its arguments (the content of
-/// a write) and every existing file it names to read or write (a copy's
-/// source, a file an edit or append rewrites whole while its old version
-/// stays in the trash). An estimate from above: a move within a root writes
-/// nothing, yet is counted as a copy. A root's reserve is checked again
-/// write by write while the call runs (`runtime::fs`).
-pub(super) fn reserve_kept(
-    resolved: &[Resolved],
-    arguments: u64,
-) -> Result<(), (String, space::Short)> {
-    // The roots the call writes, each once; a call that writes none (a
-    // read) has no reserve to keep, and its files are not looked at.
-    let mut written: Vec<&Root> = Vec::new();
-    for r in resolved.iter().filter(|r| r.op() == Permission::Write) {
-        if !written.iter().any(|w| w.name == r.root().name) {
-            written.push(r.root());
-        }
-    }
-    if written.is_empty() {
-        return Ok(());
-    }
-    let files: u64 = resolved
-        .iter()
-        .filter(|r| r.op() != Permission::Delete)
-        .filter_map(|r| std::fs::symlink_metadata(r.root().path.join(r.real_rel())).ok())
-        .filter(|m| m.is_file())
-        .map(|m| m.len())
-        .sum();
-    for root in written {
-        space::check(root, arguments.saturating_add(files)).map_err(|s| (root.name.clone(), s))?;
-    }
-    Ok(())
-}
-
-/// What the call would keep in the trash of each root it changes that has
-/// a budget, told before it runs, under its path locks: the file standing
-/// where it writes (the version a write, an edit, an append or an
-/// overwriting move or copy replaces; through a symlink, the larger of the
-/// link and its target) and the whole tree where it deletes (a symlink
-/// itself, never what it leads to).
-/// A path that leaves its place rather than being replaced there (a move's
-/// source, the argument declaring a stronger operation across roots) keeps
-/// nothing within its root; moved to another root it is counted as deleted,
-/// an estimate from above (it is kept only when the move crosses
-/// filesystems). Every root the call changes is named, with 0 if it keeps
-/// nothing there, so its reservation covers what the call keeps anyway.
-pub(super) fn kept_estimate(resolved: &[Resolved], paths: &[PathArg]) -> trash::Needs {
-    let mut needs: trash::Needs = Vec::new();
-    for (r, p) in resolved.iter().zip(paths) {
-        let root = r.root();
-        if root.trash_max_bytes == 0 || r.op() == Permission::Read {
-            continue;
-        }
-        // The entry as named (a symlink itself) and where it leads.
-        let real = root.path.join(r.real_rel());
-        let named = lexical(r.requested()).map_or_else(|| real.clone(), |rel| root.path.join(rel));
-        let file = |at: &Path| {
-            std::fs::symlink_metadata(at)
-                .ok()
-                .filter(|m| m.is_file())
-                .map_or(0, |m| m.len())
-        };
-        let bytes = match r.op() {
-            _ if r.is_root() => 0,
-            // A delete takes the entry as named, a link and not its target.
-            Permission::Delete => trash::bytes_at(&named),
-            // Through a symlink, the larger of the link and what it leads
-            // to, whichever the tool replaces.
-            Permission::Write if p.across_roots.is_none() => file(&named).max(file(&real)),
-            _ => 0,
-        };
-        match needs.iter_mut().find(|(r, _)| Arc::ptr_eq(r, root)) {
-            Some((_, sum)) => *sum = sum.saturating_add(bytes),
-            None => needs.push((Arc::clone(root), bytes)),
-        }
-    }
-    needs
 }
 
 /// How many times a call resolves its paths again because what they lead
@@ -297,28 +209,19 @@ pub(super) fn lock_keys(resolved: &[Resolved]) -> Vec<Key> {
     keys
 }
 
-/// `path` (root-relative, as the model wrote it) with `.` dropped and `..`
-/// taken back lexically; `None` if it climbs above the root (then only the
-/// resolved place is locked).
-pub(super) fn lexical(path: &str) -> Option<PathBuf> {
-    let mut out = PathBuf::new();
-    for part in path.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => {
-                if !out.pop() {
-                    return None;
-                }
-            }
-            name => out.push(name),
-        }
-    }
-    Some(out)
-}
-
 pub(super) fn same_places(a: &[Key], b: &[Key]) -> bool {
     a.len() == b.len()
         && a.iter()
             .zip(b)
             .all(|(a, b)| Arc::ptr_eq(&a.root, &b.root) && a.rel == b.rel)
+}
+
+/// The rule of a lock not had: held by another call until the deadline,
+/// a cancellation, or no descriptor free.
+pub(super) fn lock_rule(e: &LockError) -> Rule {
+    match e {
+        LockError::Busy { .. } => Rule::Locked,
+        LockError::Cancelled => Rule::Cancelled,
+        LockError::NoDescriptors => Rule::Descriptors,
+    }
 }

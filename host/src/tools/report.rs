@@ -3,7 +3,7 @@
 
 use rmcp::model::CallToolResult;
 
-use super::error_result;
+use super::results::error_result;
 use crate::policy::Rule;
 
 /// What a call came to: its result, and what the faces that do more than

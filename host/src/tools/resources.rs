@@ -16,12 +16,20 @@
 //! nothing answers the same resource-not-found error, naming only the URI
 //! the client sent.
 
-use super::*;
+use std::sync::Arc;
+
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
+use rmcp::ErrorData;
+use rmcp::model::{CallToolResult, JsonObject};
 use rmcp::model::{
     CompletionInfo, ListResourceTemplatesResult, ListResourcesResult, ReadResourceResult, Resource,
     ResourceContents, ResourceTemplate,
 };
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::{Control, Toolbox};
+use crate::policy::{Narrowing, Permission, shown_clipped};
 
 /// The scheme of every resource this server serves.
 pub const SCHEME: &str = "loomfs://";

@@ -2,7 +2,22 @@
 //! for the model (quota, descriptors, a full disk), clipped texts, and the
 //! `list_roots` tool's own description. Never shows a host path.
 
-use super::*;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
+use serde_json::{Value, json};
+
+use super::{AUDIT_CLIP, ERROR_CLIP, capped};
+use crate::policy::{Permission, Perms, Resolved, Root, Rule, neutralised, shown};
+use crate::runtime;
+use crate::runtime::{Activity, CallError, DiskError, ToolError};
+use crate::store::quota;
+use crate::store::quota::Quota;
+use crate::sys::descriptors;
+use crate::sys::space;
 
 /// What a call that ran out of quota answers, whatever its guest made of
 /// the refused operation (a search might have skipped the file, and its
@@ -476,4 +491,23 @@ pub(super) fn offer_roots(
         offered = true;
     }
     offered
+}
+
+/// `path` (root-relative, as the model wrote it) with `.` dropped and `..`
+/// taken back lexically; `None` if it climbs above the root (then only the
+/// resolved place is locked).
+pub(super) fn lexical(path: &str) -> Option<PathBuf> {
+    let mut out = PathBuf::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                if !out.pop() {
+                    return None;
+                }
+            }
+            name => out.push(name),
+        }
+    }
+    Some(out)
 }

@@ -1,4 +1,8 @@
+use super::admit::kept_estimate;
+use super::results::{JSON_VALUE_COST, call_error_text, is_tool_name, json_values, to_result};
 use super::*;
+use crate::policy::{PathArg, Resolved, resolve};
+use crate::runtime::{self, CallError, ToolError};
 use std::time::Duration;
 
 /// Structured JSON is counted before it is parsed, and a result of many

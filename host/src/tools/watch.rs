@@ -31,18 +31,27 @@
 //! watch limit, ends the walk of that root where it was met: the rest of
 //! the root stays quiet, and stderr says why.
 
-use super::*;
 use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::{Mutex, Weak};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use notify::event::{AccessKind, AccessMode, ModifyKind};
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher as _};
+use rmcp::ErrorData;
 use tokio::sync::Notify;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
+use super::Toolbox;
 use super::resources::not_found;
+use super::resources::{ResourceContext, parse_uri};
+use super::results::clip;
 use crate::policy::{Narrowing, Root, Rule};
+use crate::policy::{Permission, resolve};
+use crate::store::audit::Record;
 
 /// The least time between the first event of a change and its notification:
 /// a save (open, write, close, rename) is one change.
