@@ -5,8 +5,31 @@
 //! streams). New names and removals are judged in the call's view
 //! (`view.rs`, `change.rs`). Refusals are recorded; nothing is changed
 //! here.
+//!
+//! Part of `impl PolicedFs`: the checks need the descriptor table (which
+//! descriptor is which directory) as well as the guard, so they are the
+//! policing filesystem's methods; here, apart from the WASI methods
+//! (`descriptor.rs`) that ask them.
 
-use super::*;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustix::fs::{FileType, OFlags};
+use wasmtime::component::Resource;
+use wasmtime_wasi::OpenMode;
+use wasmtime_wasi::filesystem::Descriptor;
+use wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode;
+use wasmtime_wasi::p2::bindings::sync::io::streams;
+use wasmtime_wasi::p2::{FsError, FsResult};
+
+use super::{
+    Direct, Handle, Lookup, Place, PolicedFs, Probe, ReadOpen, io_error, is_exhaustion,
+    is_plain_name, is_special, join_lexically, probe, raw_fd, reopen, reopen_for_reading,
+    without_symlinks,
+};
+use crate::policy::{Permission, Rule};
+use crate::runtime::activity::DiskError;
 
 impl PolicedFs<'_> {
     /// Hands out a write stream wrapped in the call's meter.

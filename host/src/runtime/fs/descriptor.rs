@@ -1,9 +1,32 @@
 //! The WASI `descriptor` methods: every open, stat, link, rename, removal,
 //! read and write a guest makes, each through the checks before it touches
 //! the disk. None of them acts on a path the checks have not judged.
+//!
+//! The trait impl `fs::HostDescriptor for PolicedFs`, whole, and a read
+//! helper of `impl PolicedFs`: each method here is the entry point, and
+//! the steps it takes are `PolicedFs` and `FsGuard` methods in the files
+//! named for them (`checks.rs`, `view.rs`, `open.rs`, `change.rs`, …).
+
+use std::path::{Component, Path};
+use std::sync::Arc;
+
+use rustix::fs::{Mode, OFlags};
+use wasmtime::component::Resource;
+use wasmtime_wasi::filesystem::Descriptor;
+use wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode;
+use wasmtime_wasi::p2::bindings::sync::filesystem::types as fs;
+use wasmtime_wasi::p2::bindings::sync::io::streams;
+use wasmtime_wasi::p2::{FsError, FsResult};
 
 use super::entries::as_seen;
-use super::*;
+use super::file_output::FileOutput;
+use super::ops;
+use super::{
+    DirStream, Handle, Lookup, PolicedFs, Probe, ReadOpen, again, io_error, quota_error, raw_fd,
+    wasi_file_type,
+};
+use crate::policy::{Permission, Rule};
+use crate::sys::descriptors::MAX_DESCRIPTORS;
 
 /// The most one read brings, as wasmtime-wasi's own `read` (its
 /// `MAX_READ_SIZE_ALLOC`): a guest asking for more reads again.

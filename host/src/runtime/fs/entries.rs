@@ -1,9 +1,27 @@
 //! The WASI interfaces around descriptors: preopens (the call's mounts),
 //! error codes, what a stat shows, and directory entry streams, which skip
 //! every denied name so a listing never shows one.
+//!
+//! The other host traits of `PolicedFs` (`preopens::Host`, `fs::Host`,
+//! `fs::HostDirectoryEntryStream`), each whole: small ones, apart from the
+//! descriptor methods (`descriptor.rs`).
 
-use super::*;
+use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::FileType;
+use wasmtime::component::Resource;
+use wasmtime_wasi::filesystem::Descriptor;
+use wasmtime_wasi::p2::bindings::filesystem::preopens;
+use wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode;
+use wasmtime_wasi::p2::bindings::sync::filesystem::types as fs;
+use wasmtime_wasi::p2::bindings::sync::io::streams;
+use wasmtime_wasi::p2::{FsError, FsResult};
+
+use super::{DirStream, Handle, Place, PolicedFs, io_error, raw_fd, real_path, wasi_file_type};
+use crate::policy::{Permission, Rule};
+use crate::runtime::meter::OutOfQuota;
 
 /// What a guest is told about a directory: its type and times, but a link
 /// count of 1 and a size of 0 whatever the filesystem says (and a symlink's

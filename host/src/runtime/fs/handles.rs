@@ -1,8 +1,30 @@
 //! A call's state in the policing filesystem: which descriptor is which
 //! mount and path, what the call changed (its overlays and stages), what it
 //! was refused, and the deny and role checks every operation asks of it.
+//!
+//! `FsGuard` is defined here with its checks; the rest of its `impl` is in
+//! the files of what the methods serve: `view.rs` (the walk in the call's
+//! view), `change.rs` (the overlay bookkeeping of a change), `stage.rs`
+//! (the stage directories), `times.rs` (one lookup for new times).
 
-use super::*;
+use std::collections::HashMap;
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use rustix::fs::FileType;
+use wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode;
+use wasmtime_wasi::p2::{FsError, FsResult};
+
+use super::overlay::Overlay;
+use super::{
+    CallChanges, Lookup, Mount, Pending, Place, Refusal, StageDir, join_lexically, real_path,
+};
+use crate::policy::{Permission, Perms, Rule};
+use crate::runtime::activity::Activity;
+use crate::runtime::meter::Meter;
+use crate::store::quota::Quota;
+use crate::store::staging::Staging;
 
 /// What a tracked descriptor is: which mount, and its real root-relative path.
 #[derive(Clone, Debug)]

@@ -36,48 +36,53 @@
 //! its own changes (`view`). When the call has succeeded the host publishes
 //! them together, keeping every version they replace or remove
 //! ([`crate::store::publish`]); a call that fails changes nothing.
+//!
+//! Two types carry it all, and each one's `impl` is split over several
+//! files by what the methods are for: [`PolicedFs`] (wasmtime-wasi's
+//! filesystem and the call's guard, the view the host traits are
+//! implemented on) and [`FsGuard`] (a call's state, in `handles.rs`). A
+//! WASI method checks, walks and changes in one breath, so its steps are
+//! methods of one type; one file for every method would run to thousands
+//! of lines, and one file per concern keeps each readable alone:
+//! `descriptor.rs` and `entries.rs` are the trait impls, the WASI entry
+//! points; `checks.rs` the checks on an unchanged root; `handles.rs` the
+//! guard's deny, role and area checks; `view.rs` the walk in the call's
+//! view; `open.rs` (opening), `change.rs` (changes to the tree),
+//! `copy_up.rs` (the copy at a first write), `times.rs` (new times) and
+//! `stage.rs` (where staged files wait) the changes. Each file says which
+//! part of which impl it holds.
 
-use std::collections::HashMap;
 use std::ffi::OsStr;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rustix::fs::{FileType, Mode, OFlags};
-use rustix::path::DecInt;
-use wasmtime::component::{HasData, Resource};
-use wasmtime_wasi::OpenMode;
-use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemCtxView};
-use wasmtime_wasi::p2::bindings::filesystem::preopens;
+use wasmtime::component::HasData;
+use wasmtime_wasi::filesystem::WasiFilesystemCtxView;
+use wasmtime_wasi::p2::FsError;
 use wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode;
-use wasmtime_wasi::p2::bindings::sync::filesystem::types as fs;
-use wasmtime_wasi::p2::bindings::sync::io::streams;
-use wasmtime_wasi::p2::{FsError, FsResult};
 
-use super::activity::{Activity, DiskError};
-use super::meter::{Meter, OutOfQuota};
 use crate::policy::{Permission, Perms, Root, Rule};
-use crate::store::quota::Quota;
-use crate::store::staging::Staging;
-use crate::sys::descriptors::MAX_DESCRIPTORS;
 
 mod change;
 mod checks;
+mod copy_up;
 mod descriptor;
 mod entries;
 mod file_output;
 mod handles;
+mod open;
 mod ops;
 mod overlay;
 mod probe;
+mod stage;
+mod times;
 mod view;
 
-pub use change::{Pending, StageDir};
-use file_output::FileOutput;
+pub use copy_up::Pending;
 pub use handles::*;
-use overlay::Overlay;
 pub use overlay::{MAX_BYTES as MAX_OVERLAY_BYTES, MAX_ENTRIES as MAX_OVERLAY_ENTRIES};
 pub use probe::*;
+pub use stage::StageDir;
 
 /// What a call changed, for the publish: each root's changes, and the stage
 /// directories that hold the staged files until the publish is done (then

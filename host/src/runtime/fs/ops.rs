@@ -2,7 +2,11 @@
 //! which sync flags it refuses (as wasmtime-wasi does) and the access and
 //! mode of an open for writing.
 
-use super::*;
+use rustix::fs::OFlags;
+use wasmtime_wasi::OpenMode;
+use wasmtime_wasi::p2::FsResult;
+use wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode;
+use wasmtime_wasi::p2::bindings::sync::filesystem::types as fs;
 
 /// The sync flags wasmtime-wasi does not support on an open either.
 pub(super) fn refuse_sync(flags: fs::DescriptorFlags) -> FsResult<()> {

@@ -2,7 +2,18 @@
 //! nothing for reading, the real path of a descriptor, a symlink met on the
 //! way, and the WASI names of file types. Decides nothing: callers do.
 
-use super::*;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Component, Path, PathBuf};
+
+use rustix::fs::{FileType, Mode, OFlags};
+use rustix::path::DecInt;
+use wasmtime::component::Resource;
+use wasmtime_wasi::filesystem::Descriptor;
+use wasmtime_wasi::p2::FsError;
+use wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode;
+use wasmtime_wasi::p2::bindings::sync::filesystem::types as fs;
+
+use super::Handle;
 use crate::sys::openat2::{O_PATH, ResolveFlags, openat2};
 
 /// How a checked path is used: looked up as something that exists, or as a

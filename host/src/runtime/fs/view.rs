@@ -14,11 +14,33 @@
 //! A call that has changed nothing in a root is served by the plain path
 //! (`checks`), which asks the kernel once; the walk serves calls with
 //! changes, and every change.
+//!
+//! Part of `impl FsGuard` (the walk: it reads the guard's overlays and
+//! checks every name with the guard's rules) and of `impl PolicedFs` (a
+//! listing, a stat, a readlink in the view, which also use the descriptor
+//! table): what the call's view shows, kept apart from what changes it.
 
 use std::collections::VecDeque;
+use std::ffi::OsStr;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
+use rustix::fs::{FileType, Mode, OFlags};
+use wasmtime::component::Resource;
+use wasmtime_wasi::OpenMode;
+use wasmtime_wasi::filesystem::Descriptor;
+use wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode;
+use wasmtime_wasi::p2::bindings::sync::filesystem::types as fs;
+use wasmtime_wasi::p2::{FsError, FsResult};
+
+use super::entries;
 use super::overlay::{Node, Staged, Start};
-use super::*;
+use super::{
+    DirSource, FsGuard, Handle, Lookup, Place, PolicedFs, again, io_error, is_exhaustion, raw_fd,
+    reopen, wasi_file_type,
+};
+use crate::policy::{Permission, Rule};
 use crate::store::publish::{Identity, Kind};
 use crate::sys::MAX_LINKS;
 

@@ -49,20 +49,16 @@ use rmcp::model::{
 };
 #[allow(deprecated)] // SEP-2577 deprecates logging; clients still use it
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, SetLevelRequestParams};
-use rmcp::model::{
-    ProtocolVersion, ResourceUpdatedNotificationParam, SubscribeRequestParams, SubscriptionFilter,
-    UnsubscribeRequestParams,
-};
+use rmcp::model::{SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams};
 use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
-use crate::config::ClientRoots;
 use crate::policy::Narrowing;
 use crate::runtime::Activity;
 use crate::tools::{CallReport, Change, Control, Notifier, ResourceContext, Toolbox, Watch};
 
 mod session;
-use session::*;
+use session::legacy;
 
 /// The client's address, which the HTTP face puts in each request's
 /// extensions for the audit log.

@@ -2,7 +2,16 @@
 //! (`client_roots = "narrow"`, asked of the client with `roots/list`), the
 //! `ResourceContext` its requests carry, and its watch of the roots.
 
-use super::*;
+use std::sync::Arc;
+
+use rmcp::model::{ProtocolVersion, ResourceUpdatedNotificationParam};
+use rmcp::service::{Peer, RequestContext};
+use rmcp::{ErrorData, RoleServer};
+
+use super::{ROOTS_WAIT, Server, client_of};
+use crate::config::ClientRoots;
+use crate::policy::Narrowing;
+use crate::tools::{Change, Notifier, ResourceContext, Watch};
 
 impl Server {
     /// The narrowing a request of this session is held to: `None` unless
