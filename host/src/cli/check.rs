@@ -2,7 +2,24 @@
 //! serving would, and prints what the server would serve and what is wrong.
 //! It serves nothing and changes no file but the compiled-component cache.
 
-use super::*;
+use anyhow::Context as _;
+
+use super::args::{Cli, Transport};
+use super::http_flags::{http_options, limit_lines, short_of_descriptors};
+use super::serve::warnings_of;
+use super::usage::{space_lines, trash_usage};
+use super::{
+    audit_problem, bytes_text, cache, descriptor_budget, load_config, open_file_limit_when_serving,
+    runtime, toolbox,
+};
+use crate::config::{AuditTarget, ClientRoots, ComponentEntry, Config};
+use crate::policy::Permission;
+use crate::server::http::HttpOptions;
+use crate::server::http::conns::DescriptorBudget;
+use crate::store::audit::Audit;
+use crate::store::trash;
+use crate::sys::sandbox::Plan;
+use crate::tools::Toolbox;
 
 pub(super) fn check(cli: &Cli) -> anyhow::Result<()> {
     check_config(cli, load_config(cli)?)
@@ -10,10 +27,64 @@ pub(super) fn check(cli: &Cli) -> anyhow::Result<()> {
 
 /// `check` of a loaded config (`init` checks the file it wrote).
 pub(super) fn check_config(cli: &Cli, config: Config) -> anyhow::Result<()> {
-    // `check` may run beside the server it checks: it makes sure the audit
-    // log can be opened, but does not take it; nothing is audited here.
+    let checked = load_as_serving(cli, config)?;
+    let config = checked.toolbox.config();
+    println!("config is valid");
+    if config.read_only {
+        println!("read-only: every root is capped at read");
+    }
+    print_roots(config);
+    print_history(config);
+    let trash_warnings = print_space_and_trash(config);
+    print_tools(&checked.toolbox);
+    print_serving(config);
+    print_components(config);
+    print_quota_and_landlock(config);
+    print_transport(cli, &checked);
+    let mut warnings: Vec<String> = checked.unused_cache.into_iter().collect();
+    warnings.extend(
+        config
+            .components
+            .iter()
+            .filter(|c| c.sha256.is_none())
+            .map(|c| {
+                format!(
+                    "component {} is unpinned (unpinned = true): whatever file is at that path is \
+             served; pin it with the sha256 `loom-fs-mcp component add` prints",
+                    c.path.display()
+                )
+            }),
+    );
+    warnings.extend(warnings_of(config, &cli.http, cli.allow_root));
+    warnings.extend(trash_warnings);
+    if let Some(options) = &checked.http {
+        warnings.extend(short_of_descriptors(&options.conns, &checked.budget));
+    }
+    if !warnings.is_empty() {
+        println!("warnings:");
+        for w in warnings {
+            println!("  {w}");
+        }
+    }
+    Ok(())
+}
+
+/// What `check` loaded as serving would: the tool surface, the HTTP
+/// options (under `--transport http`), the descriptor budget, and why the
+/// component cache is not used, if it is not.
+struct Checked {
+    toolbox: Toolbox,
+    http: Option<HttpOptions>,
+    budget: DescriptorBudget,
+    unused_cache: Option<String>,
+}
+
+/// Loads `config` as `serve` would, refusing what it would refuse: the
+/// audit log is probed (not taken: `check` may run beside the server it
+/// checks; nothing is audited here), the HTTP flags, the sandbox plan,
+/// the runtime and every component.
+fn load_as_serving(cli: &Cli, config: Config) -> anyhow::Result<Checked> {
     Audit::probe(&config.audit).with_context(|| audit_problem(&config))?;
-    // What `serve` would refuse, `check` refuses too.
     let budget = descriptor_budget(&config, open_file_limit_when_serving());
     let http = match cli.http.transport {
         Transport::Stdio => None,
@@ -23,18 +94,24 @@ pub(super) fn check_config(cli: &Cli, config: Config) -> anyhow::Result<()> {
             &budget,
         )?),
     };
-    let (cache, unused) = cache(&config);
+    let (cache, unused_cache) = cache(&config);
     if config.landlock {
         Plan::new(&config, cache.dir())?;
     }
     let runtime = runtime(&config)?;
     let audit = Audit::open(&AuditTarget::Stderr, 0, 0)?;
     let toolbox = toolbox(config, audit, runtime, &cache)?;
-    let config = toolbox.config();
-    println!("config is valid");
-    if config.read_only {
-        println!("read-only: every root is capped at read");
-    }
+    Ok(Checked {
+        toolbox,
+        http,
+        budget,
+        unused_cache,
+    })
+}
+
+/// Each root: name, role, permissions and its own deny patterns; then the
+/// config-wide deny patterns.
+fn print_roots(config: &Config) {
     println!("roots:");
     let width = config.roots.iter().map(|r| r.name.len()).max().unwrap_or(0);
     for r in &config.roots {
@@ -48,6 +125,11 @@ pub(super) fn check_config(cli: &Cli, config: Config) -> anyhow::Result<()> {
     if !config.deny.is_empty() {
         println!("deny (every root) += {}", config.deny.join(", "));
     }
+}
+
+/// The roots that offer git history, and of which repository.
+fn print_history(config: &Config) {
+    let width = config.roots.iter().map(|r| r.name.len()).max().unwrap_or(0);
     let history: Vec<String> = config
         .roots
         .iter()
@@ -69,6 +151,11 @@ pub(super) fn check_config(cli: &Cli, config: Config) -> anyhow::Result<()> {
             println!("{line}");
         }
     }
+}
+
+/// Each changeable root's free space and trash against their limits;
+/// returns the trash warnings, said with the others at the end.
+fn print_space_and_trash(config: &Config) -> Vec<String> {
     let space = space_lines(config);
     if !space.is_empty() {
         println!("free space (min_free_bytes):");
@@ -83,6 +170,12 @@ pub(super) fn check_config(cli: &Cli, config: Config) -> anyhow::Result<()> {
             println!("  {line}");
         }
     }
+    trash_warnings
+}
+
+/// The tools by the permission they need, then each tool's need, roots
+/// and source.
+fn print_tools(toolbox: &Toolbox) {
     println!("tools:");
     let surface = toolbox.surface();
     for p in Permission::ALL {
@@ -114,6 +207,11 @@ pub(super) fn check_config(cli: &Cli, config: Config) -> anyhow::Result<()> {
             s.source
         );
     }
+}
+
+/// What a session is served besides tools: resources, subscriptions, and
+/// what its client's roots do.
+fn print_serving(config: &Config) {
     // Resources and completion are calls of these tools (list_directory,
     // read_file): a root is served as resources where they may read.
     let readable: Vec<&str> = config
@@ -138,10 +236,15 @@ pub(super) fn check_config(cli: &Cli, config: Config) -> anyhow::Result<()> {
         config.limits.max_subscriptions, config.limits.max_notifications_per_second
     );
     println!("client_roots: {}", client_roots_text(config.client_roots));
+}
+
+/// How many components are built in and third-party; each third-party
+/// one's file, trust, roots, permission cap and limits.
+fn print_components(config: &Config) {
     let third_party = config.components.len();
     println!(
         "components: {} built-in, {third_party} third-party",
-        runtime::BUILTINS.len()
+        crate::runtime::BUILTINS.len()
     );
     for c in &config.components {
         println!("  {}", c.path.display());
@@ -160,6 +263,10 @@ pub(super) fn check_config(cli: &Cli, config: Config) -> anyhow::Result<()> {
             bytes_text(c.max_output_bytes)
         );
     }
+}
+
+/// The byte quota and the kernel sandbox, on or off.
+fn print_quota_and_landlock(config: &Config) {
     match config.quota {
         None => println!("quota: off (no quota_bytes_per_minute)"),
         Some(q) => println!(
@@ -176,7 +283,11 @@ pub(super) fn check_config(cli: &Cli, config: Config) -> anyhow::Result<()> {
     } else {
         println!("landlock: off");
     }
-    match &http {
+}
+
+/// The transport, and under HTTP its address, token and limits.
+fn print_transport(cli: &Cli, checked: &Checked) {
+    match &checked.http {
         None => println!("transport: stdio"),
         Some(options) => {
             println!(
@@ -188,42 +299,16 @@ pub(super) fn check_config(cli: &Cli, config: Config) -> anyhow::Result<()> {
                     "no token"
                 }
             );
-            for line in limit_lines(&options.conns, &budget) {
+            for line in limit_lines(&options.conns, &checked.budget) {
                 println!("  {line}");
             }
         }
     }
-    let mut warnings: Vec<String> = unused.into_iter().collect();
-    warnings.extend(
-        config
-            .components
-            .iter()
-            .filter(|c| c.sha256.is_none())
-            .map(|c| {
-                format!(
-                    "component {} is unpinned (unpinned = true): whatever file is at that path is \
-             served; pin it with the sha256 `loom-fs-mcp component add` prints",
-                    c.path.display()
-                )
-            }),
-    );
-    warnings.extend(warnings_of(config, &cli.http, cli.allow_root));
-    warnings.extend(trash_warnings);
-    if let Some(options) = &http {
-        warnings.extend(short_of_descriptors(&options.conns, &budget));
-    }
-    if !warnings.is_empty() {
-        println!("warnings:");
-        for w in warnings {
-            println!("  {w}");
-        }
-    }
-    Ok(())
 }
 
 /// A component's pin and signature, as `check` shows them (the start
 /// already refused a file that does not match).
-fn trust_line(c: &crate::config::ComponentEntry) -> String {
+fn trust_line(c: &ComponentEntry) -> String {
     let pin = match &c.sha256 {
         Some(digest) => format!("pinned: sha256 {digest} (matches)"),
         None => "UNPINNED: any file at this path is served".into(),
@@ -240,100 +325,15 @@ fn trust_line(c: &crate::config::ComponentEntry) -> String {
 }
 
 /// What `client_roots` does, for `check`.
-fn client_roots_text(client_roots: crate::config::ClientRoots) -> &'static str {
+fn client_roots_text(client_roots: ClientRoots) -> &'static str {
     match client_roots {
-        crate::config::ClientRoots::Ignore => {
+        ClientRoots::Ignore => {
             "ignore (the client's roots are not asked for; every session is served these roots)"
         }
-        crate::config::ClientRoots::Narrow => {
+        ClientRoots::Narrow => {
             "narrow: a 2025-era session is served only the parts of these roots under a root \
              its client declares (roots/list); a client root outside them all grants nothing, \
              and none ever widens (2026-07-28 sessions have no client roots: not narrowed)"
         }
     }
-}
-
-/// Whether tools may change `root` (so its reserve matters).
-pub(super) fn writes(root: &Root) -> bool {
-    root.perms.contains(Permission::Write)
-}
-
-/// For each root tools may change, its disk's free space against its
-/// reserve, as `check` and the start-up lines show them.
-pub(super) fn space_lines(config: &Config) -> Vec<String> {
-    let width = config.roots.iter().map(|r| r.name.len()).max().unwrap_or(0);
-    config
-        .roots
-        .iter()
-        .filter(|r| writes(r))
-        .map(|r| {
-            let free = space::free_bytes(&r.path).map_or_else(
-                |e| format!("free space unknown ({e})"),
-                |f| format!("{} free", space::human(f)),
-            );
-            format!(
-                "{:width$}  {free} on its disk, keeps {} (min_free_bytes)",
-                r.name,
-                space::human(r.min_free_bytes)
-            )
-        })
-        .collect()
-}
-
-/// A warning for each root tools may change whose disk has less free than
-/// its reserve already.
-pub(super) fn below_reserve(config: &Config) -> Vec<String> {
-    let mut out = Vec::new();
-    for r in config.roots.iter().filter(|r| writes(r)) {
-        if let Ok(free) = space::free_bytes(&r.path)
-            && free < r.min_free_bytes
-        {
-            out.push(format!(
-                "root '{}': its disk has {} free, below its min_free_bytes ({}): every change \
-                 there is refused until space is freed",
-                r.name,
-                space::human(free),
-                space::human(r.min_free_bytes)
-            ));
-        }
-    }
-    out
-}
-
-/// Whether tools may keep something in `root`'s trash (so its budget
-/// matters).
-pub(super) fn keeps(root: &Root) -> bool {
-    root.perms.contains(Permission::Write) || root.perms.contains(Permission::Delete)
-}
-
-/// For each root tools may keep something in (of `only`, if named), its
-/// trash against its budget (`check`, the start-up lines and `trash list`
-/// show them), and a warning for each at [`trash::WARN_PERCENT`] of its
-/// budget or past it. `usage` counts a root's trash: a walk, or the
-/// server's count taken at start.
-pub(super) fn trash_usage(
-    config: &Config,
-    only: Option<&str>,
-    usage: impl Fn(&Root) -> std::io::Result<trash::Usage>,
-) -> (Vec<String>, Vec<String>) {
-    let roots = config
-        .roots
-        .iter()
-        .filter(|r| keeps(r) && only.is_none_or(|name| name == r.name));
-    let width = config.roots.iter().map(|r| r.name.len()).max().unwrap_or(0);
-    let (mut lines, mut warnings) = (Vec::new(), Vec::new());
-    for r in roots {
-        match usage(r) {
-            Ok(usage) => {
-                lines.push(format!("{:width$}  trash holds {}", r.name, usage.text()));
-                warnings.extend(usage.warning(&r.name));
-            }
-            Err(e) => lines.push(format!(
-                "{:width$}  trash size unknown ({e}); trash_max_bytes {}",
-                r.name,
-                space::human(r.trash_max_bytes)
-            )),
-        }
-    }
-    (lines, warnings)
 }

@@ -5,21 +5,16 @@
 //! client's file (Claude Desktop, for one, rewrites its file on exit).
 
 use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use anyhow::Context as _;
 use serde_json::json;
 
-use super::*;
-
-/// The clients an entry can be printed for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub(super) enum Client {
-    ClaudeDesktop,
-    ClaudeCode,
-    LmStudio,
-    Cursor,
-    Vscode,
-    Codex,
-}
+use super::args::{Cli, Client};
+use super::{dir_args, load_config};
+use crate::config::Config;
+use crate::policy::{Role, Root};
 
 /// The name of the server in the client's configuration.
 const ENTRY: &str = "loom-fs";

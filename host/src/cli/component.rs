@@ -3,8 +3,12 @@
 //! pins it. Neither needs a config, nor changes any file: the operator
 //! pastes the entry.
 
-use super::*;
+use std::path::{Path, PathBuf};
 
+use anyhow::Context as _;
+
+use crate::policy::Permission;
+use crate::runtime::{self, Budget, Runtime};
 use crate::tools::declaration_problem;
 
 /// What a file is, as `inspect` tells it.

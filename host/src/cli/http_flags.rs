@@ -1,31 +1,24 @@
 //! The HTTP flags made into the endpoint's options and connection limits,
 //! and the start-up lines that say them. Checks values; opens nothing.
 
-use super::*;
+use anyhow::Context as _;
+
+use super::args::HttpArgs;
+use super::plural;
+use crate::server::http::HttpOptions;
+use crate::server::http::conns::{self, ConnLimits, DescriptorBudget};
 
 /// The HTTP options from the command line, refusing what would be unsafe by
 /// surprise: a non-loopback address needs `--allow-non-loopback` (and the
-/// caller then says the risk, see [`exposure`]). Connection caps not given
+/// caller then says the risk, see
+/// [`exposure`](super::serve::exposure)). Connection caps not given
 /// come from the descriptor budget.
 pub(super) fn http_options(
     args: &HttpArgs,
     tool_timeout: std::time::Duration,
     budget: &DescriptorBudget,
 ) -> anyhow::Result<HttpOptions> {
-    let token = match &args.auth_token_file {
-        None => None,
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read the auth token file {}", path.display()))?;
-            let token = text.trim();
-            anyhow::ensure!(
-                !token.is_empty(),
-                "the auth token file {} is empty",
-                path.display()
-            );
-            Some(token.to_string())
-        }
-    };
+    let token = args.auth_token_file.as_deref().map(read_token).transpose()?;
     let ip = args.listen.ip();
     if !ip.is_loopback() {
         anyhow::ensure!(
@@ -91,6 +84,20 @@ pub(super) fn http_options(
             send_timeout: std::time::Duration::from_secs(args.send_timeout_secs),
         },
     })
+}
+
+/// The bearer token in the file `--auth-token-file` names, trimmed; an
+/// empty one is refused.
+fn read_token(path: &std::path::Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the auth token file {}", path.display()))?;
+    let token = text.trim();
+    anyhow::ensure!(
+        !token.is_empty(),
+        "the auth token file {} is empty",
+        path.display()
+    );
+    Ok(token.to_string())
 }
 
 /// The connection limits, and where they come from: said by `serve` on

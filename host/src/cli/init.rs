@@ -3,8 +3,16 @@
 //! default, then says what `check` says of it. Never overwrites a file.
 
 use std::io::Write as _;
+use std::path::Path;
+use std::sync::Arc;
 
-use super::*;
+use anyhow::Context as _;
+
+use super::args::Cli;
+use super::check::check_config;
+use super::dir_args;
+use crate::config::{Config, DirArg};
+use crate::policy::{Role, Root};
 
 pub(super) fn init(cli: &Cli, output: &Path) -> anyhow::Result<()> {
     let mut dirs = dir_args(cli);

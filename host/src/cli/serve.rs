@@ -2,45 +2,36 @@
 //! staging sweep, then MCP over stdio or HTTP until the client goes. Under
 //! stdio nothing here writes to stdout but the JSON-RPC channel.
 
-use super::*;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use rmcp::ServiceExt;
+
+use super::args::{Cli, HttpArgs, Transport};
+use super::http_flags::{http_options, limit_lines, short_of_descriptors};
+use super::usage::{below_reserve, space_lines, trash_usage};
+use super::{
+    cache, descriptor_budget, dir_args, load_config, open_audit, plural, raise_open_file_limit,
+    runtime, toolbox,
+};
+use crate::config::{AuditTarget, Config};
+use crate::policy::Permission;
+use crate::runtime::{Cache, Runtime};
+use crate::server::http::conns::DescriptorBudget;
+use crate::server::http::{self, HttpOptions};
+use crate::server::mcp::Server;
+use crate::server::stdio;
+use crate::store;
+use crate::store::audit::Audit;
+use crate::store::staging;
+use crate::store::trash;
+use crate::sys::sandbox::{self, Plan, Status};
+use crate::tools::Toolbox;
 
 /// What an operator should know before serving this config.
 pub(super) fn warnings_of(config: &Config, http: &HttpArgs, allow_root: bool) -> Vec<String> {
-    let mut out = Vec::new();
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .and_then(|h| std::fs::canonicalize(h).ok());
-    for r in &config.roots {
-        if r.path == Path::new("/") {
-            out.push(format!(
-                "root '{}' is the filesystem root: every file the server can read is exposed",
-                r.name
-            ));
-        } else if home.as_deref().is_some_and(|h| h.starts_with(&r.path)) {
-            out.push(format!(
-                "root '{}' is or holds your home directory: dotfiles and keys the deny list does not name are exposed",
-                r.name
-            ));
-        }
-        if r.path.join(".ssh").exists() {
-            out.push(format!(
-                "root '{}' holds .ssh: denied by name, but a root should not contain keys at all",
-                r.name
-            ));
-        }
-        if let AuditTarget::File(log) = &config.audit {
-            let log = log
-                .parent()
-                .and_then(|p| std::fs::canonicalize(p).ok())
-                .map(|p| p.join(log.file_name().unwrap_or_default()));
-            if log.is_some_and(|l| l.starts_with(&r.path)) {
-                out.push(format!(
-                    "the audit log is inside root '{}': tools can read it (and, where the role allows, change it)",
-                    r.name
-                ));
-            }
-        }
-    }
+    let mut out = root_warnings(config);
     out.extend(below_reserve(config));
     if let Some(q) = config.quota {
         let largest = config
@@ -87,6 +78,47 @@ pub(super) fn warnings_of(config: &Config, http: &HttpArgs, allow_root: bool) ->
     out
 }
 
+/// What each root exposes that it should not: the whole filesystem, the
+/// home directory, keys, the audit log.
+fn root_warnings(config: &Config) -> Vec<String> {
+    let mut out = Vec::new();
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .and_then(|h| std::fs::canonicalize(h).ok());
+    for r in &config.roots {
+        if r.path == Path::new("/") {
+            out.push(format!(
+                "root '{}' is the filesystem root: every file the server can read is exposed",
+                r.name
+            ));
+        } else if home.as_deref().is_some_and(|h| h.starts_with(&r.path)) {
+            out.push(format!(
+                "root '{}' is or holds your home directory: dotfiles and keys the deny list does not name are exposed",
+                r.name
+            ));
+        }
+        if r.path.join(".ssh").exists() {
+            out.push(format!(
+                "root '{}' holds .ssh: denied by name, but a root should not contain keys at all",
+                r.name
+            ));
+        }
+        if let AuditTarget::File(log) = &config.audit {
+            let log = log
+                .parent()
+                .and_then(|p| std::fs::canonicalize(p).ok())
+                .map(|p| p.join(log.file_name().unwrap_or_default()));
+            if log.is_some_and(|l| l.starts_with(&r.path)) {
+                out.push(format!(
+                    "the audit log is inside root '{}': tools can read it (and, where the role allows, change it)",
+                    r.name
+                ));
+            }
+        }
+    }
+    out
+}
+
 /// The risk of the HTTP address, if it is not loopback: said by `serve` on
 /// start and by `check` among its warnings.
 pub(super) fn exposure(http: &HttpArgs) -> Option<String> {
@@ -104,6 +136,9 @@ pub(super) fn exposure(http: &HttpArgs) -> Option<String> {
     })
 }
 
+/// Serves MCP until the client goes: start-up checks and lines, the
+/// sandbox, the components loaded meanwhile (see [`spawn_loader`]), then
+/// stdio or HTTP; a guest still running finishes before the process ends.
 pub(super) fn serve(cli: &Cli) -> anyhow::Result<()> {
     refuse_root(cli)?;
     let config = load_config(cli)?;
@@ -114,6 +149,35 @@ pub(super) fn serve(cli: &Cli) -> anyhow::Result<()> {
     // Kept to close the log at exit: lines still waiting to be written (a
     // full disk) are tried once more, and go to stderr if they cannot be.
     let audit_at_exit = audit.clone();
+    print_start(cli, &config);
+    let http = http_for_serving(cli, &config, &budget)?;
+    // Read before the sandbox, which hides the cgroup files that tell.
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cache = cache_for_serving(&config)?;
+    let runtime = runtime(&config)?;
+    let (ready, loaded) = tokio::sync::watch::channel(None);
+    spawn_loader(config, audit, runtime, cache, ready)?;
+    let rt = async_runtime(http.is_some(), workers)?;
+    let server = Server::new(loaded);
+    let guests = server.clone();
+    let served = match http {
+        None => {
+            eprintln!("serving MCP over stdio");
+            rt.block_on(serve_stdio(server, drain))
+        }
+        Some(options) => rt.block_on(serve_http(server, options)),
+    };
+    // A guest still running finishes before the process ends (as long as
+    // a call may wait for a slot and then run).
+    rt.block_on(guests.guests_finished(drain));
+    audit_at_exit.close();
+    served
+}
+
+/// The start-up lines on stderr: the version and roots, the names chosen
+/// for directories given on the command line, each root's free space
+/// against its reserve, and how paths are resolved when not by openat2.
+fn print_start(cli: &Cli, config: &Config) {
     eprintln!(
         "loom-fs-mcp {}: {} root{}{}",
         env!("CARGO_PKG_VERSION"),
@@ -138,10 +202,10 @@ pub(super) fn serve(cli: &Cli) -> anyhow::Result<()> {
             );
         }
     }
-    for line in space_lines(&config) {
+    for line in space_lines(config) {
         eprintln!("  {line}");
     }
-    for warning in below_reserve(&config) {
+    for warning in below_reserve(config) {
         eprintln!("warning: {warning}");
     }
     if crate::sys::openat2::portable() {
@@ -149,41 +213,60 @@ pub(super) fn serve(cli: &Cli) -> anyhow::Result<()> {
             "resolution: the portable walk, not openat2 (LOOMFS_PORTABLE_RESOLVE=1, for tests)"
         );
     }
-    let http = match cli.http.transport {
-        Transport::Stdio => None,
-        Transport::Http => {
-            let options = http_options(&cli.http, config.limits.tool_timeout, &budget)?;
-            if let Some(risk) = exposure(&cli.http) {
-                eprintln!("warning: {risk}");
-            }
-            for line in limit_lines(&options.conns, &budget) {
-                eprintln!("{line}");
-            }
-            if let Some(short) = short_of_descriptors(&options.conns, &budget) {
-                eprintln!("warning: {short}");
-            }
-            Some(options)
-        }
-    };
-    // Read before the sandbox, which hides the cgroup files that tell.
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let (cache, unused) = cache(&config);
+}
+
+/// Under `--transport http`, the endpoint's options, with the address's
+/// risk, the connection limits and a shortage of descriptors said on
+/// stderr; `None` under stdio.
+fn http_for_serving(
+    cli: &Cli,
+    config: &Config,
+    budget: &DescriptorBudget,
+) -> anyhow::Result<Option<HttpOptions>> {
+    if cli.http.transport == Transport::Stdio {
+        return Ok(None);
+    }
+    let options = http_options(&cli.http, config.limits.tool_timeout, budget)?;
+    if let Some(risk) = exposure(&cli.http) {
+        eprintln!("warning: {risk}");
+    }
+    for line in limit_lines(&options.conns, budget) {
+        eprintln!("{line}");
+    }
+    if let Some(short) = short_of_descriptors(&options.conns, budget) {
+        eprintln!("warning: {short}");
+    }
+    Ok(Some(options))
+}
+
+/// The component cache as serving uses it (with a warning if it is not
+/// used), after the kernel sandbox is applied when `landlock = true`: a
+/// sandboxed server only reads the cache, since what it wrote there would
+/// run in every later start.
+fn cache_for_serving(config: &Config) -> anyhow::Result<Cache> {
+    let (cache, unused) = cache(config);
     if let Some(why) = unused {
         eprintln!("warning: {why}");
     }
-    // A sandboxed server only reads the cache: what it wrote there would
-    // run in every later start.
-    let cache = if config.landlock {
-        restrict(&config, cache.dir())?;
-        cache.read_only()
-    } else {
-        cache
-    };
-    let runtime = runtime(&config)?;
-    // The client's handshake needs no component: answer it at once, and
-    // load the components meanwhile. Tool requests wait for them; a
-    // component that fails to load stops the server with the reason.
-    let (ready, loaded) = tokio::sync::watch::channel(None);
+    if !config.landlock {
+        return Ok(cache);
+    }
+    restrict(config, cache.dir())?;
+    Ok(cache.read_only())
+}
+
+/// Starts the thread that sweeps the staging areas, recounts the trashes
+/// and loads the components, then sends the tool surface on `ready`. The
+/// client's handshake needs no component: it is answered at once, and
+/// tool requests wait for the surface; a component that fails to load
+/// stops the server with the reason.
+fn spawn_loader(
+    config: Config,
+    audit: Audit,
+    runtime: Runtime,
+    cache: Cache,
+    ready: tokio::sync::watch::Sender<Option<Arc<Toolbox>>>,
+) -> anyhow::Result<()> {
     let sandboxed = config.landlock;
     std::thread::Builder::new()
         .name("load-components".into())
@@ -210,36 +293,28 @@ pub(super) fn serve(cli: &Cli) -> anyhow::Result<()> {
             }
         })
         .context("cannot start the component loader")?;
-    // Under stdio the one client's lines are read, dispatched and answered
-    // on this thread alone (guests run on their own threads either way):
-    // a call's answer then goes out without waking a second worker, one
-    // thread hand-off fewer per call, and a 4 KiB `read_file` costs a
-    // fifth less CPU (see docs/benchmarks.md, Design measurements). HTTP
-    // serves many connections at once, on every core.
-    let rt = match http {
-        None => tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build(),
-        Some(_) => tokio::runtime::Builder::new_multi_thread()
+    Ok(())
+}
+
+/// The async runtime the transport runs on. Under stdio the one client's
+/// lines are read, dispatched and answered on this thread alone (guests
+/// run on their own threads either way): a call's answer then goes out
+/// without waking a second worker, one thread hand-off fewer per call,
+/// and a 4 KiB `read_file` costs a fifth less CPU (see
+/// docs/benchmarks.md, Design measurements). HTTP serves many connections
+/// at once, on `workers` threads.
+fn async_runtime(http: bool, workers: usize) -> anyhow::Result<tokio::runtime::Runtime> {
+    let rt = if http {
+        tokio::runtime::Builder::new_multi_thread()
             .worker_threads(workers)
             .enable_all()
-            .build(),
+            .build()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
     };
-    let rt = rt.context("cannot start the async runtime")?;
-    let server = Server::new(loaded);
-    let guests = server.clone();
-    let served = match http {
-        None => {
-            eprintln!("serving MCP over stdio");
-            rt.block_on(serve_stdio(server, drain))
-        }
-        Some(options) => rt.block_on(serve_http(server, options)),
-    };
-    // A guest still running finishes before the process ends (as long as
-    // a call may wait for a slot and then run).
-    rt.block_on(guests.guests_finished(drain));
-    audit_at_exit.close();
-    served
+    rt.context("cannot start the async runtime")
 }
 
 /// Finishes the publishes servers that are gone (killed mid-call) had

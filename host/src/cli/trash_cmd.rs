@@ -2,7 +2,11 @@
 //! trash, printed for a person. Works through `store::trash`, which holds the
 //! rules; never runs a tool.
 
-use super::*;
+use super::args::{Cli, TrashAction};
+use super::usage::trash_usage;
+use super::{load_config, plural, raise_open_file_limit};
+use crate::config::Config;
+use crate::store::trash;
 
 /// `trash list|restore|purge`: the operator's side of the trash. It opens
 /// no audit log and loads no component, so it runs beside a server; stdout

@@ -1,5 +1,10 @@
+use super::bounds::{GIB, MIB};
 use super::*;
+use crate::policy::{Permission, Perms, Role};
+use std::fs;
 use std::os::unix::fs::symlink;
+use std::path::Path;
+use std::time::Duration;
 use tempfile::TempDir;
 
 struct Dirs {

@@ -10,6 +10,7 @@
 //! name can forge a line of what the model reads.
 
 mod deny;
+mod lexical;
 mod names;
 mod narrow;
 mod requests;
@@ -24,6 +25,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use deny::{BUILTIN_DENY, DenyError, DenyList};
+pub use lexical::normalise_lexically;
 pub use names::{
     QUOTED_NOTE, is_escaped, is_quoted, neutralised, push_unicode_escape, shown, shown_arg,
     shown_clipped, with_quoted_note,

@@ -13,7 +13,7 @@
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
-use super::{Denial, Resolved, Root, Rule};
+use super::{Denial, Resolved, Root, Rule, normalise_lexically};
 
 /// The parts of the configured roots a session may reach: per root, the
 /// root-relative directories under which it may go (empty: the whole root).
@@ -74,7 +74,7 @@ impl Narrowing {
     /// Refuses a resolved path outside the area, as requested or as real.
     pub fn check(&self, resolved: &Resolved) -> Result<(), Denial> {
         let root = &resolved.root().name;
-        let requested = lexical(resolved.requested());
+        let requested = normalise_lexically(resolved.requested());
         let inside = requested.is_some_and(|r| self.admits(root, &r))
             && self.admits(root, resolved.real_rel());
         if inside {
@@ -88,20 +88,6 @@ impl Narrowing {
                 .into(),
         })
     }
-}
-
-/// A root-relative path with `.` dropped and `..` taken back; `None` when
-/// it climbs above the root.
-fn lexical(path: &str) -> Option<PathBuf> {
-    let mut out = PathBuf::new();
-    for c in Path::new(path).components() {
-        match c {
-            Component::Normal(n) => out.push(n),
-            Component::ParentDir if !out.pop() => return None,
-            _ => {}
-        }
-    }
-    Some(out)
 }
 
 /// The absolute path of a `file://` URI (`file:///p`, `file://localhost/p`;
