@@ -11,22 +11,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// The tool crates of `guest-tools/`, by the name of the `.wasm` they produce.
-const TOOLS: &[&str] = &[
-    "read_file",
-    "list_directory",
-    "get_file_info",
-    "write_file",
-    "create_directory",
-    "delete_file",
-    "edit_file",
-    "apply_patch",
-    "move_file",
-    "copy_file",
-    "search_files",
-    // The history tool `git`, its own component.
-    "git_tools",
-];
+#[path = "build/tool_crates.rs"]
+mod tool_crates;
+
+use tool_crates::tool_crates;
 
 const TARGET: &str = "wasm32-wasip2";
 
@@ -55,6 +43,14 @@ fn main() {
         .map(PathBuf::from)
         .unwrap_or_else(|| target_dir.join("guest-tools"));
 
+    // The tool crates (see build/tool_crates.rs), by the name of the
+    // `.wasm` each produces.
+    let tools = tool_crates(&guests);
+    assert!(
+        !tools.is_empty(),
+        "guest-tools/Cargo.toml lists no tool crate"
+    );
+
     ensure_wasm_target();
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)
@@ -69,6 +65,7 @@ fn main() {
             "--manifest-path",
         ])
         .arg(guests.join("Cargo.toml"))
+        .args(tools.iter().flat_map(|tool| ["-p", tool.as_str()]))
         .env("CARGO_TARGET_DIR", &guest_target)
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
         .env_remove("RUSTFLAGS")
@@ -87,7 +84,7 @@ fn main() {
     let published = profile_dir.join("components");
     fs::create_dir_all(&published).expect("create components dir");
     let mut list = String::from("&[\n");
-    for tool in TOOLS {
+    for tool in &tools {
         let file = format!("{tool}.wasm");
         let embedded = out_dir.join(&file);
         copy(&built.join(&file), &embedded);

@@ -1,6 +1,8 @@
 //! ARCHITECTURE.md stays a map that is true of the tree: short enough to be
 //! read whole, naming only modules that exist, and stating a file-size rule
-//! that holds.
+//! that holds. One invariant it states is checked here too: the modules of
+//! the guest library (`guest-tools/guest/src/`) use each other in no circle
+//! (the host's modules have `host/src/layers.rs`).
 //!
 //! What counts as a path (the rule the document states under "This
 //! document"): a span in backticks with no whitespace and none of
@@ -12,7 +14,7 @@
 //! MCP method names (`tools/call`), URIs and templates (`.mcp-trash/<stamp>/`)
 //! are not paths by this rule.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -214,5 +216,165 @@ fn the_file_size_rule_it_states_holds() {
         shrunk.is_empty(),
         "listed as over {MAX_LINES} lines in ARCHITECTURE.md but no longer are (or are \
          gone): {shrunk:?}; take them off the list"
+    );
+}
+
+/// The guest library's modules (`guest-tools/guest/src/*.rs`, the crate
+/// root left out: it declares them all) and, for each, the sibling modules
+/// its code before any test module names through `crate::…` paths
+/// (`crate::walk::Flow`, `crate::{sys, walk::Entry}`). Comment lines are
+/// dropped, so a doc link is no use.
+fn guest_module_uses() -> BTreeMap<String, BTreeSet<String>> {
+    let src = repo().join("guest-tools/guest/src");
+    let mut sources = BTreeMap::new();
+    for entry in fs::read_dir(&src).expect("read guest/src").flatten() {
+        let path = entry.path();
+        let Some(name) = path.file_stem().and_then(|s| s.to_str()) else {
+            continue;
+        };
+        if path.extension().is_some_and(|e| e == "rs") && name != "lib" {
+            let text = fs::read_to_string(&path).expect("read a guest module");
+            sources.insert(name.to_owned(), text);
+        }
+    }
+    let modules: BTreeSet<String> = sources.keys().cloned().collect();
+    sources
+        .iter()
+        .map(|(name, text)| {
+            let used = crate_paths(&code_before_tests(text))
+                .into_iter()
+                .filter(|m| modules.contains(m) && m != name)
+                .collect();
+            (name.clone(), used)
+        })
+        .collect()
+}
+
+/// A module's text before its test module (`#[cfg(test)]` then `mod`),
+/// comment lines dropped.
+fn code_before_tests(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let end = lines
+        .windows(2)
+        .position(|w| w[0].trim() == "#[cfg(test)]" && w[1].trim_start().starts_with("mod "))
+        .unwrap_or(lines.len());
+    lines[..end]
+        .iter()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .copied()
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The first segment of every `crate::` path in `code`, each item of a
+/// `crate::{…}` group counted (`$crate::` is a macro's, left out).
+fn crate_paths(code: &str) -> BTreeSet<String> {
+    let ident = |s: &str| -> String {
+        s.trim_start()
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut found = BTreeSet::new();
+    for (at, _) in code.match_indices("crate::") {
+        let before = code[..at].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$' || c == ':') {
+            continue;
+        }
+        let rest = &code[at + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            // Top-level items of the group: split at commas outside braces.
+            let (mut depth, mut start) = (0usize, 0usize);
+            for (i, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => {
+                        found.insert(ident(&group[start..i]));
+                        break;
+                    }
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        found.insert(ident(&group[start..i]));
+                        start = i + 1;
+                    }
+                    _ => {}
+                }
+            }
+        } else {
+            found.insert(ident(rest));
+        }
+    }
+    found.remove("");
+    found
+}
+
+/// A circle in `uses` (module → modules it names), as `a -> b -> a`.
+fn circle(uses: &BTreeMap<String, BTreeSet<String>>) -> Option<String> {
+    /// Depth-first from `module`; `path` is the chain that led here.
+    fn visit<'a>(
+        module: &'a str,
+        uses: &'a BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<&'a str>,
+        done: &mut BTreeSet<&'a str>,
+    ) -> Option<String> {
+        if let Some(i) = path.iter().position(|p| *p == module) {
+            let mut cycle = path[i..].to_vec();
+            cycle.push(module);
+            return Some(cycle.join(" -> "));
+        }
+        if !done.insert(module) {
+            return None;
+        }
+        path.push(module);
+        for next in uses.get(module).into_iter().flatten() {
+            if let Some(c) = visit(next, uses, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        None
+    }
+    let mut done = BTreeSet::new();
+    uses.keys()
+        .find_map(|m| visit(m, uses, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn the_guest_library_modules_do_not_use_each_other_in_a_circle() {
+    let uses = guest_module_uses();
+    assert!(
+        uses.len() > 10 && uses.values().any(|u| !u.is_empty()),
+        "too few guest modules or uses found ({}): is the reading right?",
+        uses.len()
+    );
+    if let Some(cycle) = circle(&uses) {
+        panic!(
+            "a circle among the modules of guest-tools/guest/src: {cycle} \
+             (move the shared piece so the uses go one way)"
+        );
+    }
+}
+
+#[test]
+fn the_guest_circle_check_sees_a_circle() {
+    let code = "use crate::{Kind, sys::{self, X}, walk};\nuse crate::page::Cursor;\n\
+                let a = $crate::tool::x;\nlet b = crate::text::f();\n";
+    let found = crate_paths(code);
+    let expected: BTreeSet<String> = ["Kind", "sys", "walk", "page", "text"]
+        .map(String::from)
+        .into();
+    assert_eq!(found, expected);
+    let uses = [("walk", "ignores"), ("ignores", "walk"), ("page", "walk")]
+        .iter()
+        .fold(BTreeMap::new(), |mut m, (a, b)| {
+            m.entry(a.to_string())
+                .or_insert_with(BTreeSet::new)
+                .insert(b.to_string());
+            m
+        });
+    let cycle = circle(&uses).expect("walk and ignores use each other");
+    assert!(
+        cycle.contains("walk") && cycle.contains("ignores"),
+        "{cycle}"
     );
 }

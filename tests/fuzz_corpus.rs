@@ -12,6 +12,10 @@ mod policy {
 #[path = "../host/fuzz/harness.rs"]
 mod harness;
 
+/// The one list of the tool crates, as `host/build.rs` reads it.
+#[path = "../host/build/tool_crates.rs"]
+mod tool_crates;
+
 /// Fewer seeds than this means the corpus went missing.
 const MIN_SEEDS: usize = 20;
 
@@ -51,4 +55,22 @@ fn seed_corpus_keeps_the_invariants() {
     let arguments = replay("arguments", harness::check_arguments);
     eprintln!("replayed {resolve} resolve and {arguments} arguments seeds");
     let _ = fs::remove_dir_all(&harness::fixture().base);
+}
+
+#[test]
+fn the_harness_knows_every_tool_crate() {
+    let guests = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-tools");
+    let mut crates = tool_crates::tool_crates(&guests);
+    crates.sort();
+    let mut known: Vec<String> = harness::tool_names()
+        .into_iter()
+        .chain(harness::LEFT_OUT.iter().copied())
+        .map(String::from)
+        .collect();
+    known.sort();
+    assert_eq!(
+        known, crates,
+        "host/fuzz/harness.rs: model the path arguments of each tool crate of \
+         guest-tools/Cargo.toml in tools(), or name it in LEFT_OUT"
+    );
 }

@@ -29,7 +29,7 @@ use wasip2::filesystem::types::{
     Descriptor, DescriptorFlags, DescriptorType, ErrorCode, OpenFlags, PathFlags,
 };
 
-use crate::{sys, walk};
+use crate::sys::{self, MAX_FAILED_ENTRIES};
 
 /// The ignore files, in the order they are read in each directory. The
 /// first is the one that takes precedence.
@@ -211,7 +211,7 @@ impl Loader {
             return listed;
         };
         let mut in_a_row = 0;
-        while in_a_row < walk::MAX_FAILED_ENTRIES {
+        while in_a_row < MAX_FAILED_ENTRIES {
             match stream.read_directory_entry() {
                 Ok(Some(entry)) => {
                     in_a_row = 0;

@@ -13,6 +13,10 @@ use wasip2::filesystem::types::{
 
 use crate::Kind;
 
+/// Most failed entries in a row before a directory read is given up (by
+/// the walk and by the ignore-file lookup alike).
+pub(crate) const MAX_FAILED_ENTRIES: u64 = 64;
+
 thread_local! {
     /// The preopened directories, asked for once: each ask makes the host
     /// hand out (and check) new descriptors.

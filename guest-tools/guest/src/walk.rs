@@ -30,7 +30,8 @@ use wasip2::filesystem::types::{
 };
 
 use crate::ignores::{self, Loader, Rules};
-use crate::{Kind, ToolError, io_error, shown, sys};
+use crate::sys::{self, MAX_FAILED_ENTRIES};
+use crate::{Kind, ToolError, io_error, shown};
 
 /// One entry met by the walk.
 pub struct Entry<'a> {
@@ -161,9 +162,6 @@ impl Stats {
         notes
     }
 }
-
-/// Most failed entries in a row before a directory read is given up.
-pub(crate) const MAX_FAILED_ENTRIES: u64 = 64;
 
 /// The sorted entries of a directory, `(name, kind)`, and how many entries
 /// failed (skipped, the read goes on past them).

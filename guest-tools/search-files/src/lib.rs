@@ -35,7 +35,7 @@ use std::borrow::Cow;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use loomfs_guest::content::SNIFF_BYTES;
+use loomfs_guest::content::{self, SNIFF_BYTES};
 use loomfs_guest::encoding::{self, Format};
 use loomfs_guest::ignores::Ignored;
 use loomfs_guest::page::Cursor;
@@ -424,7 +424,7 @@ impl Search<'_> {
         // A large binary file is skipped after its head. A NUL in text
         // means UTF-16 (content::is_binary's rule, its NUL looked for once).
         let nul = memchr::memchr(0, &buffer[..buffer.len().min(SNIFF_BYTES)]).is_some();
-        if nul && !encoding::is_utf16(&buffer) {
+        if nul && !content::is_utf16(&buffer) {
             self.found.scanned_bytes += buffer.len() as u64;
             self.found.skipped_binary += 1;
             return Flow::Continue;

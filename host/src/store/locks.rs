@@ -142,14 +142,20 @@ impl PathLocks {
     }
 
     /// Locks `keys` for one call, waiting until `deadline` at most (then
-    /// [`LockError::Busy`]) and no longer than `cancel` allows.
+    /// [`LockError::Busy`]) and no longer than `cancel` allows: first among
+    /// the calls of this process, then in each root's lock file, against
+    /// other processes.
     pub async fn lock(
         self: &Arc<Self>,
         keys: Vec<Key>,
         deadline: Instant,
         cancel: &CancellationToken,
     ) -> Result<Locked, LockError> {
-        let started = Instant::now();
+        let wait = Wait {
+            started: Instant::now(),
+            deadline,
+            cancel,
+        };
         let call = self.next_call.fetch_add(1, Ordering::Relaxed);
         let mut locked = Locked {
             locks: Arc::clone(self),
@@ -159,11 +165,22 @@ impl PathLocks {
         if keys.is_empty() {
             return Ok(locked);
         }
-        let busy = |key: &Key| LockError::Busy {
-            root: key.root.name.clone(),
-            path: display(&key.rel),
-            waited: started.elapsed(),
-        };
+        self.lock_in_process(call, &keys, &wait).await?;
+        // Held in this process (dropping `locked` gives the keys back);
+        // now the other processes' locks.
+        let wanted = self.open_lock_files(&keys, &mut locked)?;
+        self.lock_bytes(&keys, wanted, &locked, &wait).await?;
+        Ok(locked)
+    }
+
+    /// Waits until no other call of this process holds a key overlapping
+    /// one of `keys`, then holds them all for `call`.
+    async fn lock_in_process(
+        &self,
+        call: u64,
+        keys: &[Key],
+        wait: &Wait<'_>,
+    ) -> Result<(), LockError> {
         loop {
             let released = self.released.notified();
             tokio::pin!(released);
@@ -182,19 +199,30 @@ impl PathLocks {
                 }
                 blocker
             };
-            let Some(blocker) = blocker else { break };
+            let Some(blocker) = blocker else {
+                return Ok(());
+            };
             tokio::select! {
                 biased;
-                () = cancel.cancelled() => return Err(LockError::Cancelled),
-                () = tokio::time::sleep_until(deadline) => return Err(busy(&blocker)),
+                () = wait.cancel.cancelled() => return Err(LockError::Cancelled),
+                () = tokio::time::sleep_until(wait.deadline) => return Err(wait.busy(&blocker)),
                 () = &mut released => {}
             }
         }
-        // Held in this process (dropping `locked` gives the keys back);
-        // now the other processes' locks.
+    }
+
+    /// Opens the lock file of each root of `keys` into `locked` (two
+    /// roots on one folder, a bind mount, share one description, or the
+    /// call would wait for itself) and returns the byte locks to take in
+    /// them, in the order every process takes them.
+    fn open_lock_files<'k>(
+        &self,
+        keys: &'k [Key],
+        locked: &mut Locked,
+    ) -> Result<Vec<ByteLock<'k>>, LockError> {
         let mut wanted = Vec::new();
         let mut roots: Vec<&Arc<Root>> = Vec::new();
-        for key in &keys {
+        for key in keys {
             if !roots.iter().any(|r| Arc::ptr_eq(r, &key.root)) {
                 roots.push(&key.root);
             }
@@ -204,8 +232,6 @@ impl PathLocks {
             let Some((file, identity)) = self.lock_file(root)? else {
                 continue;
             };
-            // Two roots on one folder (a bind mount): one description, or
-            // the call would wait for itself.
             let index = match opened.iter().position(|o| *o == identity) {
                 Some(index) => index,
                 None => {
@@ -216,35 +242,54 @@ impl PathLocks {
             };
             let paths = keys.iter().filter(|k| Arc::ptr_eq(&k.root, root));
             for (offset, exclusive) in bytes_of(paths.map(|k| (&k.root, k.rel.as_path()))) {
-                wanted.push((identity, offset, exclusive, index, root));
+                wanted.push(ByteLock {
+                    identity,
+                    offset,
+                    exclusive,
+                    file: index,
+                    root,
+                });
             }
         }
-        wanted.sort_by_key(|&(identity, offset, ..)| (identity, offset));
-        for (_, offset, exclusive, index, root) in wanted {
+        wanted.sort_by_key(|w| (w.identity, w.offset));
+        Ok(wanted)
+    }
+
+    /// Takes the byte locks `wanted` in the lock files of `locked`, in
+    /// order, each polled with a doubling pause until the deadline. A lock
+    /// file that cannot be locked is said once and left out.
+    async fn lock_bytes(
+        &self,
+        keys: &[Key],
+        wanted: Vec<ByteLock<'_>>,
+        locked: &Locked,
+        wait: &Wait<'_>,
+    ) -> Result<(), LockError> {
+        for want in wanted {
             let mut pause = Duration::from_millis(1);
             loop {
-                match try_lock(locked.files[index].as_fd(), offset, exclusive) {
+                match try_lock(locked.files[want.file].as_fd(), want.offset, want.exclusive) {
                     Ok(true) => break,
                     Ok(false) => {}
                     Err(e) => {
-                        self.unshared(root, &e);
+                        self.unshared(want.root, &e);
                         break;
                     }
                 }
                 let now = Instant::now();
-                if now >= deadline {
-                    let key = keys.iter().find(|k| Arc::ptr_eq(&k.root, root));
-                    return Err(key.map_or(LockError::Cancelled, busy));
+                if now >= wait.deadline {
+                    let key = keys.iter().find(|k| Arc::ptr_eq(&k.root, want.root));
+                    return Err(key.map_or(LockError::Cancelled, |k| wait.busy(k)));
                 }
                 tokio::select! {
                     biased;
-                    () = cancel.cancelled() => return Err(LockError::Cancelled),
-                    () = tokio::time::sleep(pause.min(deadline - now)) => {}
+                    () = wait.cancel.cancelled() => return Err(LockError::Cancelled),
+                    () = tokio::time::sleep(pause.min(wait.deadline - now)) => {}
                 }
                 pause = (pause * 2).min(MAX_POLL);
             }
         }
-        Ok(locked)
+        Ok(())
     }
 
     /// A new open file description of `root`'s lock file (made if missing)
@@ -274,6 +319,36 @@ impl PathLocks {
             );
         }
     }
+}
+
+/// How long a call waits for its locks: until `deadline`, or until
+/// `cancel`. `started` is when it began, for the wait a refusal tells.
+struct Wait<'a> {
+    started: Instant,
+    deadline: Instant,
+    cancel: &'a CancellationToken,
+}
+
+impl Wait<'_> {
+    /// The refusal of a call that waited for `key` until its deadline.
+    fn busy(&self, key: &Key) -> LockError {
+        LockError::Busy {
+            root: key.root.name.clone(),
+            path: display(&key.rel),
+            waited: self.started.elapsed(),
+        }
+    }
+}
+
+/// One byte lock a call takes in a root's lock file.
+struct ByteLock<'k> {
+    /// The lock file's identity (device, inode): the order of the files.
+    identity: (u64, u64),
+    offset: i64,
+    exclusive: bool,
+    /// Its open file description, an index in [`Locked::files`].
+    file: usize,
+    root: &'k Arc<Root>,
 }
 
 /// Why a root's lock file cannot be used, when the call may go on without

@@ -12,16 +12,19 @@
 //! call that changes two roots writes both before it does anything, so
 //! that after a kill each root finishes on its own.
 
+use std::io;
 use std::io::{Read as _, Write as _};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
 use serde::{Deserialize, Serialize};
 
+use super::Published;
 use super::steps::{Outcome, PlanRoot, Step, parent_of, run_step, sync_dirs};
-use super::*;
+use crate::policy::Root;
 
 /// The journal's name in a call's stage directory.
 pub const JOURNAL: &str = "journal";

@@ -4,17 +4,19 @@
 //! to be moved) what goes, deepest first, then make and put in place what
 //! is new, shallowest first, then the hard links and times.
 
-use rustix::fs::{AtFlags, Mode};
 use std::collections::{HashMap, HashSet};
+use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use rustix::fs::{AtFlags, Mode};
 use rustix::io::Errno;
 use serde::{Deserialize, Serialize};
 
 use super::steps::{
-    Outcome, PlanRoot, Step, moved_from, parent_of, run_step, sync_dirs, sync_staged,
+    self, Outcome, PlanRoot, Step, moved_from, parent_of, run_step, sync_dirs, sync_staged,
 };
-use super::*;
+use super::{Changes, Check, Identity, Kind, Made, New, Published, Refused, Taken};
 use crate::store::TRASH_DIR;
 use crate::sys::beneath;
 
@@ -80,59 +82,79 @@ impl Plan {
         Path::new(TRASH_DIR).join(&self.stamp).join(from)
     }
 
+    /// Adds the steps and checks of root `r`'s changes, in four stages:
+    /// what is replaced in place is kept, what goes is taken away, what
+    /// comes is made or put in place (hard links after it), then the times
+    /// are set.
     fn add(&mut self, r: usize, c: &Changes) -> Result<(), Refused> {
-        let unsupported = |what: String| Refused::Io {
-            root: c.root.name.clone(),
-            error: io::Error::new(io::ErrorKind::Unsupported, what),
-        };
-        let taken: HashMap<&Path, &Taken> = c.taken.iter().map(|t| (t.from.as_path(), t)).collect();
-        let mut copies = 0u32;
-        let no_stage = || unsupported("no stage directory for the host's copies".into());
-        let temp = |prefix: &str, n: &mut u32| {
-            *n += 1;
-            c.stage.as_ref().map(|s| s.join(format!("{prefix}{n}")))
+        let mut adding = Adding {
+            r,
+            changes: c,
+            taken: c.taken.iter().map(|t| (t.from.as_path(), t)).collect(),
+            copies: 0,
         };
         for t in &c.taken {
             self.checks.push((r, t.from.clone(), Expect::Is(t.was)));
         }
-        // Files replaced by a file of the call's at the same place: kept
-        // by a link (or a copy), then replaced in one rename.
+        let in_place = self.keep_in_place(&mut adding)?;
+        let lifted = self.take_going(&mut adding, &in_place)?;
+        let coming = self.make_coming(&adding, &in_place, &lifted)?;
+        self.set_times(r, &coming);
+        Ok(())
+    }
+
+    /// Files replaced by a file of the call's at the same place: kept by a
+    /// link (or a copy), to be replaced in one rename. Returns their paths.
+    fn keep_in_place<'c>(&mut self, a: &mut Adding<'c>) -> Result<HashSet<&'c Path>, Refused> {
+        let (r, c) = (a.r, a.changes);
         let mut in_place: HashSet<&Path> = HashSet::new();
         for m in &c.made {
             let (New::Staged(stage), Check::Replaces(from)) = (&m.new, &m.check) else {
                 continue;
             };
-            let Some(t) = taken.get(from.as_path()) else {
+            let Some(t) = a.taken.get(from.as_path()) else {
                 continue;
             };
             if *from != m.at || t.moved || t.was.kind == Kind::Dir {
                 continue;
             }
+            let was = t.was;
             in_place.insert(&m.at);
             let slot = self.slot(&m.at);
-            if t.was.dev == c.dev {
+            if was.dev == c.dev {
                 self.steps.push(Step::Link {
                     root: r,
                     at: m.at.clone(),
                     slot,
-                    was: t.was,
+                    was,
                 });
             } else {
-                let temp = temp("k", &mut copies).ok_or_else(no_stage)?;
+                let temp = a.next_copy()?;
                 self.steps.push(Step::Copy {
                     root: r,
                     at: m.at.clone(),
                     temp,
                     slot,
-                    was: t.was,
+                    was,
                 });
             }
-            if t.was.kind == Kind::File {
-                self.modes.push((r, stage.clone(), t.was.mode & 0o777));
+            if was.kind == Kind::File {
+                self.modes.push((r, stage.clone(), was.mode & 0o777));
             }
         }
-        // What goes: deepest first, so that what lies below an entry
-        // taken whole is taken before it.
+        Ok(in_place)
+    }
+
+    /// What goes: deepest first, so that what lies below an entry taken
+    /// whole is taken before it. Into the trash, or (what the call moves)
+    /// out of the way into a stage directory: returns where each moved
+    /// entry was lifted to.
+    fn take_going<'c>(
+        &mut self,
+        a: &mut Adding<'c>,
+        in_place: &HashSet<&Path>,
+    ) -> Result<HashMap<&'c Path, PathBuf>, Refused> {
+        let (r, c) = (a.r, a.changes);
         let mut going: Vec<&Taken> = c
             .taken
             .iter()
@@ -144,7 +166,7 @@ impl Plan {
         for t in going {
             if t.moved {
                 let stage = c.stage_on(t.was.dev).ok_or_else(|| {
-                    unsupported(format!(
+                    a.unsupported(format!(
                         "no stage on the filesystem of '{}'",
                         t.from.display()
                     ))
@@ -166,7 +188,7 @@ impl Plan {
                     was: t.was,
                 });
             } else if t.was.kind == Kind::Dir {
-                return Err(unsupported(format!(
+                return Err(a.unsupported(format!(
                     "'{}' is a directory on another filesystem than the trash",
                     t.from.display()
                 )));
@@ -174,7 +196,7 @@ impl Plan {
                 self.steps.push(Step::Copy {
                     root: r,
                     at: t.from.clone(),
-                    temp: temp("k", &mut copies).ok_or_else(no_stage)?,
+                    temp: a.next_copy()?,
                     slot: self.slot(&t.from),
                     was: t.was,
                 });
@@ -185,25 +207,24 @@ impl Plan {
                 });
             }
         }
-        // What comes: shallowest first, so that a directory is there before
-        // what goes into it.
-        let mut coming: Vec<&Made> = c.made.iter().collect();
+        Ok(lifted)
+    }
+
+    /// What comes: shallowest first, so that a directory is there before
+    /// what goes into it; each with the check of its place, the hard links
+    /// after everything else. Returns what comes, in that order.
+    fn make_coming<'c>(
+        &mut self,
+        a: &Adding<'c>,
+        in_place: &HashSet<&Path>,
+        lifted: &HashMap<&Path, PathBuf>,
+    ) -> Result<Vec<&'c Made>, Refused> {
+        let r = a.r;
+        let mut coming: Vec<&Made> = a.changes.made.iter().collect();
         coming.sort_by_key(|m| m.at.components().count());
         let mut links = Vec::new();
         for m in &coming {
-            match &m.check {
-                Check::Free(at) => self.checks.push((
-                    r,
-                    at.clone(),
-                    if matches!(m.new, New::Dir) {
-                        Expect::FreeOrDir
-                    } else {
-                        Expect::Free
-                    },
-                )),
-                Check::Is(at, was) => self.checks.push((r, at.clone(), Expect::Is(*was))),
-                Check::Replaces(_) | Check::Inside => {}
-            }
+            self.check_place(r, m);
             match &m.new {
                 New::Dir => self.steps.push(Step::Mkdir {
                     root: r,
@@ -212,7 +233,7 @@ impl Plan {
                 New::Staged(stage) => {
                     let over = in_place
                         .contains(m.at.as_path())
-                        .then(|| taken[m.at.as_path()].was);
+                        .then(|| a.taken[m.at.as_path()].was);
                     self.staged.push((r, stage.clone()));
                     self.steps.push(Step::Put {
                         root: r,
@@ -223,7 +244,7 @@ impl Plan {
                 }
                 New::Moved(from) => {
                     let lift = lifted.get(from.as_path()).ok_or_else(|| {
-                        unsupported(format!("'{}' is moved but not taken", from.display()))
+                        a.unsupported(format!("'{}' is moved but not taken", from.display()))
                     })?;
                     self.steps.push(Step::Put {
                         root: r,
@@ -238,8 +259,8 @@ impl Plan {
                     at: m.at.clone(),
                 }),
                 New::LinkDisk { from, was } => {
-                    if taken.contains_key(from.as_path()) {
-                        return Err(unsupported(format!(
+                    if a.taken.contains_key(from.as_path()) {
+                        return Err(a.unsupported(format!(
                             "a hard link to '{}', which the call also moves or removes",
                             from.display()
                         )));
@@ -255,8 +276,30 @@ impl Plan {
             }
         }
         self.steps.extend(links);
-        // Times last, deepest first: what is made in a directory changes
-        // its times.
+        Ok(coming)
+    }
+
+    /// The check of the place `m` comes to: free (or a directory, for a
+    /// directory made), or still the entry the call saw.
+    fn check_place(&mut self, r: usize, m: &Made) {
+        match &m.check {
+            Check::Free(at) => self.checks.push((
+                r,
+                at.clone(),
+                if matches!(m.new, New::Dir) {
+                    Expect::FreeOrDir
+                } else {
+                    Expect::Free
+                },
+            )),
+            Check::Is(at, was) => self.checks.push((r, at.clone(), Expect::Is(*was))),
+            Check::Replaces(_) | Check::Inside => {}
+        }
+    }
+
+    /// Times last, deepest first: what is made in a directory changes its
+    /// times.
+    fn set_times(&mut self, r: usize, coming: &[&Made]) {
         for m in coming.iter().rev() {
             if let Some(times) = m.times {
                 self.steps.push(Step::SetTimes {
@@ -266,7 +309,6 @@ impl Plan {
                 });
             }
         }
-        Ok(())
     }
 
     /// Whether more than one name changes: then a kill part-way would
@@ -386,6 +428,37 @@ impl Plan {
             if let Ok((dir, n)) = parent_of(&root.fd, Path::new(&k.to)) {
                 let _ = rustix::fs::unlinkat(&dir, n, AtFlags::empty());
             }
+        }
+    }
+}
+
+/// One root's changes while [`Plan::add`] plans them: what its stages share.
+struct Adding<'c> {
+    /// The root's index in the plan.
+    r: usize,
+    changes: &'c Changes,
+    /// What the call takes away, by where it was.
+    taken: HashMap<&'c Path, &'c Taken>,
+    /// Temporary copies named so far in the stage directory.
+    copies: u32,
+}
+
+impl Adding<'_> {
+    /// The refusal of what this root cannot do.
+    fn unsupported(&self, what: String) -> Refused {
+        Refused::Io {
+            root: self.changes.root.name.clone(),
+            error: io::Error::new(io::ErrorKind::Unsupported, what),
+        }
+    }
+
+    /// The path of the next temporary copy in the stage directory.
+    fn next_copy(&mut self) -> Result<PathBuf, Refused> {
+        self.copies += 1;
+        let name = format!("k{}", self.copies);
+        match &self.changes.stage {
+            Some(stage) => Ok(stage.join(name)),
+            None => Err(self.unsupported("no stage directory for the host's copies".into())),
         }
     }
 }

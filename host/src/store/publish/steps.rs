@@ -7,15 +7,18 @@
 
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
+use std::io;
 use std::io::{Read as _, Write as _};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags, Timespec, Timestamps};
 use rustix::io::Errno;
 use serde::{Deserialize, Serialize};
 
-use super::*;
+use super::{Identity, KeptEntry, Published, PutEntry, Time, Times};
+use crate::policy::Root;
 use crate::sys::{beneath, rename};
 
 /// One step of a publish. Paths are relative to the step's root (`root`,
@@ -214,134 +217,191 @@ pub(super) fn run_step(roots: &[PlanRoot], stamp: &str, step: &Step, out: &mut O
     let Some(root) = roots.get(r) else {
         return;
     };
-    let (fd, name) = (&root.fd, &root.root.name);
-    let is = |path: &Path, was: &Identity| matches!(lstat(fd, path), Ok(Some(now)) if now.same_version(was));
-    let kept = |from: &Path, to: &Path| KeptEntry {
-        root: name.clone(),
-        from: from.to_string_lossy().into_owned(),
-        to: to.to_string_lossy().into_owned(),
+    let mut run = StepRun {
+        fd: &root.fd,
+        name: &root.root.name,
+        r,
+        stamp,
+        out: &mut *out,
     };
-    let parent = |p: &Path| (r, p.parent().unwrap_or(Path::new("")).to_path_buf());
-    let done =
-        match step {
-            Step::Link { at, slot, was, .. } => {
-                if matches!(lstat(fd, slot), Ok(Some(_))) {
-                    out.published.kept.push(kept(at, slot));
-                    return;
-                }
-                if !is(at, was) {
-                    return;
-                }
-                parents(fd, slot).and_then(|()| {
-                    let (dir, n) = parent_of(fd, at)?;
-                    let (sdir, sn) = parent_of(fd, slot)?;
-                    rustix::fs::linkat(&dir, n, &sdir, sn, AtFlags::empty())?;
-                    out.published.kept.push(kept(at, slot));
-                    out.dirs.insert(parent(slot));
-                    Ok(())
-                })
+    let done = match step {
+        Step::Link { at, slot, was, .. } => run.keep_by_link(at, slot, was),
+        Step::Copy {
+            at,
+            temp,
+            slot,
+            was,
+            ..
+        } => run.keep_by_copy(at, temp, slot, was),
+        Step::Take { from, to, was, .. } => run.take(from, to, was),
+        Step::Unlink { at, was, .. } => run.unlink(at, was),
+        Step::Mkdir { at, .. } => run.mkdir(at),
+        Step::Put { from, at, over, .. } => {
+            put(roots, r, stamp, from, at, *over, run.out);
+            Ok(())
+        }
+        Step::HardLink { from, at, .. } => run.hard_link(from, at),
+        Step::SetTimes { at, times, .. } => run.set_times(at, times),
+    };
+    if let Err(e) = done {
+        tracing::error!(root = %root.root.name, ?step, "a step of a publish failed: {e}");
+        out.failed.get_or_insert((r, e));
+    }
+}
+
+/// One step being run by [`run_step`]: its root (`r`, its directory `fd`,
+/// its `name`), the call's trash entry and where what it did is told.
+/// Each kind of step is a method; one that finds its work done, or the
+/// entry it acts on changed by someone else, does nothing and succeeds.
+struct StepRun<'a> {
+    fd: &'a OwnedFd,
+    name: &'a str,
+    r: usize,
+    stamp: &'a str,
+    out: &'a mut Outcome,
+}
+
+impl StepRun<'_> {
+    /// Whether `path` is still the version `was`.
+    fn is(&self, path: &Path, was: &Identity) -> bool {
+        matches!(lstat(self.fd, path), Ok(Some(now)) if now.same_version(was))
+    }
+
+    /// Tells that what was at `from` is kept at `to`.
+    fn kept(&mut self, from: &Path, to: &Path) {
+        self.out.published.kept.push(KeptEntry {
+            root: self.name.to_owned(),
+            from: from.to_string_lossy().into_owned(),
+            to: to.to_string_lossy().into_owned(),
+        });
+    }
+
+    /// Marks the directory holding `path` to be synced.
+    fn changed_dir_of(&mut self, path: &Path) {
+        let dir = path.parent().unwrap_or(Path::new("")).to_path_buf();
+        self.out.dirs.insert((self.r, dir));
+    }
+
+    /// [`Step::Link`]: the file at `at` kept at `slot` by a hard link.
+    fn keep_by_link(&mut self, at: &Path, slot: &Path, was: &Identity) -> Result<(), Errno> {
+        if matches!(lstat(self.fd, slot), Ok(Some(_))) {
+            self.kept(at, slot);
+            return Ok(());
+        }
+        if !self.is(at, was) {
+            return Ok(());
+        }
+        parents(self.fd, slot)?;
+        let (dir, n) = parent_of(self.fd, at)?;
+        let (sdir, sn) = parent_of(self.fd, slot)?;
+        rustix::fs::linkat(&dir, n, &sdir, sn, AtFlags::empty())?;
+        self.kept(at, slot);
+        self.changed_dir_of(slot);
+        Ok(())
+    }
+
+    /// [`Step::Copy`]: the file at `at` kept at `slot` by a copy written at
+    /// `temp`.
+    fn keep_by_copy(
+        &mut self,
+        at: &Path,
+        temp: &Path,
+        slot: &Path,
+        was: &Identity,
+    ) -> Result<(), Errno> {
+        if matches!(lstat(self.fd, slot), Ok(Some(_))) {
+            self.kept(at, slot);
+            return Ok(());
+        }
+        if !self.is(at, was) {
+            return Ok(());
+        }
+        parents(self.fd, slot)?;
+        copy_file(self.fd, at, temp)?;
+        rename(self.fd, temp, slot, RenameFlags::NOREPLACE)?;
+        self.kept(at, slot);
+        self.changed_dir_of(slot);
+        Ok(())
+    }
+
+    /// [`Step::Take`]: what is at `from` renamed to `to` (the trash, or a
+    /// stage directory for what the call moves).
+    fn take(&mut self, from: &Path, to: &Path, was: &Identity) -> Result<(), Errno> {
+        if !self.is(from, was) {
+            // Taken already (a step run again), or changed by someone
+            // else since the check: left where it is.
+            if in_trash(self.stamp, to)
+                && matches!(lstat(self.fd, to), Ok(Some(now)) if now.same_entry(was))
+            {
+                self.kept(from, to);
             }
-            Step::Copy {
-                at,
-                temp,
-                slot,
-                was,
-                ..
-            } => {
-                if matches!(lstat(fd, slot), Ok(Some(_))) {
-                    out.published.kept.push(kept(at, slot));
-                    return;
-                }
-                if !is(at, was) {
-                    return;
-                }
-                parents(fd, slot).and_then(|()| {
-                    copy_file(fd, at, temp)?;
-                    rename(fd, temp, slot, RenameFlags::NOREPLACE)?;
-                    out.published.kept.push(kept(at, slot));
-                    out.dirs.insert(parent(slot));
-                    Ok(())
-                })
-            }
-            Step::Take { from, to, was, .. } => {
-                if !is(from, was) {
-                    // Taken already (a step run again), or changed by someone
-                    // else since the check: left where it is.
-                    if in_trash(stamp, to)
-                        && matches!(lstat(fd, to), Ok(Some(now)) if now.same_entry(was))
-                    {
-                        out.published.kept.push(kept(from, to));
-                    }
-                    return;
-                }
-                parents(fd, to).and_then(|()| {
-                    rename(fd, from, to, RenameFlags::NOREPLACE)?;
-                    if in_trash(stamp, to) {
-                        out.published.kept.push(kept(from, to));
-                    }
-                    out.dirs.insert(parent(from));
-                    out.dirs.insert(parent(to));
-                    Ok(())
-                })
-            }
-            Step::Unlink { at, was, .. } => {
-                if !is(at, was) {
-                    return;
-                }
-                parent_of(fd, at).and_then(|(dir, n)| {
-                    rustix::fs::unlinkat(&dir, n, AtFlags::empty())?;
-                    out.dirs.insert(parent(at));
-                    Ok(())
-                })
-            }
-            Step::Mkdir { at, .. } => parent_of(fd, at).and_then(|(dir, n)| {
-                match rustix::fs::mkdirat(&dir, n, Mode::from_raw_mode(0o777)) {
-                    Ok(()) => {
-                        out.dirs.insert(parent(at));
-                        out.published.put.push(PutEntry {
-                            root: name.clone(),
-                            at: at.to_string_lossy().into_owned(),
-                            moved_from: None,
-                            now: lstat(fd, at).ok().flatten(),
-                        });
-                        Ok(())
-                    }
-                    Err(Errno::EXIST) => Ok(()),
-                    Err(e) => Err(e),
-                }
-            }),
-            Step::Put { from, at, over, .. } => {
-                put(roots, r, stamp, from, at, *over, out);
+            return Ok(());
+        }
+        parents(self.fd, to)?;
+        rename(self.fd, from, to, RenameFlags::NOREPLACE)?;
+        if in_trash(self.stamp, to) {
+            self.kept(from, to);
+        }
+        self.changed_dir_of(from);
+        self.changed_dir_of(to);
+        Ok(())
+    }
+
+    /// [`Step::Unlink`]: the file at `at` removed (kept by a copy before).
+    fn unlink(&mut self, at: &Path, was: &Identity) -> Result<(), Errno> {
+        if !self.is(at, was) {
+            return Ok(());
+        }
+        let (dir, n) = parent_of(self.fd, at)?;
+        rustix::fs::unlinkat(&dir, n, AtFlags::empty())?;
+        self.changed_dir_of(at);
+        Ok(())
+    }
+
+    /// [`Step::Mkdir`]: the directory `at` made, unless one is there.
+    fn mkdir(&mut self, at: &Path) -> Result<(), Errno> {
+        let (dir, n) = parent_of(self.fd, at)?;
+        match rustix::fs::mkdirat(&dir, n, Mode::from_raw_mode(0o777)) {
+            Ok(()) => {
+                self.changed_dir_of(at);
+                self.out.published.put.push(PutEntry {
+                    root: self.name.to_owned(),
+                    at: at.to_string_lossy().into_owned(),
+                    moved_from: None,
+                    now: lstat(self.fd, at).ok().flatten(),
+                });
                 Ok(())
             }
-            Step::HardLink { from, at, .. } => {
-                if matches!(lstat(fd, at), Ok(Some(_))) {
-                    return;
-                }
-                parent_of(fd, from).and_then(|(dir, n)| {
-                    let (adir, an) = parent_of(fd, at)?;
-                    rustix::fs::linkat(&dir, n, &adir, an, AtFlags::empty())?;
-                    out.dirs.insert(parent(at));
-                    Ok(())
-                })
-            }
-            Step::SetTimes { at, times, .. } => {
-                let set = Timestamps {
-                    last_access: timespec(times.access),
-                    last_modification: timespec(times.modified),
-                };
-                if at.as_os_str().is_empty() {
-                    rustix::fs::futimens(fd, &set)
-                } else {
-                    parent_of(fd, at).and_then(|(dir, n)| {
-                        rustix::fs::utimensat(&dir, n, &set, AtFlags::SYMLINK_NOFOLLOW)
-                    })
-                }
-            }
+            Err(Errno::EXIST) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// [`Step::HardLink`]: a hard link at `at` to `from`, unless something
+    /// is there.
+    fn hard_link(&mut self, from: &Path, at: &Path) -> Result<(), Errno> {
+        if matches!(lstat(self.fd, at), Ok(Some(_))) {
+            return Ok(());
+        }
+        let (dir, n) = parent_of(self.fd, from)?;
+        let (adir, an) = parent_of(self.fd, at)?;
+        rustix::fs::linkat(&dir, n, &adir, an, AtFlags::empty())?;
+        self.changed_dir_of(at);
+        Ok(())
+    }
+
+    /// [`Step::SetTimes`]: the times of `at` (the root itself when empty).
+    fn set_times(&self, at: &Path, times: &Times) -> Result<(), Errno> {
+        let set = Timestamps {
+            last_access: timespec(times.access),
+            last_modification: timespec(times.modified),
         };
-    if let Err(e) = done {
-        tracing::error!(root = %name, ?step, "a step of a publish failed: {e}");
-        out.failed.get_or_insert((r, e));
+        if at.as_os_str().is_empty() {
+            rustix::fs::futimens(self.fd, &set)
+        } else {
+            let (dir, n) = parent_of(self.fd, at)?;
+            rustix::fs::utimensat(&dir, n, &set, AtFlags::SYMLINK_NOFOLLOW)
+        }
     }
 }
 

@@ -31,12 +31,24 @@
 //! there the count file is used if a server that writes made it, and
 //! otherwise each call that deletes counts the trash by a walk.
 
-use super::*;
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::Read as _;
+use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt as _;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+use std::{fs, io};
 
-/// The count's file, in the trash (denied to every tool; no trash mount
-/// reaches it).
-pub const SIZE_FILE: &str = ".size";
+use rustix::fs::{Mode, OFlags};
+use rustix::io::Errno;
+
+use super::index::TrashDir;
+use super::list::{contents, size_of};
+use super::{SIZE_FILE, stamp_time};
+use crate::policy::{Permission, Root};
+use crate::store::{TRASH_DIR, locks};
 
 /// The label of the lock the count is changed under.
 const SIZE_LOCK: &str = "trash size";

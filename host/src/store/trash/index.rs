@@ -3,7 +3,22 @@
 //! from where. Written atomically, under the root's index lock; never
 //! followed through a symlink.
 
-use super::*;
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io::{Read as _, Write as _};
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+use std::sync::Arc;
+use std::{fs, io};
+
+use rustix::fs::{AtFlags, Mode, OFlags};
+use rustix::io::Errno;
+use serde::{Deserialize, Serialize};
+
+use super::{INDEX_SUFFIX, MAX_INDEX_BYTES, TrashError, io_error, stamp_time};
+use crate::policy::{Permission, Root};
+use crate::store::{TRASH_DIR, locks};
+use crate::sys::beneath::beneath;
 
 /// `.mcp-trash/<stamp>.json`: what one call kept in one root, and what it
 /// put in place there (for `trash undo`).

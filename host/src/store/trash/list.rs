@@ -2,7 +2,25 @@
 //! descriptor, by its index where it has one and leaf by leaf where not,
 //! with sizes and ages. Reads only.
 
-use super::*;
+use std::collections::{BTreeMap, HashSet};
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use rustix::fs::{AtFlags, FileType, Stat};
+
+use super::index::{IndexEntry, TrashDir, is_temp_name};
+use super::{
+    Entry, INDEX_SUFFIX, Now, SIZE_FILE, TrashError, escaped, io_error, select, stamp_time,
+};
+use crate::policy::Root;
+use crate::store::TRASH_DIR;
+use crate::store::locks::LOCK_FILE;
+use crate::store::staging::STAGING_DIR;
+use crate::sys::beneath::{beneath, names_in, open_dir};
 
 /// What [`list`] found.
 #[derive(Debug, Default)]

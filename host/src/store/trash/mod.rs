@@ -41,26 +41,20 @@
 //! `.mcp-trash` swapped for a symlink after it was opened leads nowhere
 //! outside the root.
 
-use std::collections::{BTreeMap, HashSet};
-use std::ffi::{OsStr, OsString};
-use std::fs::{self, File};
-use std::io::{self, Read as _, Write as _};
-use std::os::fd::{AsFd, OwnedFd};
+use std::io;
 use std::os::unix::ffi::OsStrExt as _;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
-use rustix::io::Errno;
-use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-use crate::policy::{Permission, Root, Rule, resolve};
+use crate::policy::{Root, Rule};
 use crate::store::TRASH_DIR;
-use crate::store::locks::{self, LOCK_FILE};
-use crate::store::staging::{self, STAGING_DIR, Swept};
-use crate::sys::beneath::{beneath, names_in, open_dir, parents, remove_below};
+
+/// The trash budget's count file, in the trash (denied to every tool; no
+/// trash mount reaches it): kept by `budget.rs`, passed over by `list.rs`.
+pub const SIZE_FILE: &str = ".size";
 
 mod budget;
 mod index;

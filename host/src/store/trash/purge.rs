@@ -2,7 +2,23 @@
 //! left-overs of interrupted index writes. The model never reaches it: the
 //! command line does.
 
-use super::*;
+use std::ffi::OsStr;
+use std::os::fd::AsFd;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use rustix::fs::{AtFlags, FileType};
+use rustix::io::Errno;
+
+use super::budget::recount;
+use super::index::{TrashDir, record_recovered};
+use super::list::{Stamp, contents, entries_of};
+use super::{Entry, Now, TrashError, escaped, io_error, select};
+use crate::policy::Root;
+use crate::store::staging::{STAGING_DIR, Swept};
+use crate::store::{TRASH_DIR, staging};
+use crate::sys::beneath::remove_below;
 
 /// What a purge removed (or, dry, would remove).
 #[derive(Debug, Default)]

@@ -1,7 +1,22 @@
 //! Restoring an entry to where it came from, through directories opened
 //! beneath the root, never replacing anything there.
 
-use super::*;
+use std::ffi::OsStr;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::{fs, io};
+
+use rustix::fs::{AtFlags, Mode, OFlags};
+use rustix::io::Errno;
+
+use super::budget::recount;
+use super::index::TrashDir;
+use super::list::plain;
+use super::{Entry, TrashError, escaped, io_error};
+use crate::policy::{Permission, Root, resolve};
+use crate::store::TRASH_DIR;
+use crate::sys::beneath::{beneath, open_dir, parents};
 
 /// Where a restore put an entry.
 #[derive(Debug)]

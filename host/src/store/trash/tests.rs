@@ -1,6 +1,10 @@
+use std::fs::{self, File};
+
 use super::*;
 use crate::policy::{DenyList, Role};
 use crate::store::Kept;
+use crate::store::locks::LOCK_FILE;
+use crate::store::staging::STAGING_DIR;
 use std::os::unix::fs::symlink;
 use tempfile::TempDir;
 

@@ -11,8 +11,23 @@
 //! touched what the call put (a file changed or replaced since, a kept
 //! version's place taken by something else).
 
-use super::*;
-use crate::store::publish::{self, Changes, Check, Identity, Made, New, Published, Taken};
+use std::io;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use rustix::fs::AtFlags;
+use rustix::io::Errno;
+
+use super::TrashError;
+use super::index::{Index, IndexEntry, TrashDir, record_published};
+use super::list::contents;
+use crate::policy::Root;
+use crate::store::publish::{
+    self, Changes, Check, Identity, Made, New, Published, PutEntry, Taken,
+};
+use crate::sys::beneath::beneath;
 
 /// What an undo did.
 #[derive(Debug)]
@@ -138,98 +153,16 @@ fn undo_changes(
     let mut out = Vec::new();
     let mut changed: Vec<(String, String)> = Vec::new();
     for (root, index) in indexes(roots, call)? {
-        let io = |error: io::Error| UndoError::Io {
-            root: root.name.clone(),
-            error,
+        let mut undo = RootUndo {
+            root_fd: crate::sys::beneath::open_root(&root).map_err(io_error(&root))?,
+            root,
+            taken: Vec::new(),
+            made: Vec::new(),
+            changed: &mut changed,
         };
-        let root_fd = crate::sys::beneath::open_root(&root).map_err(io)?;
-        let now = |path: &Path| -> io::Result<Option<Identity>> {
-            let Some(name) = path.file_name() else {
-                return Ok(None);
-            };
-            let dir = match beneath(&root_fd, path.parent().unwrap_or(Path::new(""))) {
-                Ok(dir) => dir,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-                Err(e) => return Err(e),
-            };
-            match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
-                Ok(st) => Ok(Some(Identity::of(&st))),
-                Err(Errno::NOENT) => Ok(None),
-                Err(e) => Err(e.into()),
-            }
-        };
-        let mut taken: Vec<Taken> = Vec::new();
-        let mut made: Vec<Made> = Vec::new();
-        // What the call put goes (to the undo's trash entry), or back where
-        // it came from: still as the call left it.
-        for p in &index.put {
-            let at = PathBuf::from(&p.at);
-            match (now(&at).map_err(io)?, &p.now) {
-                (Some(is), Some(was)) if is.same_version(was) => taken.push(Taken {
-                    from: at.clone(),
-                    was: is,
-                    moved: p.moved_from.is_some(),
-                }),
-                _ => changed.push((root.name.clone(), p.at.clone())),
-            }
-            if let Some(from) = &p.moved_from {
-                made.push(Made {
-                    at: PathBuf::from(from),
-                    new: New::Moved(at),
-                    check: Check::Free(PathBuf::from(from)),
-                    times: None,
-                });
-            }
-        }
-        // What the call kept comes back to its place: a place the call put
-        // something at is freed above; any other must be free.
-        for k in &index.entries {
-            let (from, to) = (PathBuf::from(&k.from), PathBuf::from(&k.to));
-            let Some(kept) = now(&to).map_err(io)? else {
-                changed.push((root.name.clone(), k.to.clone()));
-                continue;
-            };
-            taken.push(Taken {
-                from: to.clone(),
-                was: kept,
-                moved: true,
-            });
-            let check = if taken.iter().any(|t| t.from == from) {
-                Check::Replaces(from.clone())
-            } else {
-                Check::Free(from.clone())
-            };
-            if let Check::Free(_) = check
-                && now(&from).map_err(io)?.is_some()
-            {
-                changed.push((root.name.clone(), k.from.clone()));
-            }
-            made.push(Made {
-                at: from,
-                new: New::Moved(to),
-                check,
-                times: None,
-            });
-        }
-        let dir = staging.call_dir(&root, None).map_err(io)?;
-        let stage = dir
-            .path()
-            .strip_prefix(&root.path)
-            .map(Path::to_path_buf)
-            .map_err(|_| io(io::ErrorKind::InvalidData.into()))?;
-        let dev =
-            crate::sys::stat::inode(&rustix::fs::fstat(&root_fd).map_err(|e| io(e.into()))?).0;
-        out.push((
-            Changes {
-                root: Arc::clone(&root),
-                dev,
-                stage: Some(stage),
-                stages: Vec::new(),
-                taken,
-                made,
-            },
-            dir,
-        ));
+        undo.take_back_puts(&index.put)?;
+        undo.bring_back_kept(&index.entries)?;
+        out.push(undo.into_changes(staging)?);
     }
     if !changed.is_empty() {
         // A place the call replaced counts once (its new version changed,
@@ -239,4 +172,132 @@ fn undo_changes(
         return Err(UndoError::Changed { places: changed });
     }
     Ok(out)
+}
+
+/// The undo's error for an I/O error in `root`.
+fn io_error(root: &Root) -> impl Fn(io::Error) -> UndoError + '_ {
+    |error| UndoError::Io {
+        root: root.name.clone(),
+        error,
+    }
+}
+
+/// One root's part of an undo being planned by [`undo_changes`]: what
+/// stands there now, and the changes that undo the call there.
+struct RootUndo<'a> {
+    root: Arc<Root>,
+    root_fd: OwnedFd,
+    taken: Vec<Taken>,
+    made: Vec<Made>,
+    /// The places (root name, path) changed since the call, of every root.
+    changed: &'a mut Vec<(String, String)>,
+}
+
+impl RootUndo<'_> {
+    /// What stands at `path` now, if anything.
+    fn now(&self, path: &Path) -> Result<Option<Identity>, UndoError> {
+        let Some(name) = path.file_name() else {
+            return Ok(None);
+        };
+        let dir = match beneath(&self.root_fd, path.parent().unwrap_or(Path::new(""))) {
+            Ok(dir) => dir,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_error(&self.root)(e)),
+        };
+        match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => Ok(Some(Identity::of(&st))),
+            Err(Errno::NOENT) => Ok(None),
+            Err(e) => Err(io_error(&self.root)(e.into())),
+        }
+    }
+
+    /// Counts `path` as changed since the call.
+    fn changed(&mut self, path: &str) {
+        self.changed.push((self.root.name.clone(), path.to_owned()));
+    }
+
+    /// What the call put goes (to the undo's trash entry), or back where it
+    /// came from: still as the call left it.
+    fn take_back_puts(&mut self, puts: &[PutEntry]) -> Result<(), UndoError> {
+        for p in puts {
+            let at = PathBuf::from(&p.at);
+            match (self.now(&at)?, &p.now) {
+                (Some(is), Some(was)) if is.same_version(was) => self.taken.push(Taken {
+                    from: at.clone(),
+                    was: is,
+                    moved: p.moved_from.is_some(),
+                }),
+                _ => self.changed(&p.at),
+            }
+            if let Some(from) = &p.moved_from {
+                self.made.push(Made {
+                    at: PathBuf::from(from),
+                    new: New::Moved(at),
+                    check: Check::Free(PathBuf::from(from)),
+                    times: None,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// What the call kept comes back to its place: a place the call put
+    /// something at is freed by [`Self::take_back_puts`]; any other must
+    /// be free.
+    fn bring_back_kept(&mut self, entries: &[IndexEntry]) -> Result<(), UndoError> {
+        for k in entries {
+            let (from, to) = (PathBuf::from(&k.from), PathBuf::from(&k.to));
+            let Some(kept) = self.now(&to)? else {
+                self.changed(&k.to);
+                continue;
+            };
+            self.taken.push(Taken {
+                from: to.clone(),
+                was: kept,
+                moved: true,
+            });
+            let check = if self.taken.iter().any(|t| t.from == from) {
+                Check::Replaces(from.clone())
+            } else {
+                Check::Free(from.clone())
+            };
+            if let Check::Free(_) = check
+                && self.now(&from)?.is_some()
+            {
+                self.changed(&k.from);
+            }
+            self.made.push(Made {
+                at: from,
+                new: New::Moved(to),
+                check,
+                times: None,
+            });
+        }
+        Ok(())
+    }
+
+    /// This root's changes, with a new stage directory for its lifts.
+    fn into_changes(
+        self,
+        staging: &crate::store::staging::Staging,
+    ) -> Result<(Changes, crate::store::staging::CallDir), UndoError> {
+        let io = io_error(&self.root);
+        let dir = staging.call_dir(&self.root, None).map_err(&io)?;
+        let stage = dir
+            .path()
+            .strip_prefix(&self.root.path)
+            .map(Path::to_path_buf)
+            .map_err(|_| io(io::ErrorKind::InvalidData.into()))?;
+        let dev =
+            crate::sys::stat::inode(&rustix::fs::fstat(&self.root_fd).map_err(|e| io(e.into()))?).0;
+        let changes = Changes {
+            root: Arc::clone(&self.root),
+            dev,
+            stage: Some(stage),
+            stages: Vec::new(),
+            taken: self.taken,
+            made: self.made,
+        };
+        Ok((changes, dir))
+    }
 }
