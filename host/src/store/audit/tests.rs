@@ -1,4 +1,5 @@
 use super::*;
+use std::path::Path;
 use std::sync::Arc;
 use tempfile::TempDir;
 
