@@ -47,7 +47,7 @@ use rustix::io::Errno;
 use super::index::TrashDir;
 use super::list::{contents, size_of};
 use super::{SIZE_FILE, stamp_time};
-use crate::policy::{Permission, Root};
+use crate::policy::{Permission, Root, Rule};
 use crate::store::{TRASH_DIR, locks};
 
 /// The label of the lock the count is changed under.
