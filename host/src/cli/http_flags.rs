@@ -18,7 +18,11 @@ pub(super) fn http_options(
     tool_timeout: std::time::Duration,
     budget: &DescriptorBudget,
 ) -> anyhow::Result<HttpOptions> {
-    let token = args.auth_token_file.as_deref().map(read_token).transpose()?;
+    let token = args
+        .auth_token_file
+        .as_deref()
+        .map(read_token)
+        .transpose()?;
     let ip = args.listen.ip();
     if !ip.is_loopback() {
         anyhow::ensure!(

@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 
 use super::Toolbox;
 use super::prepare::lock_keys;
-use super::results::lexical;
 use super::report::EarlyEnd;
 use super::results::quota_figures;
 use super::run::Run;
 use super::slots::{Slot, SlotError};
+use crate::policy::normalise_lexically;
 use crate::policy::{PathArg, Permission, Resolved, Root, Rule};
 use crate::runtime::CallRequest;
 use crate::store::locks::{Key, Locked};
@@ -177,7 +177,8 @@ pub(super) fn kept_estimate(resolved: &[Resolved], paths: &[PathArg]) -> trash::
         }
         // The entry as named (a symlink itself) and where it leads.
         let real = root.path.join(r.real_rel());
-        let named = lexical(r.requested()).map_or_else(|| real.clone(), |rel| root.path.join(rel));
+        let named = normalise_lexically(r.requested())
+            .map_or_else(|| real.clone(), |rel| root.path.join(rel));
         let file = |at: &Path| {
             std::fs::symlink_metadata(at)
                 .ok()

@@ -5,11 +5,11 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::results::lexical;
 use super::report::EarlyEnd;
 use super::results::clip;
 use super::run::Run;
 use super::{Control, Toolbox};
+use crate::policy::normalise_lexically;
 use crate::policy::{Permission, Resolved, Rule};
 use crate::runtime::fs::Refusal;
 use crate::store::audit::Record;
@@ -119,7 +119,7 @@ impl Toolbox {
         for r in &call.resolved {
             // The guest keeps the entry it was asked about (a symlink itself),
             // the host resolved its target: either may be what was kept.
-            let asked = lexical(r.requested()).unwrap_or_default();
+            let asked = normalise_lexically(r.requested()).unwrap_or_default();
             let mut kept = kept_of(published, &r.root().name, r.real_rel());
             if kept.is_empty() {
                 kept = kept_of(published, &r.root().name, &asked);

@@ -14,8 +14,8 @@ use rmcp::model::JsonObject;
 
 use super::attempt::Ran;
 use super::report::CallReport;
-use super::run::Run;
 use super::results::{note_kept, note_reran};
+use super::run::Run;
 use super::slots::Slots;
 use super::{Control, Toolbox};
 use crate::config::Config;

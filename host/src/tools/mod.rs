@@ -42,8 +42,8 @@ mod prepare;
 mod publish;
 mod report;
 mod resources;
-mod run;
 mod results;
+mod run;
 pub mod slots;
 mod watch;
 

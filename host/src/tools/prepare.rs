@@ -9,8 +9,9 @@ use rmcp::model::JsonObject;
 use serde_json::{Value, json};
 
 use super::report::EarlyEnd;
-use super::results::{clip, lexical};
+use super::results::clip;
 use super::{Control, Toolbox};
+use crate::policy::normalise_lexically;
 use crate::policy::{
     PathArg, Permission, Resolved, Rule, path_requests, resolve, resolve_within, shown_arg,
     with_quoted_note,
@@ -190,7 +191,7 @@ pub(super) fn lock_keys(resolved: &[Resolved]) -> Vec<Key> {
         .iter()
         .filter(|r| r.op() != Permission::Read && !r.is_root())
     {
-        let entry = lexical(r.requested());
+        let entry = normalise_lexically(r.requested());
         for rel in [Some(r.real_rel().to_path_buf()), entry]
             .into_iter()
             .flatten()

@@ -2,7 +2,7 @@
 //! for the model (quota, descriptors, a full disk), clipped texts, and the
 //! `list_roots` tool's own description. Never shows a host path.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,7 +11,9 @@ use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotation
 use serde_json::{Value, json};
 
 use super::{AUDIT_CLIP, ERROR_CLIP, capped};
-use crate::policy::{Permission, Perms, Resolved, Root, Rule, neutralised, shown};
+use crate::policy::{
+    Permission, Perms, Resolved, Root, Rule, neutralised, normalise_lexically, shown,
+};
 use crate::runtime;
 use crate::runtime::{Activity, CallError, DiskError, ToolError};
 use crate::store::quota;
@@ -150,7 +152,7 @@ fn fill_kept(
         let Some(path) = o.get(key).and_then(Value::as_str) else {
             continue;
         };
-        let path = lexical(path).unwrap_or_default();
+        let path = normalise_lexically(path).unwrap_or_default();
         if let Some(k) = published
             .kept
             .iter()
@@ -491,23 +493,4 @@ pub(super) fn offer_roots(
         offered = true;
     }
     offered
-}
-
-/// `path` (root-relative, as the model wrote it) with `.` dropped and `..`
-/// taken back lexically; `None` if it climbs above the root (then only the
-/// resolved place is locked).
-pub(super) fn lexical(path: &str) -> Option<PathBuf> {
-    let mut out = PathBuf::new();
-    for part in path.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => {
-                if !out.pop() {
-                    return None;
-                }
-            }
-            name => out.push(name),
-        }
-    }
-    Some(out)
 }

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use rmcp::model::JsonObject;
 use serde_json::Value;
 
-use crate::policy::{PathArg, Permission, Resolved};
-use crate::runtime::{Area, CallMount, CallRequest, GuestLimits};
 use super::prepare::{RefusedItem, Resolution};
 use super::{Control, Toolbox};
+use crate::policy::{PathArg, Permission, Resolved};
+use crate::runtime::{Area, CallMount, CallRequest, GuestLimits};
 
 /// One call on its way to its guest: resolved, locked and given its id.
 pub(super) struct Run<'a> {

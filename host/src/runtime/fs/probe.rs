@@ -14,6 +14,7 @@ use wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode;
 use wasmtime_wasi::p2::bindings::sync::filesystem::types as fs;
 
 use super::Handle;
+use crate::policy::normalise_lexically;
 use crate::sys::openat2::{O_PATH, ResolveFlags, openat2};
 
 /// How a checked path is used: looked up as something that exists, or as a
@@ -27,20 +28,13 @@ pub(super) enum Lookup {
 /// `base` joined with the relative `path`, `..` resolved lexically; `None`
 /// for an absolute path or one climbing above the root.
 pub(super) fn join_lexically(base: &Path, path: &Path) -> Option<PathBuf> {
-    let mut out = base.to_path_buf();
-    for c in path.components() {
-        match c {
-            Component::Normal(name) => out.push(name),
-            Component::CurDir => {}
-            Component::ParentDir => {
-                if !out.pop() {
-                    return None;
-                }
-            }
-            Component::RootDir | Component::Prefix(_) => return None,
-        }
+    if path
+        .components()
+        .any(|c| matches!(c, Component::RootDir | Component::Prefix(_)))
+    {
+        return None;
     }
-    Some(out)
+    normalise_lexically(base.join(path))
 }
 
 /// Whether `path` names a direct entry of its directory (one plain name):
