@@ -176,6 +176,9 @@ fn held_files() -> Vec<PathBuf> {
     files
 }
 
+/// What the first line of a source file over [`MAX_LINES`] says, then why.
+const SIZE_REASON: &str = "// Over 600 lines:";
+
 #[test]
 fn the_file_size_rule_it_states_holds() {
     let text = document();
@@ -185,37 +188,172 @@ fn the_file_size_rule_it_states_holds() {
         .expect("ARCHITECTURE.md states the file-size rule in a \"**File size.**\" paragraph")
         .to_owned();
     assert!(
-        rule.contains(&format!("at most {MAX_LINES} lines")),
-        "the rule no longer says \"at most {MAX_LINES} lines\"; change MAX_LINES with it"
+        rule.contains(&format!("at most {MAX_LINES} lines")) && rule.contains(SIZE_REASON),
+        "the rule no longer says \"at most {MAX_LINES} lines\" and \"{SIZE_REASON}\"; \
+         change MAX_LINES and SIZE_REASON with it"
     );
-    let listed: BTreeSet<String> = spans(&rule)
-        .into_iter()
-        .filter(|s| s.ends_with(".rs") && s.contains('/'))
-        .collect();
-
     let root = repo();
-    let mut over = BTreeSet::new();
+    let (mut unreasoned, mut stale) = (Vec::new(), Vec::new());
     for path in held_files() {
-        let lines = fs::read_to_string(&path)
-            .expect("read a source file")
+        let text = fs::read_to_string(&path).expect("read a source file");
+        let over = text.lines().count() > MAX_LINES;
+        let reasoned = text
             .lines()
-            .count();
-        if lines > MAX_LINES {
-            let rel = path.strip_prefix(&root).expect("below the root");
-            over.insert(rel.to_string_lossy().replace('\\', "/"));
+            .next()
+            .is_some_and(|l| l.starts_with(SIZE_REASON) && l.len() > SIZE_REASON.len() + 10);
+        let rel = path.strip_prefix(&root).expect("below the root");
+        let rel = rel.to_string_lossy().replace('\\', "/");
+        if over && !reasoned {
+            unreasoned.push(rel);
+        } else if !over && reasoned {
+            stale.push(rel);
         }
     }
-    let unlisted: Vec<&String> = over.difference(&listed).collect();
-    let shrunk: Vec<&String> = listed.difference(&over).collect();
     assert!(
-        unlisted.is_empty(),
-        "over {MAX_LINES} lines and not among ARCHITECTURE.md's exceptions: {unlisted:?} \
-         (split the file, or list it)"
+        unreasoned.is_empty(),
+        "over {MAX_LINES} lines without a reason on their first line (\"{SIZE_REASON} …\"): \
+         {unreasoned:?} (split the file, or say why it stays whole)"
     );
     assert!(
-        shrunk.is_empty(),
-        "listed as over {MAX_LINES} lines in ARCHITECTURE.md but no longer are (or are \
-         gone): {shrunk:?}; take them off the list"
+        stale.is_empty(),
+        "a reason to be over {MAX_LINES} lines, but no longer are: {stale:?}; take it off"
+    );
+}
+
+/// The most lines a non-test function of `host/src/` may span without a
+/// reason in its doc comment (issue 49).
+const MAX_FN_LINES: usize = 100;
+/// What a longer function's doc comment says, then why.
+const LONG_FN_REASON: &str = "Over 100 lines:";
+
+/// The non-test code of a source file: the text before its test module
+/// (`#[cfg(test)]` then `mod`), as lines.
+fn code_lines(text: &str) -> Vec<&str> {
+    let lines: Vec<&str> = text.lines().collect();
+    let end = lines
+        .windows(2)
+        .position(|w| w[0].trim() == "#[cfg(test)]" && w[1].trim_start().starts_with("mod "))
+        .unwrap_or(lines.len());
+    lines[..end].to_vec()
+}
+
+/// The name of the function a line declares, if it does.
+fn declared_fn(line: &str) -> Option<&str> {
+    let mut rest = line.trim_start();
+    for qualifier in [
+        "pub(crate) ",
+        "pub(super) ",
+        "pub ",
+        "const ",
+        "async ",
+        "unsafe ",
+    ] {
+        rest = rest.strip_prefix(qualifier).unwrap_or(rest);
+    }
+    let rest = rest.strip_prefix("fn ")?;
+    let end = rest.find(|c: char| !(c.is_alphanumeric() || c == '_'))?;
+    Some(&rest[..end])
+}
+
+/// How many lines the function declared at `start` spans, to its closing
+/// brace (strings, characters and comments are blanked before braces are
+/// counted); `None` for a declaration without a body.
+fn fn_span(lines: &[&str], start: usize) -> Option<usize> {
+    let (mut depth, mut opened) = (0i64, false);
+    for (i, line) in lines.iter().enumerate().skip(start) {
+        let code = line.split("//").next().unwrap_or("");
+        let mut in_str = false;
+        let mut chars = code.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' if in_str => {
+                    chars.next();
+                }
+                '"' => in_str = !in_str,
+                '\'' if !in_str => {
+                    // A character literal ('{') or a lifetime ('a).
+                    let quoted: String = chars.clone().take(3).collect();
+                    if quoted.chars().nth(1) == Some('\'') {
+                        chars.next();
+                        chars.next();
+                    }
+                }
+                '{' if !in_str => {
+                    depth += 1;
+                    opened = true;
+                }
+                '}' if !in_str => depth -= 1,
+                _ => {}
+            }
+        }
+        if !opened && code.trim_end().ends_with(';') {
+            return None;
+        }
+        if opened && depth == 0 {
+            return Some(i - start + 1);
+        }
+    }
+    None
+}
+
+/// The doc comment above line `at`, attributes skipped.
+fn doc_above<'a>(lines: &[&'a str], at: usize) -> Vec<&'a str> {
+    let mut doc = Vec::new();
+    for line in lines[..at].iter().rev() {
+        let t = line.trim_start();
+        if t.starts_with("#[") {
+            continue;
+        }
+        match t.strip_prefix("///") {
+            Some(text) => doc.push(text.trim()),
+            None => break,
+        }
+    }
+    doc
+}
+
+/// Each non-test function of `host/src/` over [`MAX_FN_LINES`] whose doc
+/// comment gives no reason: `(file, line, name, lines)`.
+fn long_functions_without_reason() -> Vec<(String, usize, String, usize)> {
+    let root = repo();
+    let mut found = Vec::new();
+    for path in held_files()
+        .into_iter()
+        .filter(|p| p.starts_with(root.join("host/src")))
+    {
+        let text = fs::read_to_string(&path).expect("read a source file");
+        let lines = code_lines(&text);
+        for (i, line) in lines.iter().enumerate() {
+            let Some(name) = declared_fn(line) else {
+                continue;
+            };
+            let Some(span) = fn_span(&lines, i) else {
+                continue;
+            };
+            let reasoned = doc_above(&lines, i)
+                .iter()
+                .any(|l| l.starts_with(LONG_FN_REASON));
+            if span > MAX_FN_LINES && !reasoned {
+                let rel = path.strip_prefix(&root).expect("below the root");
+                found.push((
+                    rel.to_string_lossy().replace('\\', "/"),
+                    i + 1,
+                    name.to_string(),
+                    span,
+                ));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_function_is_over_100_lines_without_a_reason() {
+    let long = long_functions_without_reason();
+    assert!(
+        long.is_empty(),
+        "functions over {MAX_FN_LINES} lines whose doc comment gives no reason (a line \
+         starting \"{LONG_FN_REASON}\"): split them into stages, or say why: {long:#?}"
     );
 }
 
@@ -377,4 +515,19 @@ fn the_guest_circle_check_sees_a_circle() {
         cycle.contains("walk") && cycle.contains("ignores"),
         "{cycle}"
     );
+}
+
+#[test]
+fn the_function_length_check_sees_a_long_function() {
+    let body = "    let x = 1;\n".repeat(MAX_FN_LINES);
+    let text = format!("/// Adds.\nfn long() {{\n{body}}}\n\nfn short() {{ let s = \"}}\"; }}\n");
+    let lines = code_lines(&text);
+    assert_eq!(declared_fn(lines[1]), Some("long"));
+    assert_eq!(fn_span(&lines, 1), Some(MAX_FN_LINES + 2));
+    let short = lines
+        .iter()
+        .position(|l| l.starts_with("fn short"))
+        .unwrap();
+    assert_eq!(fn_span(&lines, short), Some(1));
+    assert_eq!(doc_above(&lines, 1), vec!["Adds."]);
 }
