@@ -15,6 +15,12 @@
 //!
 //! This module is transport-agnostic: stdio and HTTP serve the same
 //! [`Toolbox`].
+//!
+//! `Toolbox`'s `impl` is split over the files of the call's stages
+//! (`prepare.rs`, `admit.rs`, `attempt.rs`, `judge.rs`, `publish.rs`,
+//! `audit.rs`) and of the resources (`resources.rs`, `watch.rs`): each
+//! stage needs the toolbox's config, audit log and call path, so it is a
+//! method of it, and each file holds one stage and says which.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -11,10 +11,9 @@ use serde_json::{Value, json};
 use super::report::EarlyEnd;
 use super::results::clip;
 use super::{Control, Toolbox};
-use crate::policy::normalise_lexically;
 use crate::policy::{
-    PathArg, Permission, Resolved, Rule, path_requests, resolve, resolve_within, shown_arg,
-    with_quoted_note,
+    Denial, PathArg, Permission, Resolved, Rule, normalise_lexically, path_requests, resolve,
+    resolve_within, shown_arg, with_quoted_note,
 };
 use crate::store::locks::{Key, LockError, Locked};
 
@@ -67,18 +66,7 @@ impl Toolbox {
                         });
                         continue;
                     }
-                    let (root, path) = (shown_arg(root), shown_arg(path));
-                    let text = with_quoted_note(
-                        format!(
-                            "refused by rule '{}': {} (root '{root}', path '{path}')",
-                            denial.rule, denial.message
-                        ),
-                        &[&root, &path],
-                    );
-                    return Err(EarlyEnd {
-                        path_missing: true,
-                        ..EarlyEnd::new(text, Some(denial.rule))
-                    });
+                    return Err(refused_path(root, path, &denial));
                 }
             }
         }
@@ -140,6 +128,24 @@ impl Toolbox {
                 .into(),
             Some(Rule::Locked),
         ))
+    }
+}
+
+/// The end of a call whose path `resolve()` refused: the rule, the
+/// message, and the root and path as the model sent them (by the naming
+/// rule). It answers as a missing path to a resource read.
+fn refused_path(root: &str, path: &str, denial: &Denial) -> EarlyEnd {
+    let (root, path) = (shown_arg(root), shown_arg(path));
+    let text = with_quoted_note(
+        format!(
+            "refused by rule '{}': {} (root '{root}', path '{path}')",
+            denial.rule, denial.message
+        ),
+        &[&root, &path],
+    );
+    EarlyEnd {
+        path_missing: true,
+        ..EarlyEnd::new(text, Some(denial.rule))
     }
 }
 
