@@ -227,12 +227,17 @@ const MAX_FN_LINES: usize = 100;
 const LONG_FN_REASON: &str = "Over 100 lines:";
 
 /// The non-test code of a source file: the text before its test module
-/// (`#[cfg(test)]` then `mod`), as lines.
+/// (a `#[cfg(…)]` naming `test`, then `mod`), as lines.
 fn code_lines(text: &str) -> Vec<&str> {
     let lines: Vec<&str> = text.lines().collect();
     let end = lines
         .windows(2)
-        .position(|w| w[0].trim() == "#[cfg(test)]" && w[1].trim_start().starts_with("mod "))
+        .position(|w| {
+            let cfg = w[0].trim();
+            cfg.starts_with("#[cfg(")
+                && cfg.contains("test")
+                && w[1].trim_start().starts_with("mod ")
+        })
         .unwrap_or(lines.len());
     lines[..end].to_vec()
 }
