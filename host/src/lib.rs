@@ -8,9 +8,10 @@
 //! checks it.
 
 //!
-//! Off Unix (Windows) only the two bottom layers build, `config` and
-//! `policy`, the Windows name rules included: everything above holds files
-//! by Unix descriptors, and the binary says it does not run there.
+//! Off Unix (Windows) only the bottom layers build: `config` and `policy`
+//! (the Windows name rules included) and, of `sys`, the Windows backend's
+//! primitives on handles. Everything above holds files by Unix descriptors,
+//! and the binary says it does not run there yet.
 
 #[cfg(unix)]
 pub mod cli;
@@ -22,7 +23,6 @@ pub mod runtime;
 pub mod server;
 #[cfg(unix)]
 pub mod store;
-#[cfg(unix)]
 pub mod sys;
 #[cfg(unix)]
 pub mod tools;

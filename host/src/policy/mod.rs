@@ -210,7 +210,8 @@ pub struct Repository {
     pub git: Arc<Root>,
 }
 
-#[cfg(test)]
+// Its tests build on symlinks and descriptors: Unix only.
+#[cfg(all(test, unix))]
 impl Root {
     /// A workspace root `name` at `path`, for unit tests: the built-in deny
     /// list, a 1 MiB read cap.

@@ -141,7 +141,8 @@ fn file_uri_bytes(uri: &str, windows: bool) -> Option<Vec<u8>> {
     }
 }
 
-#[cfg(test)]
+// Its fixture holds a symlink: Unix only.
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
     use crate::policy::{Permission, resolve};

@@ -297,5 +297,6 @@ fn components(path: &Path) -> impl Iterator<Item = OsString> + '_ {
     })
 }
 
-#[cfg(test)]
+// Symlinks and descriptors: Unix only.
+#[cfg(all(test, unix))]
 mod tests;
