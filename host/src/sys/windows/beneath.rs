@@ -1,36 +1,30 @@
-//! Resolution beneath a directory handle, one name at a time: the Windows
-//! twin of [`crate::sys::walk`] (which answers as Linux's
-//! `openat2(RESOLVE_BENEATH)` does).
+//! Resolution beneath a directory handle on Windows: the portable walk
+//! ([`crate::sys::by_hand`], the steps Linux's tests hold to
+//! `openat2(RESOLVE_BENEATH)`) on handles.
 //!
-//! Every name is opened relative to the handle of the directory before it
-//! (`NtCreateFile` with `RootDirectory`), with `FILE_OPEN_REPARSE_POINT`,
-//! and kept: a directory renamed or swapped for a junction after it was
-//! checked leads nowhere else. A symlink's target is read from the handle
-//! of the link that was checked and walked the same way: a junction or an
-//! absolute symlink is an escape (`ERROR_NOT_SAME_DEVICE`, as an absolute
-//! symlink is `EXDEV` under `RESOLVE_BENEATH`), and so is `..` above the
-//! starting directory; more than [`MAX_LINKS`] links is a loop
-//! (`ERROR_CANT_RESOLVE_FILENAME`). `..` pops back to the handle of the
-//! directory it entered from, never asks the system for a parent. Names
-//! the Windows naming rules refuse (`CON`, `a:b`, `PROGRA~1`) are refused
-//! before this by `policy::windows`; a stream colon is refused here again
-//! ([`super::nt::open_at`]).
+//! Each name is opened with [`nt::open_at`] relative to the handle of the
+//! directory before it, reparse points opened, not followed. A junction or
+//! an absolute symlink is an escape (`ERROR_NOT_SAME_DEVICE`, as an
+//! absolute symlink is `EXDEV` under `RESOLVE_BENEATH`), and so is `..`
+//! above the start; more than 40 links is a loop
+//! (`ERROR_CANT_RESOLVE_FILENAME`). Names the Windows naming rules refuse
+//! (`CON`, `a:b`, `PROGRA~1`) are refused before this by `policy::windows`;
+//! a stream colon is refused here again ([`nt::open_at`]).
 
-use std::collections::VecDeque;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::windows::ffi::{OsStrExt, OsStringExt};
 use std::os::windows::io::{AsHandle, BorrowedHandle, OwnedHandle};
 
-use windows_sys::Wdk::Storage::FileSystem::FILE_OPEN;
+use windows_sys::Wdk::Storage::FileSystem::{FILE_DIRECTORY_FILE, FILE_OPEN};
 use windows_sys::Win32::Foundation::{
     ERROR_CANT_RESOLVE_FILENAME, ERROR_DIRECTORY, ERROR_NOT_SAME_DEVICE, ERROR_PATH_NOT_FOUND,
     ERROR_RETRY,
 };
 use windows_sys::Win32::Storage::FileSystem::FILE_READ_ATTRIBUTES;
 
-use super::nt::{self, Kind, Open, Target};
-use crate::sys::MAX_LINKS;
+use super::nt::{self, Open, Target};
+use crate::sys::by_hand::{self, Kind, Stop};
 
 /// How each name on the way is opened to be checked: its attributes only.
 const PROBE: Open = Open {
@@ -45,7 +39,8 @@ fn error(code: u32) -> io::Error {
 
 /// Opens `path` (names separated by `\` or `/`) beneath `dir` with `how`,
 /// following a link at the last name only if `follow_last`. A path that
-/// starts with a separator is absolute: an escape. The last name, when it
+/// starts with a separator is absolute: an escape. A last name that is not
+/// there is made if `how`'s disposition makes it. The last name, when it
 /// existed at its check, must be the same file when opened with `how`;
 /// otherwise the answer is `ERROR_RETRY` (callers try again, as they do
 /// for `EAGAIN` on Linux).
@@ -55,104 +50,112 @@ pub fn beneath(
     how: Open,
     follow_last: bool,
 ) -> io::Result<OwnedHandle> {
-    if path.is_empty() {
-        return Err(error(ERROR_PATH_NOT_FOUND));
-    }
-    if is_separator(path[0]) {
-        return Err(error(ERROR_NOT_SAME_DEVICE));
-    }
-    let mut pending = names(path);
-    // A trailing separator: the last name must be a directory, and a link
-    // there is followed.
-    let mut trailing = path.last().is_some_and(|&c| is_separator(c));
-    // The directories entered, the current one on top; empty: `dir`.
-    let mut entered: Vec<OwnedHandle> = Vec::new();
-    let mut links = 0;
-    loop {
-        let cur = entered.last().map_or(dir, |h| h.as_handle());
-        let Some(name) = pending.pop_front() else {
-            // The path named a directory reached (`.`, `a\..`).
-            return nt::reopen(cur, how);
-        };
-        match name.as_slice() {
-            [0x2e] => continue,
-            [0x2e, 0x2e] => {
-                entered.pop().ok_or_else(|| error(ERROR_NOT_SAME_DEVICE))?;
-                continue;
-            }
-            _ => {}
-        }
-        let last = pending.is_empty();
-        let os = OsString::from_wide(&name);
-        let found = match nt::open_at(cur, &os, PROBE) {
-            Ok(found) => found,
-            // The last name may be made by `how`.
-            Err(e) if last && e.kind() == io::ErrorKind::NotFound => {
-                let made = nt::open_at(cur, &os, how)?;
-                // A link made there since the check is not followed.
-                return match nt::kind(made.as_handle())? {
-                    Kind::Link if follow_last || trailing => Err(error(ERROR_RETRY)),
-                    _ => Ok(made),
-                };
-            }
-            Err(e) => return Err(e),
-        };
-        let kind = nt::kind(found.as_handle())?;
-        if kind == Kind::Link && (!last || follow_last || trailing) {
-            links += 1;
-            if links > MAX_LINKS {
-                return Err(error(ERROR_CANT_RESOLVE_FILENAME));
-            }
-            let Target::Relative(target) = nt::link_target(found.as_handle())? else {
-                return Err(error(ERROR_NOT_SAME_DEVICE));
-            };
-            if target.first().is_some_and(|&c| is_separator(c)) {
-                return Err(error(ERROR_NOT_SAME_DEVICE));
-            }
-            if last {
-                trailing |= target.last().is_some_and(|&c| is_separator(c));
-            }
-            for n in names(&target).into_iter().rev() {
-                pending.push_front(n);
-            }
-            continue;
-        }
-        if !last {
-            if kind != Kind::Directory {
-                return Err(error(ERROR_DIRECTORY));
-            }
-            entered.push(found);
-            continue;
-        }
-        if trailing && kind != Kind::Directory {
-            return Err(error(ERROR_DIRECTORY));
-        }
-        if how == PROBE {
-            return Ok(found);
-        }
-        // Opened again with the caller's access: it must be what was checked.
-        let opened = nt::open_at(cur, &os, how)?;
-        return if nt::identity(opened.as_handle())? == nt::identity(found.as_handle())? {
-            Ok(opened)
-        } else {
-            Err(error(ERROR_RETRY))
-        };
-    }
+    let trailing = path
+        .last()
+        .is_some_and(|&u| <Handles as by_hand::Steps>::is_separator(u));
+    let steps = Handles {
+        start: dir,
+        how,
+        follow_last,
+        trailing,
+    };
+    by_hand::walk(&steps, path, follow_last, false)
 }
 
 /// A path as UTF-16 for [`beneath`].
-pub fn wide(path: &std::ffi::OsStr) -> Vec<u16> {
+pub fn wide(path: &OsStr) -> Vec<u16> {
     path.encode_wide().collect()
 }
 
-fn is_separator(c: u16) -> bool {
-    c == u16::from(b'\\') || c == u16::from(b'/')
+/// The walk's steps on handles, from `start`, the last name opened `how`.
+struct Handles<'a> {
+    start: BorrowedHandle<'a>,
+    how: Open,
+    follow_last: bool,
+    /// The path ends with a separator: what is made at its end must be a
+    /// directory.
+    trailing: bool,
 }
 
-/// The names of a path, in order; empty ones (`a\\b`) left out.
-fn names(path: &[u16]) -> VecDeque<Vec<u16>> {
-    path.split(|&c| is_separator(c))
-        .filter(|n| !n.is_empty())
-        .map(<[u16]>::to_vec)
-        .collect()
+impl Handles<'_> {
+    fn at<'b>(&'b self, dir: Option<&'b OwnedHandle>) -> BorrowedHandle<'b> {
+        dir.map_or(self.start, |h| h.as_handle())
+    }
+}
+
+impl by_hand::Steps for Handles<'_> {
+    type Handle = OwnedHandle;
+    type Unit = u16;
+    type Error = io::Error;
+
+    fn is_separator(unit: u16) -> bool {
+        unit == u16::from(b'\\') || unit == u16::from(b'/')
+    }
+
+    fn error(stop: Stop) -> io::Error {
+        error(match stop {
+            Stop::Empty | Stop::Missing => ERROR_PATH_NOT_FOUND,
+            Stop::Escape => ERROR_NOT_SAME_DEVICE,
+            Stop::Loop => ERROR_CANT_RESOLVE_FILENAME,
+            Stop::NotADirectory => ERROR_DIRECTORY,
+        })
+    }
+
+    fn probe(&self, dir: Option<&OwnedHandle>, name: &[u16]) -> io::Result<Option<OwnedHandle>> {
+        match nt::open_at(self.at(dir), &OsString::from_wide(name), PROBE) {
+            Ok(h) => Ok(Some(h)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn kind(&self, handle: &OwnedHandle) -> io::Result<Kind> {
+        Ok(match nt::kind(handle.as_handle())? {
+            nt::Kind::Link => Kind::Link,
+            nt::Kind::Directory => Kind::Directory,
+            nt::Kind::File => Kind::Other,
+        })
+    }
+
+    fn target(&self, handle: &OwnedHandle) -> io::Result<Vec<u16>> {
+        match nt::link_target(handle.as_handle())? {
+            Target::Relative(names) => Ok(names),
+            Target::Absolute => Err(error(ERROR_NOT_SAME_DEVICE)),
+        }
+    }
+
+    fn here(&self, dir: Option<&OwnedHandle>) -> io::Result<OwnedHandle> {
+        nt::reopen(self.at(dir), self.how)
+    }
+
+    fn last(
+        &self,
+        dir: Option<&OwnedHandle>,
+        name: &[u16],
+        checked: Option<OwnedHandle>,
+    ) -> io::Result<OwnedHandle> {
+        let name = OsString::from_wide(name);
+        let Some(found) = checked else {
+            // Made by `how`, or missing; a link made there since the check
+            // is not followed.
+            if self.trailing && self.how.options & FILE_DIRECTORY_FILE == 0 {
+                return Err(error(ERROR_DIRECTORY));
+            }
+            let made = nt::open_at(self.at(dir), &name, self.how)?;
+            return match nt::kind(made.as_handle())? {
+                nt::Kind::Link if self.follow_last || self.trailing => Err(error(ERROR_RETRY)),
+                _ => Ok(made),
+            };
+        };
+        if self.how == PROBE {
+            return Ok(found);
+        }
+        // Opened again with the caller's access: it must be what was checked.
+        let opened = nt::open_at(self.at(dir), &name, self.how)?;
+        if nt::identity(opened.as_handle())? == nt::identity(found.as_handle())? {
+            Ok(opened)
+        } else {
+            Err(error(ERROR_RETRY))
+        }
+    }
 }

@@ -154,6 +154,9 @@ fn the_last_name_is_made_only_by_a_creating_open() {
     assert!(r.join("a").join("new.txt").is_file());
     let e = open(&d, "a\\new.txt", make, false).unwrap_err();
     assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+    let e = open(&d, "a\\new2.txt\\", make, false).unwrap_err();
+    assert_eq!(code(e), Some(ERROR_DIRECTORY as i32));
+    assert!(!r.join("a").join("new2.txt").exists());
     let e = open(&d, "a\\gone\\new.txt", make, false).unwrap_err();
     assert_eq!(e.kind(), io::ErrorKind::NotFound);
     assert!(!r.join("a").join("gone").exists());
