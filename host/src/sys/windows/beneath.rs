@@ -110,11 +110,7 @@ impl by_hand::Steps for Handles<'_> {
     }
 
     fn kind(&self, handle: &OwnedHandle) -> io::Result<Kind> {
-        Ok(match nt::kind(handle.as_handle())? {
-            nt::Kind::Link => Kind::Link,
-            nt::Kind::Directory => Kind::Directory,
-            nt::Kind::File => Kind::Other,
-        })
+        nt::kind(handle.as_handle())
     }
 
     fn target(&self, handle: &OwnedHandle) -> io::Result<Vec<u16>> {
@@ -143,7 +139,7 @@ impl by_hand::Steps for Handles<'_> {
             }
             let made = nt::open_at(self.at(dir), &name, self.how)?;
             return match nt::kind(made.as_handle())? {
-                nt::Kind::Link if self.follow_last || self.trailing => Err(error(ERROR_RETRY)),
+                Kind::Link if self.follow_last || self.trailing => Err(error(ERROR_RETRY)),
                 _ => Ok(made),
             };
         };

@@ -10,6 +10,8 @@ use std::os::windows::io::{AsRawHandle, BorrowedHandle, FromRawHandle, OwnedHand
 use std::ptr::{null, null_mut};
 
 use windows_sys::Wdk::Foundation::OBJECT_ATTRIBUTES;
+
+pub use crate::sys::by_hand::Kind;
 use windows_sys::Wdk::Storage::FileSystem::{
     FILE_OPEN_REPARSE_POINT, FILE_SYNCHRONOUS_IO_NONALERT, NtCreateFile,
 };
@@ -104,7 +106,7 @@ fn open_raw(dir: BorrowedHandle<'_>, wide: &[u16], how: Open) -> io::Result<Owne
 
 /// One name: not empty, not `.` or `..`, and no separator, stream colon or
 /// NUL in it.
-fn is_one_name(wide: &[u16]) -> bool {
+pub(super) fn is_one_name(wide: &[u16]) -> bool {
     let dot = u16::from(b'.');
     !wide.is_empty()
         && wide != [dot]
@@ -121,19 +123,11 @@ pub(super) fn from_status(status: i32) -> io::Error {
     io::Error::from_raw_os_error(unsafe { RtlNtStatusToDosError(status) } as i32)
 }
 
-/// What an open handle is, as the walk needs it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    Directory,
-    File,
-    /// A symlink or a junction (a name-surrogate reparse point): a link
-    /// to another path, never followed by the system for loom-fs.
-    Link,
-}
-
-/// Whether `handle` is a directory, a file or a link. A reparse point
-/// that is not a link (a cloud placeholder, a deduplicated file) is the
-/// file or directory it stands for.
+/// Whether `handle` is a directory, a link (a symlink or a junction: a
+/// name-surrogate reparse point, never followed by the system for
+/// loom-fs) or anything else. A reparse point that is not a link (a cloud
+/// placeholder, a deduplicated file) is the file or directory it stands
+/// for.
 pub fn kind(handle: BorrowedHandle<'_>) -> io::Result<Kind> {
     let mut info = FILE_ATTRIBUTE_TAG_INFO {
         FileAttributes: 0,
@@ -150,7 +144,7 @@ pub fn kind(handle: BorrowedHandle<'_>) -> io::Result<Kind> {
     } else if info.FileAttributes & FILE_ATTRIBUTE_DIRECTORY != 0 {
         Kind::Directory
     } else {
-        Kind::File
+        Kind::Other
     })
 }
 

@@ -26,22 +26,19 @@ use windows_sys::Win32::Foundation::{ERROR_INVALID_NAME, HANDLE};
 use windows_sys::Win32::Storage::FileSystem::FILE_RENAME_INFO;
 use windows_sys::Win32::System::IO::IO_STATUS_BLOCK;
 
-use super::nt::from_status;
+use super::nt::{from_status, is_one_name};
 
 /// Renames the file or directory `file` (a handle opened with `DELETE`
 /// access) to `to_name` in the directory `to_dir`, failing with
-/// `AlreadyExists` when something stands there. `to_name` must be one name.
+/// `AlreadyExists` when something stands there. `to_name` must be one name
+/// (as [`super::nt::open_at`] checks it).
 pub fn rename_noreplace(
     file: BorrowedHandle<'_>,
     to_dir: BorrowedHandle<'_>,
     to_name: &OsStr,
 ) -> io::Result<()> {
     let name: Vec<u16> = to_name.encode_wide().collect();
-    let one_name = !name.is_empty()
-        && !name.iter().any(|&c| {
-            c == 0 || c == u16::from(b'\\') || c == u16::from(b'/') || c == u16::from(b':')
-        });
-    if !one_name {
+    if !is_one_name(&name) {
         return Err(io::Error::from_raw_os_error(ERROR_INVALID_NAME as i32));
     }
     // FILE_RENAME_INFO (FILE_RENAME_INFORMATION's layout) ends in the
