@@ -927,3 +927,107 @@ async fn call_with<H: ClientHandler>(
         other => panic!("unexpected answer {other:?}"),
     }
 }
+
+/// `context: N` gives the lines around each match, numbered, as `rg -C`
+/// does: ranges that overlap or touch read as one, no line shown twice,
+/// `--` between those that do not; the file's ends cut them.
+#[tokio::test]
+async fn context_shows_the_lines_around_each_match_merged() {
+    let env = Env::new();
+    let content: String = (1..=20)
+        .map(|i| {
+            let hit = if [5, 7, 15, 20].contains(&i) {
+                " HIT"
+            } else {
+                ""
+            };
+            format!("  n{i}{hit}\n")
+        })
+        .collect();
+    env.write("r/a.py", &content)
+        .write("r/b.py", "HIT first\nsecond\n");
+    let config = reference_r(&env, "r.toml", "", "");
+    let client = start(&config).await;
+    let r = search(
+        &client,
+        json!({"root": "r", "pattern": "*.py", "contains": "HIT", "context": 2}),
+    )
+    .await;
+    let n = |range: std::ops::RangeInclusive<u32>| -> Vec<String> {
+        range.map(|i| format!("  n{i}")).collect()
+    };
+    let matches = structured(&r)["matches"].clone();
+    let got: Vec<(String, u64, String, Vec<String>, Vec<String>)> = matches
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            let lines = |k: &str| -> Vec<String> {
+                m[k].as_array()
+                    .map(|a| a.iter().map(|l| l.as_str().unwrap().to_string()).collect())
+                    .unwrap_or_default()
+            };
+            (
+                m["path"].as_str().unwrap().into(),
+                m["line"].as_u64().unwrap(),
+                m["preview"].as_str().unwrap().into(),
+                lines("before"),
+                lines("after"),
+            )
+        })
+        .collect();
+    let none = Vec::<String>::new;
+    assert_eq!(
+        got,
+        [
+            ("a.py".into(), 5, "  n5 HIT".into(), n(3..=4), n(6..=6)),
+            ("a.py".into(), 7, "  n7 HIT".into(), none(), n(8..=9)),
+            (
+                "a.py".into(),
+                15,
+                "  n15 HIT".into(),
+                n(13..=14),
+                n(16..=17)
+            ),
+            ("a.py".into(), 20, "  n20 HIT".into(), n(18..=19), none()),
+            (
+                "b.py".into(),
+                1,
+                "HIT first".into(),
+                none(),
+                vec!["second".to_string()]
+            ),
+        ]
+    );
+    let expected = "a.py-3-   n3\na.py-4-   n4\na.py:5:   n5 HIT\na.py-6-   n6\n\
+        a.py:7:   n7 HIT\na.py-8-   n8\na.py-9-   n9\n--\na.py-13-   n13\na.py-14-   n14\n\
+        a.py:15:   n15 HIT\na.py-16-   n16\na.py-17-   n17\na.py-18-   n18\na.py-19-   n19\n\
+        a.py:20:   n20 HIT\n--\nb.py:1: HIT first\nb.py-2- second\n";
+    assert_eq!(text(&r), expected);
+
+    // Without context, as before: trimmed previews, no context fields.
+    let r = search(
+        &client,
+        json!({"root": "r", "pattern": "a.py", "contains": "n5 "}),
+    )
+    .await;
+    assert_eq!(
+        structured(&r)["matches"],
+        json!([{"path": "a.py", "line": 5, "preview": "n5 HIT"}])
+    );
+
+    for (args, says) in [
+        (
+            json!({"root": "r", "pattern": "*.py", "contains": "HIT", "context": 11}),
+            "at most 10",
+        ),
+        (
+            json!({"root": "r", "pattern": "*.py", "context": 2}),
+            "'context' applies to 'contains'",
+        ),
+    ] {
+        let r = call(&client, "search_files", args.clone()).await;
+        assert!(is_error(&r), "{args}");
+        assert!(text(&r).contains(says), "{args}: {}", text(&r));
+    }
+}

@@ -32,6 +32,7 @@
 mod needle;
 
 use std::borrow::Cow;
+use std::ops::Range;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -54,6 +55,8 @@ use needle::Needle;
 const PREVIEW_CHARS: usize = 200;
 /// Most bytes the host gives in one read (wasmtime-wasi's cap).
 const ONE_READ: u64 = 64 * 1024;
+/// Most lines of `context` on each side of a match (as `rg -C` takes).
+const MAX_CONTEXT: u32 = 10;
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -69,6 +72,10 @@ struct Args {
     contains: Option<String>,
     #[serde(default)]
     regex: bool,
+    /// Lines shown before and after each match (at most 10), as rg -C.
+    #[serde(default)]
+    #[schemars(range(max = 10))]
+    context: Option<u32>,
     #[serde(default)]
     #[schemars(range(min = 1))]
     max_results: Option<u32>,
@@ -86,9 +93,16 @@ struct Match {
     /// 1-based line of a `contains` match.
     #[serde(skip_serializing_if = "Option::is_none")]
     line: Option<u64>,
-    /// The matching line, trimmed.
+    /// The matching line, trimmed (with `context`, at its end only).
     #[serde(skip_serializing_if = "Option::is_none")]
     preview: Option<String>,
+    /// With `context`: the lines just before the match (the last is line - 1)
+    /// and just after it (the first is line + 1). A line is shown once: one
+    /// that another match's context or line holds is not repeated.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    before: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    after: Vec<String>,
     /// The file's encoding, when it is not UTF-8 and the match was found or shown decoded.
     #[serde(skip_serializing_if = "Option::is_none")]
     encoding: Option<&'static str>,
@@ -100,7 +114,8 @@ struct Found {
     /// Objects, nearest first: `path` (relative to the root; a directory's ends in `/`) and,
     /// with `contains`, `line` (1-based), `preview` (the matching line, trimmed) and, when the file
     /// is not UTF-8 and was searched decoded or the line is not UTF-8, `encoding` (its WHATWG
-    /// name: UTF-16LE, windows-1252, Shift_JIS...).
+    /// name: UTF-16LE, windows-1252, Shift_JIS...); with `context`, `before` and `after` (the
+    /// lines around it; none shown twice).
     #[schemars(schema_with = "loomfs_guest::tool::any_array")]
     matches: Vec<Match>,
     /// True when the search stopped before seeing everything.
@@ -158,6 +173,17 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Found>, ToolError> {
             "'regex' applies to 'contains', which is missing".into(),
         ));
     }
+    let context = args.context.unwrap_or(0);
+    if context > 0 && needle.is_none() {
+        return Err(ToolError::InvalidArguments(
+            "'context' applies to 'contains', which is missing".into(),
+        ));
+    }
+    if context > MAX_CONTEXT {
+        return Err(ToolError::InvalidArguments(format!(
+            "'context' is {context}; at most {MAX_CONTEXT} lines are shown on each side"
+        )));
+    }
     let cursor = Cursor::parse(args.cursor.as_deref())?;
     let ceiling = ctx.limits.max_results.max(1);
     let max_results = count_arg(
@@ -178,6 +204,7 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Found>, ToolError> {
     let mut search = Search {
         pattern: &pattern,
         needle: needle.as_ref(),
+        context: context as usize,
         max_results: max_results as usize,
         max_read_bytes: at.mount.max_read_bytes,
         max_search_bytes: ctx.limits.max_search_bytes,
@@ -300,6 +327,8 @@ fn note(
 struct Search<'a> {
     pattern: &'a Pattern,
     needle: Option<&'a Needle>,
+    /// Lines of context on each side of a match.
+    context: usize,
     max_results: usize,
     max_read_bytes: u64,
     max_search_bytes: u64,
@@ -371,10 +400,13 @@ impl Search<'_> {
             return self.stop(Cut::Results, entry);
         }
         self.taken += 1;
+        let keep_indent = self.context > 0;
         self.found.matches.push(Match {
             path,
             line: line.map(|(n, _)| n),
-            preview: line.map(|(_, text)| preview(text)),
+            preview: line.map(|(_, text)| preview(text, keep_indent)),
+            before: Vec::new(),
+            after: Vec::new(),
             encoding,
         });
         Flow::Continue
@@ -453,33 +485,124 @@ impl Search<'_> {
         // encoding, asked once, at its first match on a line that is not
         // UTF-8 (one that is is shown as UTF-8), so a UTF-8 file costs
         // what it did.
-        let mut legacy: Option<Option<Format>> = None;
+        let mut lines = Lines {
+            decoded: decoded.as_ref().map(|(_, name)| *name),
+            legacy: None,
+            file: &buffer,
+        };
         // Lines earlier pages gave are passed.
         let mut passed = self.taken;
         let mut flow = Flow::Continue;
-        needle.for_each_line(haystack, |line, text| {
+        needle.for_each_line(haystack, |line, span| {
             if passed > 0 {
                 passed -= 1;
                 return true;
             }
-            let (shown, name) = match (&decoded, std::str::from_utf8(text)) {
-                (Some((_, name)), _) => (String::from_utf8_lossy(text), *name),
-                (None, Ok(line)) => (Cow::Borrowed(line), None),
-                (None, Err(_)) => match *legacy.get_or_insert_with(|| {
-                    Some(encoding::detect(&buffer, true)).filter(|f| !f.is_utf8())
-                }) {
-                    Some(f) => (
-                        f.encoding.decode_without_bom_handling(text).0,
-                        Some(f.name()),
-                    ),
-                    None => (String::from_utf8_lossy(text), None),
-                },
-            };
+            let (shown, name) = lines.show(&haystack[span.clone()]);
             flow = self.push(entry, entry.rel.clone(), Some((line, &shown)), name);
+            if flow == Flow::Continue && self.context > 0 {
+                self.add_context(entry, haystack, span, line, &mut |t| lines.show(t).0.into_owned());
+            }
             flow == Flow::Continue
         });
         flow
     }
+
+    /// Gives the match just pushed (at `line`, `span` in `haystack`) the
+    /// lines around it. The match before it, when it is of the same file,
+    /// keeps in its `after` only the lines before this one's first, so no
+    /// line is shown twice and overlapping ranges read as one.
+    fn add_context(
+        &mut self,
+        entry: &walk::Entry,
+        haystack: &[u8],
+        span: Range<usize>,
+        line: u64,
+        show: &mut impl FnMut(&[u8]) -> String,
+    ) {
+        let n = self.context;
+        let count = self.found.matches.len();
+        // The last line the previous match of this file shows.
+        let shown_up_to = match count.checked_sub(2).map(|i| &mut self.found.matches[i]) {
+            Some(prev) if prev.path == entry.rel => match prev.line {
+                Some(at) => {
+                    prev.after.truncate((line - at - 1) as usize);
+                    at + prev.after.len() as u64
+                }
+                None => 0,
+            },
+            _ => 0,
+        };
+        let first = line.saturating_sub(n as u64).max(shown_up_to + 1);
+        let before = lines_before(haystack, span.start, (line - first) as usize);
+        let after = lines_after(haystack, span.end, n);
+        let this = self.found.matches.last_mut().expect("the match just pushed");
+        this.before = before.into_iter().map(|t| context_line(&show(t))).collect();
+        this.after = after.into_iter().map(|t| context_line(&show(t))).collect();
+    }
+}
+
+/// How a file's lines are shown: as UTF-8 when they are, else decoded.
+struct Lines<'f> {
+    /// The encoding's name when the file was searched decoded (`None`
+    /// inside: it was UTF-8 after all).
+    decoded: Option<Option<&'static str>>,
+    /// The bytes as they are, in a file that may not be UTF-8: its
+    /// encoding, asked once, at its first match on a line that is not
+    /// UTF-8 (one that is is shown as UTF-8), so a UTF-8 file costs what it
+    /// did.
+    legacy: Option<Option<Format>>,
+    file: &'f [u8],
+}
+
+impl Lines<'_> {
+    /// `text`, a line of the haystack, as shown, and the name of the
+    /// encoding it was decoded from, if not UTF-8.
+    fn show<'t>(&mut self, text: &'t [u8]) -> (Cow<'t, str>, Option<&'static str>) {
+        match (self.decoded, std::str::from_utf8(text)) {
+            (Some(name), _) => (String::from_utf8_lossy(text), name),
+            (None, Ok(line)) => (Cow::Borrowed(line), None),
+            (None, Err(_)) => {
+                let file = self.file;
+                match *self
+                    .legacy
+                    .get_or_insert_with(|| Some(encoding::detect(file, true)).filter(|f| !f.is_utf8()))
+                {
+                    Some(f) => (f.encoding.decode_without_bom_handling(text).0, Some(f.name())),
+                    None => (String::from_utf8_lossy(text), None),
+                }
+            }
+        }
+    }
+}
+
+/// The `n` lines (at most) before the line that starts at `start`, first
+/// to last, without their `\n`.
+fn lines_before(haystack: &[u8], start: usize, n: usize) -> Vec<&[u8]> {
+    let mut lines = Vec::with_capacity(n);
+    let mut end = start;
+    while lines.len() < n && end > 0 {
+        // `end - 1` is the `\n` that ends the line before.
+        let from = memchr::memrchr(b'\n', &haystack[..end - 1]).map_or(0, |i| i + 1);
+        lines.push(&haystack[from..end - 1]);
+        end = from;
+    }
+    lines.reverse();
+    lines
+}
+
+/// The `n` lines (at most) after the line that ends at `end` (its `\n`, or
+/// the end of `haystack`), without their `\n`. A last line that ends the
+/// file without one counts; the nothing after a final `\n` does not.
+fn lines_after(haystack: &[u8], end: usize, n: usize) -> Vec<&[u8]> {
+    let mut lines = Vec::with_capacity(n);
+    let mut from = end + 1;
+    while lines.len() < n && from < haystack.len() {
+        let to = memchr::memchr(b'\n', &haystack[from..]).map_or(haystack.len(), |i| from + i);
+        lines.push(&haystack[from..to]);
+        from = to + 1;
+    }
+    lines
 }
 
 /// The first `ask` bytes of `file` at most, in one read, and whether they
@@ -507,14 +630,19 @@ fn read_up_to(file: &File, buffer: &mut Vec<u8>, limit: u64) -> Result<(), Error
     Ok(())
 }
 
-/// A matching line as shown: trimmed, at most [`PREVIEW_CHARS`]
-/// characters.
-fn preview(line: &str) -> String {
-    let text = line.trim();
+/// A matching line as shown: trimmed (at its end only, to line up with
+/// its context, when `keep_indent`), at most [`PREVIEW_CHARS`] characters.
+fn preview(line: &str, keep_indent: bool) -> String {
+    let text = if keep_indent { line.trim_end() } else { line.trim() };
     match text.char_indices().nth(PREVIEW_CHARS) {
         Some((cut, _)) => format!("{}…", &text[..cut]),
         None => text.to_string(),
     }
+}
+
+/// A line of context as shown: as a matching line with its indentation.
+fn context_line(line: &str) -> String {
+    preview(line, true)
 }
 
 /// The result as text for the model: one match per line. Paths and
@@ -537,12 +665,27 @@ fn render(found: &Found, rel: &str, args: &Args) -> String {
         );
     }
     let mut out = String::new();
+    // With context, as `rg -C` prints it: `path:line: text` for a match,
+    // `path-line- text` around it, `--` between ranges that do not touch.
+    let with_context = args.context.unwrap_or(0) > 0;
+    let mut shown_up_to: Option<(&str, u64)> = None;
     for m in &found.matches {
         let path = shown(&m.path);
         match (m.line, &m.preview) {
             (Some(line), Some(preview)) => {
+                let first = line - m.before.len() as u64;
+                if with_context && shown_up_to.is_some_and(|at| at != (m.path.as_str(), first - 1)) {
+                    out.push_str("--\n");
+                }
+                for (n, text) in (first..).zip(&m.before) {
+                    out.push_str(&format!("{path}-{n}- {}\n", shown(text)));
+                }
                 let encoding = m.encoding.map_or(String::new(), |e| format!(" ({e})"));
                 out.push_str(&format!("{path}:{line}{encoding}: {}\n", shown(preview)));
+                for (n, text) in (line + 1..).zip(&m.after) {
+                    out.push_str(&format!("{path}-{n}- {}\n", shown(text)));
+                }
+                shown_up_to = Some((m.path.as_str(), line + m.after.len() as u64));
             }
             _ => {
                 out.push_str(&path);
@@ -551,4 +694,41 @@ fn render(found: &Found, rel: &str, args: &Args) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{lines_after, lines_before};
+
+    const TEXT: &[u8] = b"one\ntwo\nthree\nfour\nfive";
+
+    /// Where line `n` (1-based) of TEXT starts and ends.
+    fn span(n: usize) -> (usize, usize) {
+        let start: usize = TEXT.split(|&b| b == b'\n').take(n - 1).map(|l| l.len() + 1).sum();
+        let len = TEXT.split(|&b| b == b'\n').nth(n - 1).unwrap().len();
+        (start, start + len)
+    }
+
+    #[test]
+    fn lines_before_a_line_come_first_to_last_and_stop_at_the_start() {
+        let (three, _) = span(3);
+        assert_eq!(lines_before(TEXT, three, 2), [&b"one"[..], b"two"]);
+        assert_eq!(lines_before(TEXT, three, 10), [&b"one"[..], b"two"]);
+        assert_eq!(lines_before(TEXT, three, 1), [&b"two"[..]]);
+        assert!(lines_before(TEXT, 0, 3).is_empty());
+        assert!(lines_before(TEXT, three, 0).is_empty());
+    }
+
+    #[test]
+    fn lines_after_a_line_stop_at_the_end_with_or_without_a_final_newline() {
+        let (_, three) = span(3);
+        assert_eq!(lines_after(TEXT, three, 5), [&b"four"[..], b"five"]);
+        let (_, five) = span(5);
+        assert!(lines_after(TEXT, five, 2).is_empty());
+        let ended = b"a\nb\n";
+        assert_eq!(lines_after(ended, 1, 5), [&b"b"[..]]);
+        assert!(lines_after(ended, 3, 5).is_empty());
+        // Empty lines are lines.
+        assert_eq!(lines_after(b"a\n\n\nb", 1, 2), [&b""[..], b""]);
+    }
 }

@@ -3,6 +3,8 @@
 //! Both search bytes (a file's own, or its text decoded to UTF-8: see the
 //! tool's module) and report each matching line once.
 
+use std::ops::Range;
+
 use memchr::memmem::Finder;
 use regex::bytes::{Regex, RegexBuilder};
 
@@ -66,9 +68,13 @@ impl Needle {
     }
 
     /// Calls `each(line number, line)` for every line holding a match, in
-    /// order, while it returns true. Line numbers start at 1; the line
-    /// excludes its `\n`.
-    pub fn for_each_line(&self, haystack: &[u8], mut each: impl FnMut(u64, &[u8]) -> bool) {
+    /// order, while it returns true. Line numbers start at 1; the line is
+    /// where it lies in `haystack`, without its `\n`.
+    pub fn for_each_line(
+        &self,
+        haystack: &[u8],
+        mut each: impl FnMut(u64, Range<usize>) -> bool,
+    ) {
         let mut from = 0;
         // Lines counted up to `counted`.
         let mut line = 1u64;
@@ -92,7 +98,7 @@ impl Needle {
             let last = if end > start { end - 1 } else { start };
             let resume = memchr::memchr(b'\n', &haystack[last..])
                 .map_or(haystack.len() + 1, |i| last + i + 1);
-            if !each(line, &haystack[line_start..line_end]) {
+            if !each(line, line_start..line_end) {
                 return;
             }
             from = resume;
