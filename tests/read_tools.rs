@@ -937,6 +937,109 @@ async fn get_file_info_reports_kinds() {
     client.cancel().await.unwrap();
 }
 
+/// `hash: true`: the SHA-256 of the whole file, past `max_read_bytes`
+/// (4 KiB on this root) and across many host reads, through the policing
+/// filesystem: a symlink inside is hashed as its target, a denied name is
+/// refused by the deny list, a directory or a FIFO by the tool, and a file
+/// too large to hash in the call's time is refused saying so.
+#[tokio::test]
+async fn get_file_info_hashes_a_whole_file_when_asked() {
+    use sha2::{Digest, Sha256};
+    let (env, config) = fixture();
+    let big: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    env.write("docs/big.bin", &big);
+    let hex = |bytes: &[u8]| -> String {
+        Sha256::digest(bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    let client = start(&config).await;
+    let info = |path: &str| {
+        call(
+            &client,
+            "get_file_info",
+            json!({"root": "docs", "path": path, "hash": true}),
+        )
+    };
+    let r = info("big.bin").await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert_eq!(structured(&r)["sha256"], hex(&big));
+    assert!(
+        text(&r).ends_with(&format!(", sha256 {}", hex(&big))),
+        "{}",
+        text(&r)
+    );
+    let r = info("empty.txt").await;
+    assert_eq!(structured(&r)["sha256"], hex(b""));
+    let r = info("link_in").await;
+    assert_eq!(structured(&r)["sha256"], hex(b"# Title\n\nHello.\n"));
+    // Not asked: not computed.
+    let r = call(
+        &client,
+        "get_file_info",
+        json!({"root": "docs", "path": "big.bin"}),
+    )
+    .await;
+    assert_eq!(structured(&r).get("sha256"), None);
+    let dir = info("sub").await;
+    assert!(
+        is_error(&dir) && text(&dir).contains("'hash' applies to files; 'sub' is a directory"),
+        "{}",
+        text(&dir)
+    );
+    let fifo = info("pipe").await;
+    assert!(
+        is_error(&fifo) && text(&fifo).contains("'hash' applies to files"),
+        "{}",
+        text(&fifo)
+    );
+    assert_refused(&info("alias").await, "matches deny pattern '.env'");
+    assert_refused(&info(".env").await, "matches deny pattern '.env'");
+    assert_refused(&info("link_out").await, "path escapes the root");
+    client.cancel().await.unwrap();
+
+    // A call's time bounds the hash: 256 MiB (sparse, read as zeros) in a
+    // 200 ms call stops near the limit with an error saying why.
+    let huge = env.path("docs/huge.bin");
+    std::fs::File::create(&huge)
+        .unwrap()
+        .set_len(256 << 20)
+        .unwrap();
+    let short = env.config(
+        r#"
+        tool_timeout_ms = 200
+        [[roots]]
+        name = "docs"
+        path = "docs"
+        role = "reference"
+        "#,
+    );
+    let client = start(&short).await;
+    let r = call(
+        &client,
+        "get_file_info",
+        json!({"root": "docs", "path": "huge.bin", "hash": true}),
+    )
+    .await;
+    assert!(is_error(&r), "{}", text(&r));
+    assert!(
+        text(&r).contains("hashing stopped near the time limit (200 ms)")
+            && text(&r).contains("too large to hash in one call"),
+        "{}",
+        text(&r)
+    );
+    // The server goes on.
+    let r = call(
+        &client,
+        "get_file_info",
+        json!({"root": "docs", "path": "README.md", "hash": true}),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    client.cancel().await.unwrap();
+}
+
 #[tokio::test]
 async fn unknown_tools_are_protocol_errors() {
     let (_env, config) = fixture();

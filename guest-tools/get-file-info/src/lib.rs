@@ -1,15 +1,40 @@
-//! `get_file_info`: metadata of one path (type, size, times, links).
+//! `get_file_info`: metadata of one path (type, size, times, links), and
+//! with `hash: true` the SHA-256 of a file's contents.
 //!
 //! A symlink inside the root is reported as such, with the type of what it
 //! points to. A target that cannot be reached reads the same whether it is
 //! missing or outside the root, so the answer never maps the disk beyond it.
+//!
+//! The hash reads the file whole, in reads of what the host gives at once,
+//! through the policing filesystem like any read (the byte quota counts
+//! them); `max_read_bytes` does not apply, since no content reaches the
+//! model. It stops with an error near the call's time limit rather than be
+//! cut off by it.
+
+use std::io::Read;
+use std::time::{Duration, Instant};
 
 use loomfs_guest::{
-    About, Answer, Context, Kind, PathArgs, Permission, ToolError, human_bytes, io_error, locate,
-    modified, sys, timestamp,
+    About, Answer, Context, Kind, Permission, ToolError, human_bytes, io_error, locate, modified,
+    sys, timestamp,
 };
 use schemars::JsonSchema;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// Most bytes the host gives in one read (wasmtime-wasi's cap).
+const ONE_READ: usize = 64 * 1024;
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    root: String,
+    /// Relative to the root.
+    path: String,
+    /// Also the SHA-256 of a file's contents.
+    #[serde(default)]
+    hash: bool,
+}
 
 /// What is known of the path; what is not (or false) is left out.
 #[derive(Serialize, JsonSchema)]
@@ -33,18 +58,22 @@ struct Info {
     /// Hard link count.
     #[serde(skip_serializing_if = "Option::is_none")]
     links: Option<u64>,
+    /// With `hash`: SHA-256 of the contents, lowercase hex.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sha256: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     note: Option<String>,
 }
 
-const DESCRIPTION: &str =
-    "Type, size, times, link count and symlink flag of a file or directory ('.' is the root).";
+const DESCRIPTION: &str = "Type, size, times, link count and symlink flag of a file or directory \
+    ('.' is the root); hash: true adds a file's SHA-256.";
 
-loomfs_guest::tool!(GetFileInfo(PathArgs) -> Info, {
+loomfs_guest::tool!(GetFileInfo(Args) -> Info, {
     About::new("get_file_info", DESCRIPTION, Permission::Read)
 });
 
-fn call(ctx: Context, args: PathArgs) -> Result<Answer<Info>, ToolError> {
+fn call(ctx: Context, args: Args) -> Result<Answer<Info>, ToolError> {
+    let started = Instant::now();
     let at = locate(&ctx, &args.root, &args.path)?;
     let own = std::fs::symlink_metadata(&at.full).map_err(|e| io_error(&at.rel, &e))?;
     let is_symlink = own.file_type().is_symlink();
@@ -60,6 +89,33 @@ fn call(ctx: Context, args: PathArgs) -> Result<Answer<Info>, ToolError> {
         (own, None)
     };
     let kind = Kind::of(meta.file_type(), &at.full, is_symlink);
+    let sha256 = match (args.hash, kind) {
+        (false, _) => None,
+        (true, Kind::File) => {
+            // Stop while there is still time to answer: a tenth of the
+            // limit before it, at least 250 ms (half a short one).
+            let limit = Duration::from_millis(ctx.limits.time_limit_ms);
+            let margin = (limit / 10).max((limit / 2).min(Duration::from_millis(250)));
+            Some(sha256(&at.full, started + (limit - margin)).map_err(|e| match e {
+                Hashing::Io(e) => io_error(&at.rel, &e),
+                Hashing::Time(done) => ToolError::Refused(format!(
+                    "'{}': hashing stopped near the time limit ({} ms) after {} of {}: \
+                     the file is too large to hash in one call",
+                    at.shown(),
+                    ctx.limits.time_limit_ms,
+                    human_bytes(done),
+                    human_bytes(meta.len())
+                )),
+            })?)
+        }
+        (true, other) => {
+            return Err(ToolError::InvalidArguments(format!(
+                "'hash' applies to files; '{}' is a {}",
+                at.shown(),
+                other.name()
+            )));
+        }
+    };
     let info = Info {
         path: at.rel.clone(),
         kind: kind.name(),
@@ -73,6 +129,7 @@ fn call(ctx: Context, args: PathArgs) -> Result<Answer<Info>, ToolError> {
         } else {
             sys::link_count(&at.full)
         },
+        sha256,
         note: note.map(str::to_string),
     };
     let mut text = format!("{}: {}", at.shown(), info.kind);
@@ -85,8 +142,39 @@ fn call(ctx: Context, args: PathArgs) -> Result<Answer<Info>, ToolError> {
     if let Some(m) = &info.modified {
         text.push_str(&format!(", modified {m}"));
     }
+    if let Some(h) = &info.sha256 {
+        text.push_str(&format!(", sha256 {h}"));
+    }
     if let Some(n) = &info.note {
         text.push_str(&format!("; {n}"));
     }
     Ok(Answer::new(text, info))
+}
+
+/// Why a hash was not made.
+enum Hashing {
+    Io(std::io::Error),
+    /// The deadline came after this many bytes.
+    Time(u64),
+}
+
+/// The SHA-256 of the file at `path`, as lowercase hex, read before
+/// `deadline`.
+fn sha256(path: &std::path::Path, deadline: Instant) -> Result<String, Hashing> {
+    let mut file = std::fs::File::open(path).map_err(Hashing::Io)?;
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0; ONE_READ];
+    let mut done = 0u64;
+    loop {
+        if Instant::now() >= deadline {
+            return Err(Hashing::Time(done));
+        }
+        let n = file.read(&mut buffer).map_err(Hashing::Io)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buffer[..n]);
+        done += n as u64;
+    }
+    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
