@@ -13,7 +13,8 @@ use windows_sys::Wdk::Foundation::OBJECT_ATTRIBUTES;
 
 pub use crate::sys::by_hand::Kind;
 use windows_sys::Wdk::Storage::FileSystem::{
-    FILE_OPEN_REPARSE_POINT, FILE_SYNCHRONOUS_IO_NONALERT, NtCreateFile,
+    FILE_OPEN_REPARSE_POINT, FILE_SYNCHRONOUS_IO_NONALERT, NtCreateFile, NtQueryInformationFile,
+    NtSetInformationFile,
 };
 use windows_sys::Win32::Foundation::{
     ERROR_INVALID_NAME, HANDLE, OBJ_CASE_INSENSITIVE, RtlNtStatusToDosError, UNICODE_STRING,
@@ -249,4 +250,57 @@ pub(super) fn parse_reparse(buf: &[u8]) -> io::Result<Target> {
             .map(|c| u16::from_le_bytes([c[0], c[1]]))
             .collect(),
     ))
+}
+
+/// Information of class `class` about `handle` (`NtQueryInformationFile`),
+/// `T` being that class's structure.
+pub(super) fn query_nt<T>(handle: BorrowedHandle<'_>, class: i32) -> io::Result<T> {
+    // SAFETY: T is one of the plain-data FILE_*_INFORMATION structures
+    // (callers pair it with its class); all zeroes is a valid value, and
+    // the buffer given is its size.
+    let mut out: T = unsafe { std::mem::zeroed() };
+    let status = unsafe {
+        let mut io_status: IO_STATUS_BLOCK = std::mem::zeroed();
+        NtQueryInformationFile(
+            handle.as_raw_handle() as HANDLE,
+            &mut io_status,
+            (&mut out as *mut T).cast(),
+            size_of::<T>() as u32,
+            class,
+        )
+    };
+    if status < 0 {
+        Err(from_status(status))
+    } else {
+        Ok(out)
+    }
+}
+
+/// Sets information of class `class` on `handle` (`NtSetInformationFile`)
+/// from the `len` bytes at `info`.
+///
+/// # Safety
+/// `info` points to `len` readable bytes holding class `class`'s structure.
+pub(super) unsafe fn set_nt(
+    handle: BorrowedHandle<'_>,
+    class: i32,
+    info: *const std::ffi::c_void,
+    len: usize,
+) -> io::Result<()> {
+    // SAFETY: as the caller promised.
+    let status = unsafe {
+        let mut io_status: IO_STATUS_BLOCK = std::mem::zeroed();
+        NtSetInformationFile(
+            handle.as_raw_handle() as HANDLE,
+            &mut io_status,
+            info,
+            len as u32,
+            class,
+        )
+    };
+    if status < 0 {
+        Err(from_status(status))
+    } else {
+        Ok(())
+    }
 }

@@ -1,9 +1,9 @@
-//! Renames by handle: `NtSetInformationFile` (what
-//! `SetFileInformationByHandle` calls) with a rename information naming
-//! the target relative to a directory handle (`RootDirectory`), never by a
-//! full path. The NT call takes the name as given; Wine's
-//! `SetFileInformationByHandle` makes it a path from the current
-//! directory first.
+//! Renames and hard links by handle: `NtSetInformationFile` (what
+//! `SetFileInformationByHandle` calls) with a rename or link information
+//! naming the target relative to a directory handle (`RootDirectory`),
+//! never by a full path, and never replacing what stands there. The NT
+//! call takes the name as given; Wine's `SetFileInformationByHandle` makes
+//! it a path from the current directory first.
 //!
 //! Windows has no exchange rename (Linux's `RENAME_EXCHANGE`, which a
 //! publish uses to put the call's version over one it checked and bring
@@ -21,12 +21,11 @@ use std::io;
 use std::os::windows::ffi::OsStrExt;
 use std::os::windows::io::{AsRawHandle, BorrowedHandle};
 
-use windows_sys::Wdk::Storage::FileSystem::{FileRenameInformation, NtSetInformationFile};
+use windows_sys::Wdk::Storage::FileSystem::{FileLinkInformation, FileRenameInformation};
 use windows_sys::Win32::Foundation::{ERROR_INVALID_NAME, HANDLE};
 use windows_sys::Win32::Storage::FileSystem::FILE_RENAME_INFO;
-use windows_sys::Win32::System::IO::IO_STATUS_BLOCK;
 
-use super::nt::{from_status, is_one_name};
+use super::nt::{is_one_name, set_nt};
 
 /// Renames the file or directory `file` (a handle opened with `DELETE`
 /// access) to `to_name` in the directory `to_dir`, failing with
@@ -37,40 +36,51 @@ pub fn rename_noreplace(
     to_dir: BorrowedHandle<'_>,
     to_name: &OsStr,
 ) -> io::Result<()> {
-    let name: Vec<u16> = to_name.encode_wide().collect();
+    set_name(file, FileRenameInformation, to_dir, to_name)
+}
+
+/// Gives the file `file` a second name, `name` in `dir` (a hard link),
+/// failing with `AlreadyExists` when something stands there: the twin of
+/// `linkat`, which the trash keeps versions with.
+pub fn hard_link(
+    file: BorrowedHandle<'_>,
+    dir: BorrowedHandle<'_>,
+    name: &OsStr,
+) -> io::Result<()> {
+    set_name(file, FileLinkInformation, dir, name)
+}
+
+/// A rename or link information (`FILE_RENAME_INFORMATION` and
+/// `FILE_LINK_INFORMATION` share their layout) set on `file`.
+fn set_name(
+    file: BorrowedHandle<'_>,
+    class: i32,
+    dir: BorrowedHandle<'_>,
+    name: &OsStr,
+) -> io::Result<()> {
+    let name: Vec<u16> = name.encode_wide().collect();
     if !is_one_name(&name) {
         return Err(io::Error::from_raw_os_error(ERROR_INVALID_NAME as i32));
     }
-    // FILE_RENAME_INFO (FILE_RENAME_INFORMATION's layout) ends in the
-    // name, of any length: a buffer of u64s keeps its alignment.
+    // The structure ends in the name, of any length: a buffer of u64s
+    // keeps its alignment.
     let head = std::mem::offset_of!(FILE_RENAME_INFO, FileName);
     let size = head + name.len() * 2;
     let mut buf = vec![0u64; size.div_ceil(8)];
     let info = buf.as_mut_ptr().cast::<FILE_RENAME_INFO>();
     // SAFETY: `buf` holds `size` bytes, aligned for FILE_RENAME_INFO; the
-    // name is written within it, after the fixed fields.
-    let status = unsafe {
+    // name is written within it, after the fixed fields; the buffer is
+    // the class's structure, `size` bytes long.
+    unsafe {
         (*info).Anonymous.ReplaceIfExists = false;
-        (*info).RootDirectory = to_dir.as_raw_handle() as HANDLE;
+        (*info).RootDirectory = dir.as_raw_handle() as HANDLE;
         (*info).FileNameLength = (name.len() * 2) as u32;
         std::ptr::copy_nonoverlapping(
             name.as_ptr(),
             std::ptr::addr_of_mut!((*info).FileName).cast::<u16>(),
             name.len(),
         );
-        let mut io_status: IO_STATUS_BLOCK = std::mem::zeroed();
-        NtSetInformationFile(
-            file.as_raw_handle() as HANDLE,
-            &mut io_status,
-            info.cast(),
-            size as u32,
-            FileRenameInformation,
-        )
-    };
-    if status < 0 {
-        Err(from_status(status))
-    } else {
-        Ok(())
+        set_nt(file, class, info.cast(), size)
     }
 }
 

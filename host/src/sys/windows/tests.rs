@@ -20,7 +20,8 @@ use windows_sys::Win32::Storage::FileSystem::{
 use super::beneath::{beneath, wide};
 use super::lock::{Lock, lock, unlock};
 use super::nt::{self, Kind, Open, Target};
-use super::rename::{rename_noreplace, replace_keeping};
+use super::rename::{hard_link, rename_noreplace, replace_keeping};
+use super::{entries, info};
 
 const DIR: Open = Open {
     access: FILE_LIST_DIRECTORY | FILE_TRAVERSE | FILE_READ_ATTRIBUTES,
@@ -348,4 +349,142 @@ fn links_are_followed_by_hand_inside_the_root_only() {
     )
     .unwrap();
     assert_eq!(nt::kind(own.as_handle()).unwrap(), Kind::Link);
+}
+
+#[test]
+fn a_hard_link_is_a_second_name_that_never_replaces() {
+    let (_tmp, r) = tree();
+    fs::write(r.join("f.txt"), "kept").unwrap();
+    fs::write(r.join("taken"), "someone's").unwrap();
+    let d = root(&r);
+    let b = open(&d, "a\\b", DIR, true).unwrap();
+    let f = open(&d, "f.txt", READ, false).unwrap();
+    hard_link(f.as_handle(), b.as_handle(), OsStr::new("kept.txt")).unwrap();
+    assert_eq!(
+        fs::read_to_string(r.join("a").join("b").join("kept.txt")).unwrap(),
+        "kept"
+    );
+    assert_eq!(info::stat(f.as_handle()).unwrap().links, 2);
+    let e = hard_link(f.as_handle(), d.as_handle(), OsStr::new("taken")).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+    assert_eq!(fs::read_to_string(r.join("taken")).unwrap(), "someone's");
+    let other = open(&d, "a\\b\\kept.txt", READ, false).unwrap();
+    assert_eq!(
+        nt::identity(other.as_handle()).unwrap(),
+        nt::identity(f.as_handle()).unwrap()
+    );
+}
+
+#[test]
+fn a_directory_lists_its_entries_without_dot_and_dotdot() {
+    let (_tmp, r) = tree();
+    fs::write(r.join("a").join("one.txt"), "12345").unwrap();
+    fs::create_dir(r.join("a").join("empty")).unwrap();
+    let d = root(&r);
+    let a = open(&d, "a", DIR, true).unwrap();
+    let mut got: Vec<(String, bool, u64)> = entries::entries(a.as_handle())
+        .unwrap()
+        .into_iter()
+        .map(|e| {
+            (
+                e.name.to_string_lossy().into_owned(),
+                e.directory,
+                if e.directory { 0 } else { e.size },
+            )
+        })
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            ("b".to_string(), true, 0),
+            ("empty".to_string(), true, 0),
+            ("one.txt".to_string(), false, 5)
+        ]
+    );
+    // Many entries: more than one buffer of them.
+    for i in 0..600 {
+        fs::write(
+            r.join("a")
+                .join("empty")
+                .join(format!("a-rather-long-file-name-{i:04}.txt")),
+            "",
+        )
+        .unwrap();
+    }
+    let e = open(&d, "a\\empty", DIR, true).unwrap();
+    assert_eq!(entries::entries(e.as_handle()).unwrap().len(), 600);
+}
+
+#[test]
+fn stat_gives_size_links_kind_and_times() {
+    let (_tmp, r) = tree();
+    let d = root(&r);
+    let f = open(&d, "a\\b\\file.txt", READ, true).unwrap();
+    let s = info::stat(f.as_handle()).unwrap();
+    assert_eq!((s.directory, s.size, s.links), (false, 5, 1));
+    let age = std::time::SystemTime::now()
+        .duration_since(s.modified)
+        .unwrap();
+    assert!(age < std::time::Duration::from_secs(600), "{age:?}");
+    let dir = info::stat(open(&d, "a", DIR, true).unwrap().as_handle()).unwrap();
+    assert!(dir.directory);
+    assert!(info::free_space(d.as_handle()).unwrap() > 0);
+}
+
+#[test]
+fn removal_is_by_handle_and_refuses_a_full_directory() {
+    let (_tmp, r) = tree();
+    let d = root(&r);
+    let gone = Open {
+        access: DELETE | FILE_READ_ATTRIBUTES,
+        disposition: FILE_OPEN,
+        options: 0,
+    };
+    let f = open(&d, "a\\b\\file.txt", gone, false).unwrap();
+    info::remove(f.as_handle()).unwrap();
+    drop(f);
+    assert!(!r.join("a").join("b").join("file.txt").exists());
+    let full = open(
+        &d,
+        "a",
+        Open {
+            options: FILE_DIRECTORY_FILE,
+            ..gone
+        },
+        false,
+    )
+    .unwrap();
+    assert!(info::remove(full.as_handle()).is_err());
+    drop(full);
+    assert!(r.join("a").join("b").is_dir());
+    let empty = open(
+        &d,
+        "a\\b",
+        Open {
+            options: FILE_DIRECTORY_FILE,
+            ..gone
+        },
+        false,
+    )
+    .unwrap();
+    info::remove(empty.as_handle()).unwrap();
+    drop(empty);
+    assert!(!r.join("a").join("b").exists());
+}
+
+#[test]
+fn a_written_file_syncs() {
+    let (_tmp, r) = tree();
+    let d = root(&r);
+    let w = Open {
+        access: FILE_GENERIC_WRITE,
+        disposition: FILE_CREATE,
+        options: 0,
+    };
+    let h = open(&d, "synced.txt", w, false).unwrap();
+    let mut file = fs::File::from(h);
+    io::Write::write_all(&mut file, b"on disk").unwrap();
+    info::sync(file.as_handle()).unwrap();
+    assert_eq!(fs::read_to_string(r.join("synced.txt")).unwrap(), "on disk");
 }
