@@ -96,17 +96,19 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Info>, ToolError> {
             // limit before it, at least 250 ms (half a short one).
             let limit = Duration::from_millis(ctx.limits.time_limit_ms);
             let margin = (limit / 10).max((limit / 2).min(Duration::from_millis(250)));
-            Some(sha256(&at.full, started + (limit - margin)).map_err(|e| match e {
-                Hashing::Io(e) => io_error(&at.rel, &e),
-                Hashing::Time(done) => ToolError::Refused(format!(
-                    "'{}': hashing stopped near the time limit ({} ms) after {} of {}: \
+            Some(
+                sha256(&at.full, started + (limit - margin)).map_err(|e| match e {
+                    Hashing::Io(e) => io_error(&at.rel, &e),
+                    Hashing::Time(done) => ToolError::Refused(format!(
+                        "'{}': hashing stopped near the time limit ({} ms) after {} of {}: \
                      the file is too large to hash in one call",
-                    at.shown(),
-                    ctx.limits.time_limit_ms,
-                    human_bytes(done),
-                    human_bytes(meta.len())
-                )),
-            })?)
+                        at.shown(),
+                        ctx.limits.time_limit_ms,
+                        human_bytes(done),
+                        human_bytes(meta.len())
+                    )),
+                })?,
+            )
         }
         (true, other) => {
             return Err(ToolError::InvalidArguments(format!(
@@ -176,5 +178,9 @@ fn sha256(path: &std::path::Path, deadline: Instant) -> Result<String, Hashing> 
         hasher.update(&buffer[..n]);
         done += n as u64;
     }
-    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
 }

@@ -29,31 +29,31 @@
 //! UTF-8, is decoded first (`loomfs_guest::encoding`) and searched as text,
 //! line numbers counted in it.
 
+mod lines;
 mod needle;
+mod render;
 
-use std::borrow::Cow;
 use std::ops::Range;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use loomfs_guest::content::{self, SNIFF_BYTES};
-use loomfs_guest::encoding::{self, Format};
+use loomfs_guest::encoding;
 use loomfs_guest::ignores::Ignored;
 use loomfs_guest::page::Cursor;
 use loomfs_guest::walk::{self, Flow, IgnoreFiles};
 use loomfs_guest::{
-    About, Answer, Context, Kind, Permission, ToolError, count_arg, human_bytes, locate_dir, shown,
+    About, Answer, Context, Kind, Permission, ToolError, count_arg, human_bytes, locate_dir,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use wasip2::filesystem::types::{Descriptor as File, ErrorCode};
 
+use lines::{Lines, context_line, lines_after, lines_before, preview};
 use loomfs_guest::glob::Pattern;
 use needle::Needle;
+use render::render;
 
-/// Longest preview of a matching line, in characters.
-const PREVIEW_CHARS: usize = 200;
-/// Most bytes the host gives in one read (wasmtime-wasi's cap).
 const ONE_READ: u64 = 64 * 1024;
 /// Most lines of `context` on each side of a match (as `rg -C` takes).
 const MAX_CONTEXT: u32 = 10;
@@ -501,7 +501,9 @@ impl Search<'_> {
             let (shown, name) = lines.show(&haystack[span.clone()]);
             flow = self.push(entry, entry.rel.clone(), Some((line, &shown)), name);
             if flow == Flow::Continue && self.context > 0 {
-                self.add_context(entry, haystack, span, line, &mut |t| lines.show(t).0.into_owned());
+                self.add_context(entry, haystack, span, line, &mut |t| {
+                    lines.show(t).0.into_owned()
+                });
             }
             flow == Flow::Continue
         });
@@ -536,73 +538,14 @@ impl Search<'_> {
         let first = line.saturating_sub(n as u64).max(shown_up_to + 1);
         let before = lines_before(haystack, span.start, (line - first) as usize);
         let after = lines_after(haystack, span.end, n);
-        let this = self.found.matches.last_mut().expect("the match just pushed");
+        let this = self
+            .found
+            .matches
+            .last_mut()
+            .expect("the match just pushed");
         this.before = before.into_iter().map(|t| context_line(&show(t))).collect();
         this.after = after.into_iter().map(|t| context_line(&show(t))).collect();
     }
-}
-
-/// How a file's lines are shown: as UTF-8 when they are, else decoded.
-struct Lines<'f> {
-    /// The encoding's name when the file was searched decoded (`None`
-    /// inside: it was UTF-8 after all).
-    decoded: Option<Option<&'static str>>,
-    /// The bytes as they are, in a file that may not be UTF-8: its
-    /// encoding, asked once, at its first match on a line that is not
-    /// UTF-8 (one that is is shown as UTF-8), so a UTF-8 file costs what it
-    /// did.
-    legacy: Option<Option<Format>>,
-    file: &'f [u8],
-}
-
-impl Lines<'_> {
-    /// `text`, a line of the haystack, as shown, and the name of the
-    /// encoding it was decoded from, if not UTF-8.
-    fn show<'t>(&mut self, text: &'t [u8]) -> (Cow<'t, str>, Option<&'static str>) {
-        match (self.decoded, std::str::from_utf8(text)) {
-            (Some(name), _) => (String::from_utf8_lossy(text), name),
-            (None, Ok(line)) => (Cow::Borrowed(line), None),
-            (None, Err(_)) => {
-                let file = self.file;
-                match *self
-                    .legacy
-                    .get_or_insert_with(|| Some(encoding::detect(file, true)).filter(|f| !f.is_utf8()))
-                {
-                    Some(f) => (f.encoding.decode_without_bom_handling(text).0, Some(f.name())),
-                    None => (String::from_utf8_lossy(text), None),
-                }
-            }
-        }
-    }
-}
-
-/// The `n` lines (at most) before the line that starts at `start`, first
-/// to last, without their `\n`.
-fn lines_before(haystack: &[u8], start: usize, n: usize) -> Vec<&[u8]> {
-    let mut lines = Vec::with_capacity(n);
-    let mut end = start;
-    while lines.len() < n && end > 0 {
-        // `end - 1` is the `\n` that ends the line before.
-        let from = memchr::memrchr(b'\n', &haystack[..end - 1]).map_or(0, |i| i + 1);
-        lines.push(&haystack[from..end - 1]);
-        end = from;
-    }
-    lines.reverse();
-    lines
-}
-
-/// The `n` lines (at most) after the line that ends at `end` (its `\n`, or
-/// the end of `haystack`), without their `\n`. A last line that ends the
-/// file without one counts; the nothing after a final `\n` does not.
-fn lines_after(haystack: &[u8], end: usize, n: usize) -> Vec<&[u8]> {
-    let mut lines = Vec::with_capacity(n);
-    let mut from = end + 1;
-    while lines.len() < n && from < haystack.len() {
-        let to = memchr::memchr(b'\n', &haystack[from..]).map_or(haystack.len(), |i| from + i);
-        lines.push(&haystack[from..to]);
-        from = to + 1;
-    }
-    lines
 }
 
 /// The first `ask` bytes of `file` at most, in one read, and whether they
@@ -628,107 +571,4 @@ fn read_up_to(file: &File, buffer: &mut Vec<u8>, limit: u64) -> Result<(), Error
         }
     }
     Ok(())
-}
-
-/// A matching line as shown: trimmed (at its end only, to line up with
-/// its context, when `keep_indent`), at most [`PREVIEW_CHARS`] characters.
-fn preview(line: &str, keep_indent: bool) -> String {
-    let text = if keep_indent { line.trim_end() } else { line.trim() };
-    match text.char_indices().nth(PREVIEW_CHARS) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_string(),
-    }
-}
-
-/// A line of context as shown: as a matching line with its indentation.
-fn context_line(line: &str) -> String {
-    preview(line, true)
-}
-
-/// The result as text for the model: one match per line. Paths and
-/// previews are shown by the naming rule: a preview is a line of a file,
-/// and a CR or a U+2028 in it would break it into lines that look like
-/// matches. The pattern and the needle are echoed by it too.
-fn render(found: &Found, rel: &str, args: &Args) -> String {
-    if found.matches.is_empty() {
-        let what = match (&args.contains, args.regex) {
-            (Some(c), true) => format!(" matching the regular expression '{}'", shown(c)),
-            (Some(c), false) => format!(" containing '{}'", shown(c)),
-            (None, _) => String::new(),
-        };
-        return format!(
-            "no file under '{}' matches '{}'{what} ({} files examined, {} scanned)",
-            shown(rel),
-            shown(&args.pattern),
-            found.examined_files,
-            human_bytes(found.scanned_bytes)
-        );
-    }
-    let mut out = String::new();
-    // With context, as `rg -C` prints it: `path:line: text` for a match,
-    // `path-line- text` around it, `--` between ranges that do not touch.
-    let with_context = args.context.unwrap_or(0) > 0;
-    let mut shown_up_to: Option<(&str, u64)> = None;
-    for m in &found.matches {
-        let path = shown(&m.path);
-        match (m.line, &m.preview) {
-            (Some(line), Some(preview)) => {
-                let first = line - m.before.len() as u64;
-                if with_context && shown_up_to.is_some_and(|at| at != (m.path.as_str(), first - 1)) {
-                    out.push_str("--\n");
-                }
-                for (n, text) in (first..).zip(&m.before) {
-                    out.push_str(&format!("{path}-{n}- {}\n", shown(text)));
-                }
-                let encoding = m.encoding.map_or(String::new(), |e| format!(" ({e})"));
-                out.push_str(&format!("{path}:{line}{encoding}: {}\n", shown(preview)));
-                for (n, text) in (line + 1..).zip(&m.after) {
-                    out.push_str(&format!("{path}-{n}- {}\n", shown(text)));
-                }
-                shown_up_to = Some((m.path.as_str(), line + m.after.len() as u64));
-            }
-            _ => {
-                out.push_str(&path);
-                out.push('\n');
-            }
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{lines_after, lines_before};
-
-    const TEXT: &[u8] = b"one\ntwo\nthree\nfour\nfive";
-
-    /// Where line `n` (1-based) of TEXT starts and ends.
-    fn span(n: usize) -> (usize, usize) {
-        let start: usize = TEXT.split(|&b| b == b'\n').take(n - 1).map(|l| l.len() + 1).sum();
-        let len = TEXT.split(|&b| b == b'\n').nth(n - 1).unwrap().len();
-        (start, start + len)
-    }
-
-    #[test]
-    fn lines_before_a_line_come_first_to_last_and_stop_at_the_start() {
-        let (three, _) = span(3);
-        assert_eq!(lines_before(TEXT, three, 2), [&b"one"[..], b"two"]);
-        assert_eq!(lines_before(TEXT, three, 10), [&b"one"[..], b"two"]);
-        assert_eq!(lines_before(TEXT, three, 1), [&b"two"[..]]);
-        assert!(lines_before(TEXT, 0, 3).is_empty());
-        assert!(lines_before(TEXT, three, 0).is_empty());
-    }
-
-    #[test]
-    fn lines_after_a_line_stop_at_the_end_with_or_without_a_final_newline() {
-        let (_, three) = span(3);
-        assert_eq!(lines_after(TEXT, three, 5), [&b"four"[..], b"five"]);
-        let (_, five) = span(5);
-        assert!(lines_after(TEXT, five, 2).is_empty());
-        let ended = b"a\nb\n";
-        assert_eq!(lines_after(ended, 1, 5), [&b"b"[..]]);
-        assert!(lines_after(ended, 3, 5).is_empty());
-        // Empty lines are lines.
-        assert_eq!(lines_after(b"a\n\n\nb", 1, 2), [&b""[..], b""]);
-    }
 }

@@ -70,11 +70,7 @@ impl Needle {
     /// Calls `each(line number, line)` for every line holding a match, in
     /// order, while it returns true. Line numbers start at 1; the line is
     /// where it lies in `haystack`, without its `\n`.
-    pub fn for_each_line(
-        &self,
-        haystack: &[u8],
-        mut each: impl FnMut(u64, Range<usize>) -> bool,
-    ) {
+    pub fn for_each_line(&self, haystack: &[u8], mut each: impl FnMut(u64, Range<usize>) -> bool) {
         let mut from = 0;
         // Lines counted up to `counted`.
         let mut line = 1u64;
