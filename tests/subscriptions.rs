@@ -1047,7 +1047,12 @@ async fn narrow_parallel_overwrites_and_a_kill_lose_nothing() {
     for (path, content) in snapshot_dir(&env.path("ws/.mcp-trash")) {
         let Some(content) = content else { continue };
         let text = String::from_utf8_lossy(&content).into_owned();
+        // An index, or the temporary file one is written to before its
+        // rename (`.<stamp>.json.<pid>.tmp`, left half-written by the kill).
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        let index_temp = name.is_some_and(|n| n.contains(".json.") && n.ends_with(".tmp"));
         if path.extension().is_some_and(|e| e == "json")
+            || index_temp
             || path.starts_with(".locks")
             || path.starts_with(".size")
         {
