@@ -55,7 +55,7 @@ fn check_prints_roots_and_tool_surface() {
     );
     assert!(
         stdout.contains(
-            "  read    get_file_info, list_directory, list_roots, read_file, search_files"
+            "  read    get_file_info, list_directory, list_roots, read_document, read_file, search_files"
         ),
         "{stdout}"
     );
@@ -500,7 +500,7 @@ fn check_warns_about_risky_configs() {
     for expected in [
         "  read_file         read    home, docs                built-in",
         "  write_file        write   home                      built-in",
-        "components: 12 built-in, 0 third-party",
+        "components: 13 built-in, 0 third-party",
         "resources: loomfs://ROOT/{+path} for home, docs (read through read_file and list_directory, with path completion); logging: refusals and limits of a client's calls, at warning",
         "subscriptions: resources/subscribe and subscriptions/listen, at most 256 per session, 20 notifications a second per session, never of a denied path",
         "client_roots: ignore (the client's roots are not asked for; every session is served these roots)",

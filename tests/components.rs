@@ -67,7 +67,11 @@ async fn the_example_tool_loads_from_the_config_and_works_over_mcp() {
     );
     let hints = tool.annotations.as_ref().unwrap();
     assert_eq!(hints.read_only_hint, Some(true));
-    assert_eq!(hints.destructive_hint, Some(false));
+    // MCP gives these meaning only where readOnlyHint is false.
+    assert_eq!(
+        (hints.destructive_hint, hints.idempotent_hint),
+        (None, None)
+    );
     assert!(tool.output_schema.is_some());
 
     let r = call_ok(
@@ -649,7 +653,11 @@ async fn scope_and_cap_narrow_what_a_component_gets() {
     assert!(description.contains("It declares write, but is capped at read here"));
     let hints = tool.annotations.as_ref().unwrap();
     assert_eq!(hints.read_only_hint, Some(true));
-    assert_eq!(hints.destructive_hint, Some(false));
+    // MCP gives these meaning only where readOnlyHint is false.
+    assert_eq!(
+        (hints.destructive_hint, hints.idempotent_hint),
+        (None, None)
+    );
 
     let mut results = Vec::new();
     // The other root does not exist for it.

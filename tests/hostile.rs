@@ -527,6 +527,18 @@ fn path_rule(label: &str) -> Option<String> {
     })
 }
 
+/// A zip holding `name` (for `read_document`'s `member`).
+fn one_member_zip(name: &str, content: &[u8]) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut out = std::io::Cursor::new(Vec::new());
+    let mut zip = zip::ZipWriter::new(&mut out);
+    zip.start_file(name, zip::write::SimpleFileOptions::default())
+        .unwrap();
+    zip.write_all(content).unwrap();
+    zip.finish().unwrap();
+    out.into_inner()
+}
+
 #[tokio::test]
 async fn hostile_arguments_get_clear_answers() {
     let (env, config) = workspace();
@@ -535,6 +547,7 @@ async fn hostile_arguments_get_clear_answers() {
         .write("ws/m.txt", "move me\n")
         .write("ws/c.txt", "copy me\n")
         .write("ws/d.txt", "delete me\n")
+        .write("ws/r.zip", one_member_zip("a.txt", b"zipped\n"))
         .symlink("../outside/canary.txt", "ws/link_out");
     let outside = env.snapshot_of("outside");
     let client = start(&config).await;
@@ -574,6 +587,11 @@ async fn hostile_arguments_get_clear_answers() {
         (
             "get_file_info",
             json!({"root": "ws", "path": "a.txt"}),
+            &["path"][..],
+        ),
+        (
+            "read_document",
+            json!({"root": "ws", "path": "r.zip", "member": "a.txt", "offset": 1, "limit": 5}),
             &["path"][..],
         ),
         (

@@ -79,6 +79,7 @@ async fn reference_roots_get_only_read_tools() {
             "get_file_info",
             "list_directory",
             "list_roots",
+            "read_document",
             "read_file",
             "search_files"
         ]
@@ -86,7 +87,12 @@ async fn reference_roots_get_only_read_tools() {
     for t in &tools {
         let a = t.annotations.as_ref().expect("annotations");
         assert_eq!(a.read_only_hint, Some(true), "{}", t.name);
-        assert_eq!(a.destructive_hint, Some(false), "{}", t.name);
+        assert_eq!(
+            (a.destructive_hint, a.idempotent_hint),
+            (None, None),
+            "{}: hints MCP ignores on a read-only tool",
+            t.name
+        );
         assert!(t.output_schema.is_some(), "{} has an output schema", t.name);
         assert_eq!(t.input_schema.get("type"), Some(&json!("object")));
         let d = t.description.as_deref().unwrap();

@@ -17,6 +17,12 @@ use serde_json::{Value, json};
 const PNG: &[u8] =
     b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\x1f\x15\xc4\x89";
 
+/// A document real producers made (tests/fixtures/documents).
+fn fixture(name: &str) -> Vec<u8> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/documents");
+    std::fs::read(dir.join(name)).unwrap()
+}
+
 /// Successful calls, in order (later ones use what earlier ones made),
 /// covering every tool and the optional arguments that change the shape
 /// of a result.
@@ -66,6 +72,18 @@ fn calls() -> Vec<(&'static str, Value)> {
             json!({"root": "docs", "path": "notes.txt"}),
         ),
         ("get_file_info", json!({"root": "docs", "path": "."})),
+        (
+            "read_document",
+            json!({"root": "docs", "path": "sheet.ods"}),
+        ),
+        (
+            "read_document",
+            json!({"root": "docs", "path": "report.docx", "offset": 2, "limit": 2}),
+        ),
+        (
+            "read_document",
+            json!({"root": "docs", "path": "sheet.ods", "tail": 1}),
+        ),
         ("search_files", json!({"root": "ws", "pattern": "*.txt"})),
         (
             "search_files",
@@ -193,6 +211,8 @@ async fn every_tool_takes_and_gives_what_its_schemas_say() {
         (1..=4).map(|i| format!("line {i}\n")).collect::<String>(),
     )
     .write("docs/image.png", PNG)
+    .write("docs/sheet.ods", fixture("sheet.ods"))
+    .write("docs/report.docx", fixture("report.docx"))
     .write("ws/.gitignore", "build/\n")
     .write("ws/build/out.txt", "built\n")
     .write("ws/a.txt", "a\n")

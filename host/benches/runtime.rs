@@ -30,6 +30,7 @@ fn bench(c: &mut Criterion) {
         deny: DenyList::new([]).unwrap(),
         extra_deny: vec![],
         max_read_bytes: 2 << 20,
+        max_document_bytes: 64 << 20,
         min_free_bytes: 0,
         trash_max_bytes: 0,
         repository: None,

@@ -358,6 +358,7 @@ pub fn root(env: &Env, name: &str, role: Role, perms: Perms) -> Arc<Root> {
         deny: DenyList::new([]).unwrap(),
         extra_deny: vec![],
         max_read_bytes: 1 << 20,
+        max_document_bytes: 64 << 20,
         min_free_bytes: 0,
         trash_max_bytes: 0,
         repository: None,

@@ -80,8 +80,8 @@ struct Edited {
 }
 
 const DESCRIPTION: &str = "Replace text in a text file, all edits or none: each old_text must match exactly once \
-    (replace_all: every match), or as whole lines up to whitespace at their ends. Returns a \
-    diff; dry_run writes nothing.";
+    (replace_all: every match), or as whole lines up to whitespace at their ends. dry_run \
+    writes nothing.";
 
 loomfs_guest::tool!(EditFile(Args) -> Edited, {
     About::new("edit_file", DESCRIPTION, Permission::Write)

@@ -12,7 +12,7 @@
 //! cut off by it.
 
 use std::io::Read;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use loomfs_guest::{
     About, Answer, Context, Kind, Permission, ToolError, human_bytes, io_error, locate, modified,
@@ -31,7 +31,7 @@ struct Args {
     root: String,
     /// Relative to the root.
     path: String,
-    /// Also the SHA-256 of a file's contents.
+    // The description says what it adds.
     #[serde(default)]
     hash: bool,
 }
@@ -92,22 +92,21 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Info>, ToolError> {
     let sha256 = match (args.hash, kind) {
         (false, _) => None,
         (true, Kind::File) => {
-            // Stop while there is still time to answer: a tenth of the
-            // limit before it, at least 250 ms (half a short one).
-            let limit = Duration::from_millis(ctx.limits.time_limit_ms);
-            let margin = (limit / 10).max((limit / 2).min(Duration::from_millis(250)));
+            // Stop while there is still time to answer.
             Some(
-                sha256(&at.full, started + (limit - margin)).map_err(|e| match e {
-                    Hashing::Io(e) => io_error(&at.rel, &e),
-                    Hashing::Time(done) => ToolError::Refused(format!(
-                        "'{}': hashing stopped near the time limit ({} ms) after {} of {}: \
+                sha256(&at.full, loomfs_guest::soft_deadline(&ctx, started)).map_err(
+                    |e| match e {
+                        Hashing::Io(e) => io_error(&at.rel, &e),
+                        Hashing::Time(done) => ToolError::Refused(format!(
+                            "'{}': hashing stopped near the time limit ({} ms) after {} of {}: \
                      the file is too large to hash in one call",
-                        at.shown(),
-                        ctx.limits.time_limit_ms,
-                        human_bytes(done),
-                        human_bytes(meta.len())
-                    )),
-                })?,
+                            at.shown(),
+                            ctx.limits.time_limit_ms,
+                            human_bytes(done),
+                            human_bytes(meta.len())
+                        )),
+                    },
+                )?,
             )
         }
         (true, other) => {

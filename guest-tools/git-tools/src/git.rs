@@ -81,9 +81,9 @@ impl Tool for Git {
     fn about() -> About {
         tools::root_only(About::new(
             "git",
-            "A root's git history, without running git. log: commits, newest first; show: a \
+            "A root's git history. log: commits, newest first; show: a \
              commit, or with path a file at rev; diff: rev against to (default: working tree); \
-             blame: each line's last commit; status. The deny list applies.",
+             blame: each line's last commit; status.",
             Permission::Read,
         ))
     }

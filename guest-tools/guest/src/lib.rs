@@ -257,6 +257,15 @@ impl Located<'_> {
     }
 }
 
+/// When a call that can stop early (a search, a hash) should stop to
+/// answer in time: a tenth of the call's time limit before it, at least
+/// 250 ms (half a short limit).
+pub fn soft_deadline(ctx: &Context, started: std::time::Instant) -> std::time::Instant {
+    let limit = std::time::Duration::from_millis(ctx.limits.time_limit_ms);
+    let margin = (limit / 10).max((limit / 2).min(std::time::Duration::from_millis(250)));
+    started + (limit - margin)
+}
+
 /// Finds the mount of `root` and joins `path` under it.
 ///
 /// The host has already checked `path` (no absolute path, no escape, no denied

@@ -46,7 +46,7 @@ const MAX_DEPTH: u32 = 10;
 #[serde(deny_unknown_fields)]
 struct Args {
     root: String,
-    /// Relative to the root; default: the root.
+    /// Relative to the root.
     #[serde(default)]
     path: Option<String>,
     /// Default 1 (tree: 3).
@@ -77,7 +77,7 @@ enum Listed {
     Tree(tree::Tree),
 }
 
-/// The order of the entries.
+// The order of the entries (its values say it: no description).
 #[derive(Deserialize, JsonSchema, Clone, Copy, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
 enum SortBy {
@@ -161,9 +161,8 @@ impl Totals {
     }
 }
 
-const DESCRIPTION: &str = "A directory's entries as a tree; directories end in '/'. depth lists below; details adds \
-    size and mtime; .gitignored entries are marked, not entered unless ignored is include. A cut \
-    listing gives next_cursor: pass it as cursor.";
+const DESCRIPTION: &str = "A directory's entries; directories end in '/'. .gitignored entries are marked, not \
+    entered unless ignored is include. Pass next_cursor as cursor to go on.";
 
 loomfs_guest::tool!(ListDirectory(Args) -> Listed, {
     About::new("list_directory", DESCRIPTION, Permission::Read).path_optional()

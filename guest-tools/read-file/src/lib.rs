@@ -39,7 +39,7 @@ struct Args {
     root: String,
     /// Relative to the root.
     path: Option<String>,
-    /// Several files relative to the root instead, each whole or by the same lines.
+    /// Several files relative to the root.
     #[schemars(with = "Option<Vec<String>>", length(min = 1, max = 100))]
     paths: Option<Vec<multiple::Item>>,
     /// First line, 1-based.
@@ -47,7 +47,7 @@ struct Args {
     offset: Option<u64>,
     #[schemars(range(min = 1))]
     limit: Option<u64>,
-    /// The last N lines.
+    // The last N lines (its name says it).
     #[schemars(range(min = 1))]
     tail: Option<u64>,
 }
@@ -95,9 +95,8 @@ struct FileRead {
     note: Option<String>,
 }
 
-const DESCRIPTION: &str = "Text files, whole or by lines (offset is 1-based; or tail); paths reads several. Images and \
-    audio come as such, other binary files are refused; over the root's read limit, only by \
-    lines.";
+const DESCRIPTION: &str = "Text files, whole or by lines; paths reads several. Images and audio come as such; \
+    documents: read_document. Over the root's read limit, only by lines.";
 
 loomfs_guest::tool!(ReadFile(Args) -> ReadResult, {
     About::new("read_file", DESCRIPTION, Permission::Read).paths(vec![

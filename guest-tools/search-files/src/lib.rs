@@ -35,7 +35,7 @@ mod render;
 
 use std::ops::Range;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use loomfs_guest::content::{self, SNIFF_BYTES};
 use loomfs_guest::encoding;
@@ -64,7 +64,7 @@ struct Args {
     root: String,
     /// Glob under path; ** crosses directories; without '/' it matches names at any depth.
     pattern: String,
-    /// Directory relative to the root; default: the root.
+    /// Directory relative to the root.
     #[serde(default)]
     path: Option<String>,
     /// Text to find in file contents.
@@ -72,7 +72,7 @@ struct Args {
     contains: Option<String>,
     #[serde(default)]
     regex: bool,
-    /// Lines shown before and after each match (at most 10), as rg -C.
+    /// Lines around each match, as rg -C.
     #[serde(default)]
     #[schemars(range(max = 10))]
     context: Option<u32>,
@@ -150,9 +150,9 @@ enum Cut {
     Time,
 }
 
-const DESCRIPTION: &str = "Find files by glob, nearest first; with contains, only those whose contents hold that text \
-    (regex: true for a regex), with each matching line. Entries .gitignore excludes are skipped \
-    unless ignored is include. A cut result gives next_cursor: pass it as cursor.";
+const DESCRIPTION: &str = "Find files by glob, nearest first; with contains, only those whose contents hold that \
+    text, with each matching line. Entries .gitignore excludes are skipped unless ignored is \
+    include. Pass next_cursor as cursor to go on.";
 
 loomfs_guest::tool!(SearchFiles(Args) -> Found, {
     About::new("search_files", DESCRIPTION, Permission::Read).path_optional()
@@ -196,11 +196,8 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Found>, ToolError> {
     let at = locate_dir(&ctx, &args.root, args.path.as_deref(), NOT_A_DIRECTORY)?;
     let rel = at.rel.as_str();
 
-    // Stop with what was found while there is still time to answer: a
-    // tenth of the limit before it, at least 250 ms (half a short one).
-    let time_limit = Duration::from_millis(ctx.limits.time_limit_ms);
-    let margin = (time_limit / 10).max((time_limit / 2).min(Duration::from_millis(250)));
-    let soft_deadline = started + (time_limit - margin);
+    // Stop with what was found while there is still time to answer.
+    let soft_deadline = loomfs_guest::soft_deadline(&ctx, started);
     let mut search = Search {
         pattern: &pattern,
         needle: needle.as_ref(),

@@ -96,6 +96,7 @@ fn config_text(roots: &[Arc<Root>]) -> String {
              # deny = [\"*.tmp\"]             # this root's own deny patterns\n\
              # permissions = [\"read\"]       # narrow below the role, never widen\n\
              # max_read_bytes = 1048576\n\
+             # max_document_bytes = 67108864 # read_document takes a document whole\n\
              # min_free_bytes = 268435456   # this root's reserve, over the global one\n\
              # trash_max_bytes = 1073741824 # this root's trash budget, over the global one\n",
             quoted(&r.name),

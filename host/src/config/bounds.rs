@@ -101,3 +101,8 @@ pub fn default_call_limits() -> (u64, Duration, u64) {
 
 /// Default per-root read cap.
 pub const DEFAULT_MAX_READ_BYTES: u64 = MIB;
+/// A document is read whole (`read_document`): 64 MiB, or a quarter of a
+/// guest's memory where that is less, as for `max_read_bytes`.
+pub(super) const DEFAULT_MAX_DOCUMENT_BYTES: u64 = 64 * MIB;
+pub(super) const MAX_DOCUMENT_BYTES: Bound =
+    Bound::new("max_document_bytes", DEFAULT_MAX_DOCUMENT_BYTES, 1, GIB);

@@ -195,6 +195,7 @@ pub(super) fn repository(
             deny,
             extra_deny: GIT_DIR_DENY.iter().map(|s| s.to_string()).collect(),
             max_read_bytes: 0,
+            max_document_bytes: 0,
             min_free_bytes: 0,
             trash_max_bytes: 0,
             repository: None,

@@ -80,6 +80,7 @@ pub(super) struct RawRoot {
     #[serde(default)]
     pub(super) deny: Vec<String>,
     pub(super) max_read_bytes: Option<u64>,
+    pub(super) max_document_bytes: Option<u64>,
     pub(super) min_free_bytes: Option<u64>,
     pub(super) trash_max_bytes: Option<u64>,
     /// Whether the history tools serve the root: by default yes when it is
@@ -98,6 +99,7 @@ impl RawRoot {
             permissions: None,
             deny: Vec::new(),
             max_read_bytes: None,
+            max_document_bytes: None,
             min_free_bytes: None,
             trash_max_bytes: None,
             git_history: None,

@@ -57,6 +57,7 @@ fn a_valid_config_loads_with_defaults() {
     assert_eq!(c.roots[0].perms.to_string(), "[read, write]");
     assert_eq!(c.roots[1].perms.to_string(), "[read]");
     assert_eq!(c.roots[0].max_read_bytes, DEFAULT_MAX_READ_BYTES);
+    assert_eq!(c.roots[0].max_document_bytes, 64 * MIB);
     assert_eq!(c.roots[0].min_free_bytes, 256 * MIB);
     assert_eq!(c.roots[0].trash_max_bytes, GIB);
     assert_eq!(c.audit, AuditTarget::Stderr);
@@ -473,6 +474,12 @@ fn zero_and_absurd_limits() {
     assert_eq!(
         d.problems(&big),
         ["root 'x': max_read_bytes = 1073741824 is out of range (1 to 67108864)"]
+    );
+    // A document is read whole: the same bound as a whole read.
+    let big = root("x", "a", "reference") + "max_document_bytes = 67108865\n";
+    assert_eq!(
+        d.problems(&big),
+        ["root 'x': max_document_bytes = 67108865 is out of range (1 to 67108864)"]
     );
     assert_eq!(
         d.problems(&format!(

@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use super::ConfigError;
 use super::bounds::{
-    AUDIT_BACKUPS, AUDIT_MAX_BYTES, Bound, CONCURRENT_CALLS, DEFAULT_MAX_READ_BYTES, LIST_ENTRIES,
-    MEMORY_BYTES, MIN_FREE_BYTES, NOTIFICATIONS_PER_SECOND, OUTPUT_BYTES, OUTPUT_PER_READ,
-    QUOTA_BURST, QUOTA_PER_MINUTE, SEARCH_BYTES, SEARCH_RESULTS, SUBSCRIPTIONS, TIMEOUT_MS,
-    TRASH_MAX_BYTES,
+    AUDIT_BACKUPS, AUDIT_MAX_BYTES, Bound, CONCURRENT_CALLS, DEFAULT_MAX_DOCUMENT_BYTES,
+    DEFAULT_MAX_READ_BYTES, LIST_ENTRIES, MAX_DOCUMENT_BYTES, MEMORY_BYTES, MIN_FREE_BYTES,
+    NOTIFICATIONS_PER_SECOND, OUTPUT_BYTES, OUTPUT_PER_READ, QUOTA_BURST, QUOTA_PER_MINUTE,
+    SEARCH_BYTES, SEARCH_RESULTS, SUBSCRIPTIONS, TIMEOUT_MS, TRASH_MAX_BYTES,
 };
 use super::component::{component_entries, trust_keys};
 use super::discover::{absolute, real_dir, repository};
@@ -206,6 +206,7 @@ fn root(
         deny,
         extra_deny: r.deny,
         max_read_bytes: bytes.max_read_bytes,
+        max_document_bytes: bytes.max_document_bytes,
         min_free_bytes: bytes.min_free_bytes,
         trash_max_bytes: bytes.trash_max_bytes,
         repository,
@@ -228,6 +229,7 @@ fn name_problems(name: &str, seen: &[Root], problems: &mut Vec<String>) {
 /// A root's byte limits, as validated.
 struct RootBytes {
     max_read_bytes: u64,
+    max_document_bytes: u64,
     min_free_bytes: u64,
     trash_max_bytes: u64,
 }
@@ -249,6 +251,12 @@ fn root_bytes(
         max: defaults.max_read_cap,
     }
     .take(r.max_read_bytes, problems, &prefix);
+    let max_document_bytes = Bound {
+        default: DEFAULT_MAX_DOCUMENT_BYTES.min(defaults.max_read_cap),
+        max: defaults.max_read_cap,
+        ..MAX_DOCUMENT_BYTES
+    }
+    .take(r.max_document_bytes, problems, &prefix);
     let min_free_bytes = Bound {
         default: defaults.min_free_bytes,
         ..MIN_FREE_BYTES
@@ -261,6 +269,7 @@ fn root_bytes(
     .take(r.trash_max_bytes, problems, &prefix);
     RootBytes {
         max_read_bytes,
+        max_document_bytes,
         min_free_bytes,
         trash_max_bytes,
     }

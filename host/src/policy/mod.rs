@@ -180,6 +180,9 @@ pub struct Root {
     /// The root's own extra deny patterns, as written (for `check`).
     pub extra_deny: Vec<String>,
     pub max_read_bytes: u64,
+    /// Largest document `read_document` takes whole (it reads a document
+    /// whole, not by ranges as `read_file` does).
+    pub max_document_bytes: u64,
     /// Free space kept on the root's disk: a change that would leave less
     /// is refused (`min_free_bytes`; 0 keeps none).
     pub min_free_bytes: u64,
@@ -224,6 +227,7 @@ impl Root {
             deny: DenyList::new([]).expect("the built-in deny list compiles"),
             extra_deny: vec![],
             max_read_bytes: 1 << 20,
+            max_document_bytes: 64 << 20,
             min_free_bytes: 0,
             trash_max_bytes: 0,
             repository: None,

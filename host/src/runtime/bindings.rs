@@ -17,6 +17,16 @@ pub mod history_world {
     });
 }
 
+/// The document reader's world: the tool interface and the host's
+/// `documents` interface, which only it may import.
+pub mod document_world {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "document-component",
+    });
+}
+
+pub use document_world::loom_fs::tool::documents;
 pub use exports::loom_fs::tool::tool::{
     Annotations, Context, Descriptor, Image, Limits, Mount, Output, PathArgument, Permission,
     ToolError,

@@ -105,6 +105,8 @@ pub(super) struct InstanceBuilder<'a> {
     told: Vec<bindings::Mount>,
     /// For a history tool: each root, where its git directory is, its area.
     history: Vec<(Arc<Root>, Option<String>, Option<fs::Area>)>,
+    /// Each root and its area (what the `documents` interface answers).
+    documents: Vec<(Arc<Root>, Option<fs::Area>)>,
 }
 
 impl<'a> InstanceBuilder<'a> {
@@ -118,6 +120,7 @@ impl<'a> InstanceBuilder<'a> {
             policed: Vec::new(),
             told: Vec::new(),
             history: Vec::new(),
+            documents: Vec::new(),
         }
     }
 
@@ -139,6 +142,7 @@ impl<'a> InstanceBuilder<'a> {
             writable: m.writable(),
             max_read_bytes: m.root.max_read_bytes,
         });
+        self.documents.push((Arc::clone(&m.root), m.area.clone()));
         self.policed.push(
             Mount::root(Arc::clone(&m.root), guest_dir, m.op)
                 .narrowed(m.area.clone())
@@ -214,6 +218,7 @@ impl<'a> InstanceBuilder<'a> {
                 tool: tool.descriptor.name.clone(),
                 roots: self.history,
             }),
+            documents: self.documents,
         };
         let context = bindings::Context {
             mounts: self.told,
@@ -243,6 +248,7 @@ impl CallState {
             },
             guard: FsGuard::new(vec![], Arc::default(), None, None),
             history: None,
+            documents: vec![],
         }
     }
 }

@@ -45,8 +45,11 @@ use crate::store::staging::Staging;
 
 mod call;
 mod instance;
+mod interfaces;
+
 pub use call::FinishedInstance;
 pub use instance::CallMount;
+use interfaces::HistoryState;
 
 /// How often the epoch advances: the granularity of deadlines and cancellation.
 const TICK: Duration = Duration::from_millis(10);
@@ -71,6 +74,10 @@ pub const OLD_TOOL_INTERFACE: &str = "loom-fs:tool/tool@0.2.0";
 /// The host interface of the history tools: only the built-in component
 /// that serves them may import it.
 pub const HISTORY_INTERFACE: &str = "loom-fs:tool/history@0.3.0";
+
+/// The host interface of the document reader: only the built-in component
+/// that serves `read_document` may import it.
+pub const DOCUMENTS_INTERFACE: &str = "loom-fs:tool/documents@0.3.0";
 
 /// The tools the history component serves (one: `git`, whose commands
 /// share the component's one copy of gitoxide).
@@ -235,50 +242,9 @@ pub struct CallState {
     guard: FsGuard,
     /// For a history tool: what the `history` interface answers.
     history: Option<HistoryState>,
-}
-
-/// What a history tool's instance is told: which tool it is, and for each
-/// root of the call its repository (where its git directory is preopened)
-/// and what the session's client roots leave of it.
-struct HistoryState {
-    tool: String,
-    roots: Vec<(Arc<Root>, Option<String>, Option<fs::Area>)>,
-}
-
-impl bindings::history::Host for CallState {
-    fn tool(&mut self) -> String {
-        self.history
-            .as_ref()
-            .map_or_else(String::new, |h| h.tool.clone())
-    }
-
-    fn repository(&mut self, root: String) -> Option<bindings::history::GitRepository> {
-        let history = self.history.as_ref()?;
-        let (root, git_dir, _) = history.roots.iter().find(|(r, _, _)| r.name == root)?;
-        Some(bindings::history::GitRepository {
-            git_dir: git_dir.clone()?,
-            scope: root.repository.as_ref()?.scope.clone(),
-        })
-    }
-
-    fn hidden(&mut self, root: String, path: String) -> bool {
-        let Some(history) = self.history.as_ref() else {
-            return true;
-        };
-        // A path the deny list names, or (under `client_roots = "narrow"`)
-        // one outside what the client roots leave of the root: its history
-        // is hidden as its files are.
-        match history.roots.iter().find(|(r, _, _)| r.name == root) {
-            Some((r, _, area)) => {
-                let path = std::path::Path::new(&path);
-                r.deny.match_path(path).is_some()
-                    || area
-                        .as_ref()
-                        .is_some_and(|a| a.place(path) == fs::Place::Outside)
-            }
-            None => true,
-        }
-    }
+    /// Each root of the call with its area: what the `documents`
+    /// interface answers about.
+    documents: Vec<(Arc<Root>, Option<fs::Area>)>,
 }
 
 impl WasiView for CallState {
@@ -427,6 +393,10 @@ impl Runtime {
             &mut linker,
             |state| state,
         )?;
+        bindings::documents::add_to_linker::<CallState, wasmtime::component::HasSelf<CallState>>(
+            &mut linker,
+            |state| state,
+        )?;
 
         let stop = Arc::new(AtomicBool::new(false));
         let weak = engine.weak();
@@ -496,6 +466,14 @@ impl Runtime {
         if history && (admission.is_some() || source != BUILT_IN) {
             return Err(wasmtime::Error::msg(format!(
                 "imports {HISTORY_INTERFACE}, which only the built-in history component may"
+            )));
+        }
+        let documents = ty
+            .imports(&self.engine)
+            .any(|(name, _)| name == DOCUMENTS_INTERFACE);
+        if documents && (admission.is_some() || source != BUILT_IN) {
+            return Err(wasmtime::Error::msg(format!(
+                "imports {DOCUMENTS_INTERFACE}, which only the built-in document reader may"
             )));
         }
         let instance_pre = self.linker.instantiate_pre(component)?;

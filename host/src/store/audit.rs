@@ -56,6 +56,10 @@ pub struct Record<'a> {
     pub rule: Option<Rule>,
     pub duration_ms: f64,
     pub bytes: u64,
+    /// The archive member a `read_document` call read (listed when
+    /// absent), as the model wrote it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub member: Option<&'a str>,
     /// Where the previous content of the path went (`.mcp-trash/…`), for a
     /// change that kept it.
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
@@ -96,6 +100,7 @@ impl<'a> Record<'a> {
             rule: None,
             duration_ms: 0.0,
             bytes: 0,
+            member: None,
             trash: &[],
             stopped: None,
             client: None,
@@ -113,6 +118,11 @@ impl<'a> Record<'a> {
     /// The call's tool is third-party component of this (short) digest.
     pub fn component(mut self, digest: Option<&'a str>) -> Record<'a> {
         self.sha256 = digest;
+        self
+    }
+
+    pub fn member(mut self, member: Option<&'a str>) -> Record<'a> {
+        self.member = member;
         self
     }
 

@@ -116,6 +116,10 @@ impl Toolbox {
         published: Option<&Published>,
     ) -> Vec<(String, PathBuf)> {
         let mut named = Vec::new();
+        // The archive member the document reader was asked for.
+        let member = (call.tool == "read_document")
+            .then(|| call.arguments.get("member")?.as_str().map(clip))
+            .flatten();
         for r in &call.resolved {
             // The guest keeps the entry it was asked about (a symlink itself),
             // the host resolved its target: either may be what was kept.
@@ -131,6 +135,7 @@ impl Toolbox {
                     .record(call.tool, &r.root().name, &clip(r.requested()), r.op())
                     .client(call.client())
                     .took(elapsed, bytes)
+                    .member(member.as_deref())
                     .kept(&kept)
                     .stopped(stopped)
                     .call(Some(&call.id)),

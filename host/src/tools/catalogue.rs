@@ -289,16 +289,19 @@ fn description(
 }
 
 /// The hints of a tool that does at most `permission`, whatever the
-/// component says.
+/// component says. A read-only tool gets no `destructiveHint` or
+/// `idempotentHint`: MCP gives them meaning only where `readOnlyHint` is
+/// false, so they would be bytes in every `tools/list` that say nothing.
 fn annotations(d: &runtime::Descriptor, permission: Permission) -> ToolAnnotations {
-    ToolAnnotations::new()
+    let hints = ToolAnnotations::new()
         .read_only(permission == Permission::Read)
-        .destructive(
-            permission != Permission::Read && d.annotations.destructive
-                || permission == Permission::Delete,
-        )
+        .open_world(false);
+    if permission == Permission::Read {
+        return hints;
+    }
+    hints
+        .destructive(d.annotations.destructive || permission == Permission::Delete)
         .idempotent(d.annotations.idempotent)
-        .open_world(false)
 }
 
 /// A component's path arguments, asking no more than its cap: a write it

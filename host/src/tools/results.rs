@@ -209,11 +209,8 @@ pub(super) fn list_roots_tool() -> Tool {
     )
     .with_raw_output_schema(Arc::new(as_object(output)))
     .with_annotations(
-        ToolAnnotations::new()
-            .read_only(true)
-            .destructive(false)
-            .idempotent(true)
-            .open_world(false),
+        // Read-only: the other hints mean nothing here (see catalogue).
+        ToolAnnotations::new().read_only(true).open_world(false),
     )
 }
 
