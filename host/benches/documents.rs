@@ -9,14 +9,13 @@
 //! Run with `cargo bench -p loom-fs-mcp --bench documents`; the figures and
 //! their ratio are in docs/benchmarks.md.
 
+mod common;
+
 use std::io::{Cursor, Write as _};
-use std::sync::Arc;
 use std::time::Duration;
 
 use calamine::{Reader, Xlsx};
 use criterion::{Criterion, criterion_group, criterion_main};
-use loom_fs_mcp::policy::{DenyList, Permission, Role, Root};
-use loom_fs_mcp::runtime::{self, Budget, Cache, CallMount, CallRequest, GuestLimits, Runtime};
 use lopdf::content::{Content, Operation};
 use lopdf::{Document, Object, Stream, dictionary};
 
@@ -145,51 +144,11 @@ fn bench(c: &mut Criterion) {
     let (pdf, xlsx) = (pdf(), xlsx());
     std::fs::write(dir.join("book.pdf"), &pdf).unwrap();
     std::fs::write(dir.join("items.xlsx"), &xlsx).unwrap();
-    let root = Arc::new(Root {
-        name: "docs".into(),
-        path: dir,
-        role: Role::Reference,
-        perms: Role::Reference.ceiling(),
-        deny: DenyList::new([]).unwrap(),
-        extra_deny: vec![],
-        max_read_bytes: 16 << 20,
-        max_document_bytes: 64 << 20,
-        min_free_bytes: 0,
-        trash_max_bytes: 0,
-        repository: None,
-    });
-    let mut rt = Runtime::new(Budget {
-        memory_bytes: 256 << 20,
-        timeout: Duration::from_secs(30),
-        output_bytes: 64 << 20,
-    })
-    .unwrap();
-    let cache = Cache::at(concat!(env!("CARGO_TARGET_TMPDIR"), "/bench-cache"));
-    let (name, wasm) = runtime::BUILTINS
-        .iter()
-        .find(|(name, _)| *name == "read_document")
-        .unwrap();
-    let component = cache.component(rt.engine(), name, wasm).unwrap();
-    let tool = rt.load(&component, runtime::BUILT_IN.into()).unwrap();
+    let root = common::reference_root(dir, 16 << 20);
+    let tools = common::Components::load(&["read_document"], 64 << 20);
     let call = |path: &str| {
-        let out = rt.call(
-            tool,
-            CallRequest {
-                mounts: vec![CallMount::unchecked(Arc::clone(&root), Permission::Read)],
-                limits: GuestLimits {
-                    max_entries: 1000,
-                    max_results: 200,
-                    max_search_bytes: 1 << 26,
-                },
-                arguments: format!(r#"{{"root":"docs","path":"{path}"}}"#),
-                staging: None,
-                cancel: Default::default(),
-                activity: Arc::default(),
-                quota: None,
-            },
-        );
-        let output = out.result.map_err(|e| format!("{e:?}")).unwrap();
-        assert!(output.text[0].len() > 100_000, "{}", output.text[1]);
+        let text = tools.call("read_document", &root, path);
+        assert!(text[0].len() > 100_000, "{}", text[1]);
     };
     let mut group = c.benchmark_group("documents");
     group

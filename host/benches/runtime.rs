@@ -6,12 +6,11 @@
 //!
 //! Run with `cargo bench -p loom-fs-mcp --bench runtime`.
 
-use std::sync::Arc;
+mod common;
+
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use loom_fs_mcp::policy::{DenyList, Permission, Role, Root};
-use loom_fs_mcp::runtime::{self, Budget, Cache, CallMount, CallRequest, GuestLimits, Runtime};
 
 fn bench(c: &mut Criterion) {
     let tmp = tempfile::TempDir::new().unwrap();
@@ -22,53 +21,9 @@ fn bench(c: &mut Criterion) {
         "a line of sixty-four bytes, the same one again and again.......\n".repeat(1 << 14),
     )
     .unwrap();
-    let root = Arc::new(Root {
-        name: "docs".into(),
-        path: dir,
-        role: Role::Reference,
-        perms: Role::Reference.ceiling(),
-        deny: DenyList::new([]).unwrap(),
-        extra_deny: vec![],
-        max_read_bytes: 2 << 20,
-        max_document_bytes: 64 << 20,
-        min_free_bytes: 0,
-        trash_max_bytes: 0,
-        repository: None,
-    });
-    let mut rt = Runtime::new(Budget {
-        memory_bytes: 256 << 20,
-        timeout: Duration::from_secs(30),
-        output_bytes: 16 << 20,
-    })
-    .unwrap();
-    let cache = Cache::at(concat!(env!("CARGO_TARGET_TMPDIR"), "/bench-cache"));
-    let mut index = std::collections::HashMap::new();
-    for (name, wasm) in runtime::BUILTINS {
-        let component = cache.component(rt.engine(), name, wasm).unwrap();
-        index.insert(
-            *name,
-            rt.load(&component, runtime::BUILT_IN.into()).unwrap(),
-        );
-    }
-    let call = |tool: &str, path: &str| {
-        let out = rt.call(
-            index[tool],
-            CallRequest {
-                mounts: vec![CallMount::unchecked(Arc::clone(&root), Permission::Read)],
-                limits: GuestLimits {
-                    max_entries: 1000,
-                    max_results: 200,
-                    max_search_bytes: 1 << 26,
-                },
-                arguments: format!(r#"{{"root":"docs","path":"{path}"}}"#),
-                staging: None,
-                cancel: Default::default(),
-                activity: Arc::default(),
-                quota: None,
-            },
-        );
-        assert!(out.result.is_ok());
-    };
+    let root = common::reference_root(dir, 2 << 20);
+    let tools = common::Components::load(&["get_file_info", "read_file"], 16 << 20);
+    let call = |tool: &str, path: &str| tools.call(tool, &root, path);
     let mut group = c.benchmark_group("runtime");
     group
         .sample_size(50)
