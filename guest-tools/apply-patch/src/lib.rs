@@ -96,7 +96,7 @@ enum Done {
 
 /// Every client shows this, the name and the input schema to its model on
 /// every turn: kept to 450 bytes together (a unit test measures them).
-const DESCRIPTION: &str = "Edit several text files in one call, all or nothing: a Codex patch \
+const DESCRIPTION: &str = "Edit several text files, all or nothing: a Codex patch \
     (*** Begin Patch) or a unified diff. Each hunk must match once. dry_run: diff only.";
 
 loomfs_guest::tool!(ApplyPatch(Args) -> Patched, {

@@ -17,7 +17,7 @@ use loomfs_guest::{
     About, Answer, Context, Kind, Permission, ToolError, human_bytes, io_error, special_file,
 };
 
-const DESCRIPTION: &str = "Copy a file or a directory tree, within a root or to destination_root. An existing file \
+const DESCRIPTION: &str = "Copy a file or directory tree, within a root or to destination_root. An existing file \
     is replaced only with overwrite.";
 
 loomfs_guest::tool!(CopyFile(TransferArgs) -> Transferred, {

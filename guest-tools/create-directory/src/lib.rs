@@ -12,7 +12,7 @@ struct Created {
     created: bool,
 }
 
-const DESCRIPTION: &str = "Create a directory and its missing parents; one that exists is success.";
+const DESCRIPTION: &str = "Create a directory and missing parents; an existing one is success.";
 
 loomfs_guest::tool!(CreateDirectory(PathArgs) -> Created, {
     About::new("create_directory", DESCRIPTION, Permission::Write).additive()

@@ -25,7 +25,7 @@ struct Deleted {
     trash: Option<String>,
 }
 
-const DESCRIPTION: &str = "Delete a file or a directory with its contents into the root's trash, where a person can \
+const DESCRIPTION: &str = "Delete a file or directory with its contents into the root's trash, where a person can \
     restore it.";
 
 loomfs_guest::tool!(DeleteFile(PathArgs) -> Deleted, {

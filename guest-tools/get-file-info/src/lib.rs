@@ -65,8 +65,8 @@ struct Info {
     note: Option<String>,
 }
 
-const DESCRIPTION: &str = "Type, size, times, link count and symlink flag of a file or directory \
-    ('.' is the root); hash: true adds a file's SHA-256.";
+const DESCRIPTION: &str = "Type, size, times, links and symlink flag of a file or directory \
+    ('.' is the root); hash adds a file's SHA-256.";
 
 loomfs_guest::tool!(GetFileInfo(Args) -> Info, {
     About::new("get_file_info", DESCRIPTION, Permission::Read)

@@ -61,7 +61,7 @@ struct Args {
     sort_by: SortBy,
     #[serde(default)]
     cursor: Option<String>,
-    /// An indented tree instead, directories first; a cut one names what it left out.
+    /// An indented tree instead; a cut one names what it left out.
     #[serde(default)]
     tree: bool,
     /// With tree: globs to leave out; without '/' a name at any depth.
