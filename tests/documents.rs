@@ -9,6 +9,7 @@ use std::io::Write as _;
 use std::path::PathBuf;
 
 use common::*;
+use rmcp::model::CallToolResult;
 use serde_json::{Value, json};
 
 fn fixtures() -> PathBuf {
@@ -348,6 +349,16 @@ async fn decompression_bombs_are_refused_naming_the_limit_and_the_server_lives()
         .await;
         assert_refused(&r, "64 MiB (a decompression bomb?)");
     }
+    // A search through them counts them unread and goes on.
+    let r = call_ok(
+        &client,
+        "search_files",
+        json!({"root": "docs", "pattern": "*", "contains": "orchard", "documents": true}),
+    )
+    .await;
+    let at = line_of("report.docx", "orchard");
+    assert_eq!(found(&r), [("report.docx".into(), None, at)]);
+    assert!(text(&r).contains("2 files could not be read"), "{}", text(&r));
     // The server still answers.
     call_ok(
         &client,
@@ -488,6 +499,183 @@ async fn archives_list_and_read_members_the_deny_list_hides_some() {
     );
 }
 
+/// `(path, member, line)` of each match of a search result.
+fn found(r: &CallToolResult) -> Vec<(String, Option<String>, u64)> {
+    structured(r)["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["path"].as_str().unwrap().to_string(),
+                m["member"].as_str().map(str::to_string),
+                m["line"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// The 1-based line of `expected(name)` holding `needle`.
+fn line_of(name: &str, needle: &str) -> u64 {
+    let at = expected(name).lines().position(|l| l.contains(needle));
+    at.unwrap() as u64 + 1
+}
+
+#[tokio::test]
+async fn search_with_documents_reads_their_text_and_members_the_deny_list_hides_some() {
+    let env = Env::new();
+    let mut owned = members();
+    owned.push((
+        "inner.zip",
+        zip_with(&[("deep.txt", b"CANARY-ARCHIVE-NESTED\n")]),
+    ));
+    let list: Vec<(&str, &[u8])> = owned.iter().map(|(n, c)| (*n, c.as_slice())).collect();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(&tar_with(&list)).unwrap();
+    env.write("docs/release.zip", zip_with(&list))
+        .write("docs/release.tar.gz", gz.finish().unwrap())
+        .write("docs/notes.txt", "Cherry pie\n");
+    for name in ["cid.pdf", "password.pdf", "report.docx", "sheet.xlsx"] {
+        env.write(&format!("docs/{name}"), fixture(name));
+    }
+    let config = env.config(
+        r#"
+        audit_log = "audit.log"
+
+        [[roots]]
+        name = "docs"
+        path = "docs"
+        role = "reference"
+        "#,
+    );
+    let client = start(&config).await;
+    let search = |contains: &str, documents: bool| json!({"root": "docs", "pattern": "**", "contains": contains, "documents": documents});
+
+    // Documents and members at the lines read_document gives them.
+    let r = call_ok(&client, "search_files", search("Cherry", true)).await;
+    let cherry = line_of("sheet.xlsx", "Cherry");
+    let member = Some("docs/sheet.xlsx".to_string());
+    assert_eq!(
+        found(&r),
+        [
+            ("notes.txt".into(), None, 1),
+            ("release.tar.gz".into(), member.clone(), cherry),
+            ("release.zip".into(), member, cherry),
+            ("sheet.xlsx".into(), None, cherry),
+        ]
+    );
+    assert!(
+        text(&r).contains(&format!("\nrelease.zip!/docs/sheet.xlsx:{cherry}: ")),
+        "{}",
+        text(&r)
+    );
+    // The PDF that needs a password is said to be unread.
+    assert!(
+        text(&r).contains("1 files could not be read"),
+        "{}",
+        text(&r)
+    );
+    // Without `documents`, they are binary files, not searched.
+    let r = call_ok(&client, "search_files", search("Cherry", false)).await;
+    assert_eq!(found(&r), [("notes.txt".into(), None, 1)]);
+    assert!(structured(&r)["skipped_binary"].as_u64().unwrap() >= 5);
+
+    // A PDF's text, non-ASCII; a DOCX's with context, as read_document numbers it.
+    let r = call_ok(&client, "search_files", search("Zürich", true)).await;
+    assert_eq!(
+        found(&r),
+        [("cid.pdf".into(), None, line_of("cid.pdf", "Zürich"))]
+    );
+    let mut args = search("quinces", true);
+    args["context"] = json!(1);
+    let r = call_ok(&client, "search_files", args).await;
+    let at = line_of("report.docx", "quinces");
+    assert_eq!(found(&r), [("report.docx".into(), None, at)]);
+    let lines: Vec<String> = expected("report.docx").lines().map(String::from).collect();
+    let m = &structured(&r)["matches"][0];
+    assert_eq!(m["before"], json!([lines[at as usize - 2]]));
+    assert_eq!(m["after"], json!([lines[at as usize]]));
+
+    // Hidden members, escaping names and a nested archive are never searched.
+    let r = call_ok(&client, "search_files", search("CANARY", true)).await;
+    assert_eq!(found(&r), []);
+    let mut args = search("CANARY", true);
+    args["regex"] = json!(true);
+    args["contains"] = json!("CANARY-[A-Z]+");
+    let r = call_ok(&client, "search_files", args).await;
+    assert_eq!(found(&r), [], "{}", text(&r));
+
+    client.cancel().await.unwrap();
+    let log = audit(&env);
+    let searches: Vec<&Value> = log.iter().filter(|l| l["tool"] == "search_files").collect();
+    assert_eq!(searches.len(), 6, "{log:?}");
+    assert!(searches.iter().all(|l| l["decision"] == "allow"), "{log:?}");
+}
+
+/// A zip whose one member `name` is `size` bytes of text lines, `needle`
+/// on the last: a few KiB on disk.
+fn zip_of_text(name: &str, size: usize, needle: &str) -> Vec<u8> {
+    let mut text = "filler line of text\n".repeat(size / 20);
+    text.push_str(needle);
+    text.push('\n');
+    zip_with(&[(name, text.as_bytes())])
+}
+
+#[tokio::test]
+async fn a_document_search_counts_inflated_bytes_against_the_budget() {
+    let env = Env::new();
+    env.write("docs/a.zip", zip_of_text("one.txt", 600_000, "needle a"))
+        .write("docs/b.zip", zip_of_text("two.txt", 600_000, "needle b"))
+        .write(
+            "docs/c.zip",
+            zip_of_text("three.txt", 1_200_000, "needle c"),
+        );
+    let config = env.config(
+        r#"
+        max_search_bytes = 1000000
+
+        [[roots]]
+        name = "docs"
+        path = "docs"
+        role = "reference"
+        "#,
+    );
+    let client = start(&config).await;
+    let mut args =
+        json!({"root": "docs", "pattern": "*.zip", "contains": "needle", "documents": true});
+    // Each page holds what fits the budget as inflated; a document is
+    // searched whole on one page; one over a whole budget is skipped.
+    let mut pages = Vec::new();
+    loop {
+        let r = call_ok(&client, "search_files", args.clone()).await;
+        let s = structured(&r);
+        pages.push((found(&r), s["truncated"] == json!(true), text(&r)));
+        match s["next_cursor"].as_str() {
+            Some(next) => args["cursor"] = json!(next),
+            None => break,
+        }
+        assert!(pages.len() < 5, "{pages:?}");
+    }
+    let at = 30_001;
+    assert_eq!(pages.len(), 3, "{pages:?}");
+    assert_eq!(pages[0].0, [("a.zip".into(), Some("one.txt".into()), at)]);
+    assert!(
+        pages[0].1 && pages[0].2.contains("max_search_bytes"),
+        "{pages:?}"
+    );
+    assert_eq!(pages[1].0, [("b.zip".into(), Some("two.txt".into()), at)]);
+    assert!(pages[1].1, "{pages:?}");
+    assert_eq!(pages[2].0, []);
+    assert!(!pages[2].1, "{pages:?}");
+    assert!(
+        pages[2]
+            .2
+            .contains("1 documents larger than this root's max_document_bytes"),
+        "{pages:?}"
+    );
+    client.cancel().await.unwrap();
+}
+
 /// The server's peak resident set, from /proc.
 fn peak_rss(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -551,6 +739,15 @@ async fn archive_bombs_are_refused_and_the_server_stays_small() {
     )
     .await;
     assert_refused(&r, "64 MiB (a decompression bomb?)");
+    // A search opens neither the nest's zips nor the bomb's member.
+    let r = call_ok(
+        &client,
+        "search_files",
+        json!({"root": "docs", "pattern": "*.zip", "contains": "0", "documents": true}),
+    )
+    .await;
+    assert_eq!(found(&r), []);
+    assert!(text(&r).contains("1 files could not be read"), "{}", text(&r));
     // Alive, and what it took stayed within a guest's memory cap and the
     // server's own (the bomb is 200 MiB inflated, the nest far more).
     call_ok(

@@ -601,6 +601,13 @@ async fn hostile_arguments_get_clear_answers() {
             &["path"][..],
         ),
         (
+            // Served by the document reader's component.
+            "search_files",
+            json!({"root": "ws", "pattern": "*", "contains": "a", "context": 1,
+                   "documents": true}),
+            &["path"][..],
+        ),
+        (
             "write_file",
             json!({"root": "ws", "path": "new.txt", "content": "new\n", "mode": "overwrite"}),
             &["path"][..],

@@ -95,6 +95,11 @@ fn calls() -> Vec<(&'static str, Value)> {
                    "regex": true, "max_results": 5, "ignored": "include"}),
         ),
         (
+            "search_files",
+            json!({"root": "docs", "pattern": "*", "contains": "Variety", "context": 1,
+                   "documents": true}),
+        ),
+        (
             "write_file",
             json!({"root": "ws", "path": "new/a.txt", "content": "one\ntwo\n"}),
         ),

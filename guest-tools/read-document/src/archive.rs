@@ -176,6 +176,48 @@ pub fn read(
     found.unwrap_or(Ok(Err(Missing::NotThere)))
 }
 
+/// Calls `each(name, contents)` for each file member, in order, while it
+/// returns true: those whose names would leave the archive, and those the
+/// deny list hides, left out. Errs when the archive does not read or a
+/// member inflates past [`MAX_MEMBER_BYTES`].
+pub fn each_file(
+    packing: Packing,
+    bytes: &[u8],
+    hidden: Hidden,
+    each: &mut dyn FnMut(&str, Vec<u8>) -> bool,
+) -> Result<(), String> {
+    let mut failed = None;
+    walk(packing, bytes, &mut |header, content| {
+        let (Ok(name), Some(reader)) = (member_path(&header.raw), content) else {
+            return Walk::Next;
+        };
+        if header.kind != "file" || name.is_empty() || hidden(&name) {
+            return Walk::Next;
+        }
+        match bounded(reader, MAX_MEMBER_BYTES) {
+            Ok(data) if data.len() as u64 > MAX_MEMBER_BYTES => {
+                failed = Some(format!(
+                    "a member inflates past {} MiB (a decompression bomb?)",
+                    MAX_MEMBER_BYTES >> 20
+                ));
+                Walk::Stop
+            }
+            Ok(data) => match each(&name, data) {
+                true => Walk::Next,
+                false => Walk::Stop,
+            },
+            Err(e) => {
+                failed = Some(format!(
+                    "a member does not inflate ({})",
+                    crate::read_error(&e)
+                ));
+                Walk::Stop
+            }
+        }
+    })?;
+    failed.map_or(Ok(()), Err)
+}
+
 enum Walk {
     Next,
     Stop,

@@ -48,6 +48,17 @@ impl Format {
 /// The compound file (OLE2) signature of an `.xls`.
 const OLE2: [u8; 8] = [0xd0, 0xcf, 0x11, 0xe0, 0xa1, 0xb1, 0x1a, 0xe1];
 
+/// Whether a file starting with `head` may be a document or an archive,
+/// by its signature alone (which of them is [`format`]'s and
+/// [`crate::archive::packing`]'s to say, on the whole file).
+pub fn signature(head: &[u8]) -> bool {
+    head[..head.len().min(1024)]
+        .windows(5)
+        .any(|w| w == b"%PDF-")
+        || head.starts_with(&OLE2)
+        || crate::archive::packing(head).is_some()
+}
+
 /// The format of `bytes`, `None` for anything else.
 pub fn format(bytes: &[u8]) -> Option<Format> {
     // A PDF's header may follow up to 1 KiB of other bytes (readers accept it).

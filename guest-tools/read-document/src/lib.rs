@@ -15,6 +15,7 @@ mod detect;
 mod members;
 mod office;
 mod pdf;
+mod search;
 mod sheets;
 mod text;
 mod xml;
@@ -23,8 +24,8 @@ use std::fs::File;
 use std::io::Read;
 
 use loomfs_guest::{
-    About, Answer, Context, Kind, Permission, ToolError, human_bytes, io_error, locate, shown,
-    special_file,
+    About, Answer, Context, Kind, Permission, Tool, ToolError, human_bytes, io_error, locate,
+    shown, special_file,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -97,9 +98,80 @@ struct DocumentRead {
 
 const DESCRIPTION: &str = "Text of a PDF, Word, PowerPoint, Excel, OpenDocument or EPUB file.";
 
-loomfs_guest::tool!(ReadDocument(Args) -> DocumentRead, {
-    About::new("read_document", DESCRIPTION, Permission::Read)
-});
+/// The tool this component describes.
+struct ReadDocument;
+
+impl Tool for ReadDocument {
+    type Args = Args;
+    type Result = DocumentRead;
+
+    fn about() -> About {
+        About::new("read_document", DESCRIPTION, Permission::Read)
+    }
+
+    fn call(ctx: Context, args: Args) -> Result<Answer<DocumentRead>, ToolError> {
+        call(ctx, args)
+    }
+}
+
+/// `search_files` with `documents: true`, which the host routes here
+/// (see [`search`]); `search_files` itself describes it.
+struct SearchDocuments;
+
+impl Tool for SearchDocuments {
+    type Args = loomfs_search::Args;
+    type Result = loomfs_search::Found;
+
+    fn about() -> About {
+        loomfs_search::about()
+    }
+
+    fn call(
+        ctx: Context,
+        args: loomfs_search::Args,
+    ) -> Result<Answer<loomfs_search::Found>, ToolError> {
+        loomfs_search::call(ctx, args, Some(&search::Reader))
+    }
+}
+
+/// A call is a search when its arguments say so, else a read.
+fn serve(ctx: Context, arguments: &str) -> Result<loomfs_guest::Output, ToolError> {
+    if search::asked(arguments) {
+        loomfs_guest::tool::call::<SearchDocuments>(ctx, arguments)
+    } else {
+        loomfs_guest::tool::call::<ReadDocument>(ctx, arguments)
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+impl loomfs_guest::Guest for ReadDocument {
+    fn describe() -> loomfs_guest::Descriptor {
+        loomfs_guest::tool::describe::<ReadDocument>()
+    }
+
+    fn call(ctx: Context, arguments: String) -> Result<loomfs_guest::Output, ToolError> {
+        loomfs_guest::noted(|| serve(ctx, &arguments))
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+loomfs_guest::bindings::export!(ReadDocument with_types_in loomfs_guest::bindings);
+
+// What the export would call, so that a native build sees it used.
+#[cfg(not(target_arch = "wasm32"))]
+const _: (
+    fn() -> loomfs_guest::Descriptor,
+    fn(Context, &str) -> Result<loomfs_guest::Output, ToolError>,
+) = (loomfs_guest::tool::describe::<ReadDocument>, serve);
+
+#[cfg(test)]
+#[test]
+fn readme_examples_fit_the_types_and_the_schemas() {
+    loomfs_guest::check::readme_examples::<ReadDocument>(include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/tools.md"
+    )));
+}
 
 fn call(ctx: Context, args: Args) -> Result<Answer<DocumentRead>, ToolError> {
     let range = text::Range::new(args.offset, args.limit, args.tail)?;

@@ -181,11 +181,67 @@ mod archives {
     }
 
     #[test]
+    fn each_file_gives_the_members_a_search_may_see_in_order() {
+        for (packing, bytes) in packed() {
+            let mut seen = Vec::new();
+            archive::each_file(packing, &bytes, &hides, &mut |name, data| {
+                seen.push((name.to_string(), data));
+                true
+            })
+            .unwrap();
+            let want = [
+                ("a.txt".to_string(), b"alpha\n".to_vec()),
+                ("dir/b.md".to_string(), b"# beta\n".to_vec()),
+            ];
+            assert_eq!(seen, want, "{packing:?}");
+            // Stopped by its callback after the first.
+            let mut count = 0;
+            archive::each_file(packing, &bytes, &hides, &mut |_, _| {
+                count += 1;
+                false
+            })
+            .unwrap();
+            assert_eq!(count, 1, "{packing:?}");
+        }
+    }
+
+    #[test]
     fn member_names_that_leave_the_archive_are_refused() {
         for bad in ["../x", "a/../../x", "/x", "\\x", "C:x", "c:\\x", "a\\..\\x"] {
             assert!(member_path(bad).is_err(), "{bad}");
         }
         assert_eq!(member_path("./a//b/").unwrap(), "a/b");
         assert_eq!(member_path("a\\b").unwrap(), "a/b");
+    }
+}
+
+mod search {
+    use loomfs_search::Documents;
+
+    use super::{expected, fixture};
+    use crate::search::{Reader, asked};
+
+    #[test]
+    fn a_call_is_a_search_when_it_asks_for_documents() {
+        assert!(asked(r#"{"root": "d", "pattern": "*", "documents": true}"#));
+        assert!(!asked(r#"{"root": "d", "path": "a.pdf"}"#));
+        assert!(!asked("not json"));
+    }
+
+    #[test]
+    fn a_document_gives_its_text_once_and_a_file_that_is_none_no_text() {
+        let mut texts = Vec::new();
+        let read = Reader.texts("r", "report.docx", &fixture("report.docx"), &mut |t| {
+            texts.push((t.member.map(str::to_string), t.text.to_string()));
+            true
+        });
+        assert_eq!(read, Ok(true));
+        assert_eq!(texts, [(None, expected("report.docx"))]);
+        // A compound file that is no workbook is not a document after all.
+        let mut ole = vec![0xd0, 0xcf, 0x11, 0xe0, 0xa1, 0xb1, 0x1a, 0xe1];
+        ole.resize(4096, 0);
+        assert!(Reader.is_document(&ole));
+        assert_eq!(Reader.texts("r", "old.doc", &ole, &mut |_| true), Ok(false));
+        assert!(!Reader.is_document(b"plain text"));
     }
 }

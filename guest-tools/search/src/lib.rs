@@ -1,5 +1,8 @@
-//! `search_files`: files whose path matches a glob, optionally holding some
-//! bytes or a regular expression, under a directory of a root.
+//! `search_files`' search: files whose path matches a glob, optionally
+//! holding some bytes or a regular expression, under a directory of a root.
+//! A library: the `search_files` component runs it on files; the document
+//! reader's component runs it with [`Documents`] for `documents: true`, and
+//! then also searches the text of documents and archive members.
 //!
 //! The walk is breadth-first with entries sorted by name (see
 //! `loomfs_guest::walk`): the same tree always gives the same answer, and a
@@ -28,9 +31,20 @@
 //! non-ASCII needle or a regular expression, a file that is not valid
 //! UTF-8, is decoded first (`loomfs_guest::encoding`) and searched as text,
 //! line numbers counted in it.
+//!
+//! With `documents: true`, a file whose bytes start a document or an
+//! archive (as the document reader tells them) is read whole, within the
+//! root's `max_document_bytes`, and its text searched as `read_document`
+//! gives it: a match's line is that text's, for `read_document`'s
+//! `offset`. An archive's members are searched one by one, those the deny
+//! list hides never seen, a match naming its `member`. The byte budget
+//! counts what is searched after inflating, so a small zip of a large text
+//! costs its text.
 
+mod documents;
 mod lines;
 mod needle;
+mod note;
 mod render;
 
 use std::ops::Range;
@@ -42,9 +56,7 @@ use loomfs_guest::encoding;
 use loomfs_guest::ignores::Ignored;
 use loomfs_guest::page::Cursor;
 use loomfs_guest::walk::{self, Flow, IgnoreFiles};
-use loomfs_guest::{
-    About, Answer, Context, Kind, Permission, ToolError, count_arg, human_bytes, locate_dir,
-};
+use loomfs_guest::{About, Answer, Context, Kind, Permission, ToolError, count_arg, locate_dir};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use wasip2::filesystem::types::{Descriptor as File, ErrorCode};
@@ -52,7 +64,10 @@ use wasip2::filesystem::types::{Descriptor as File, ErrorCode};
 use lines::{Lines, context_line, lines_after, lines_before, preview};
 use loomfs_guest::glob::Pattern;
 use needle::Needle;
+use note::note;
 use render::render;
+
+pub use documents::{Documents, Text};
 
 const ONE_READ: u64 = 64 * 1024;
 /// Most lines of `context` on each side of a match (as `rg -C` takes).
@@ -60,9 +75,9 @@ const MAX_CONTEXT: u32 = 10;
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub struct Args {
     root: String,
-    /// Glob under path; ** crosses directories; without '/' it matches names at any depth.
+    /// Glob under path; ** crosses directories; without '/' a name at any depth.
     pattern: String,
     /// Directory relative to the root.
     #[serde(default)]
@@ -72,7 +87,7 @@ struct Args {
     contains: Option<String>,
     #[serde(default)]
     regex: bool,
-    /// Lines around each match, as rg -C.
+    /// Lines around each match (rg -C).
     #[serde(default)]
     #[schemars(range(max = 10))]
     context: Option<u32>,
@@ -83,6 +98,9 @@ struct Args {
     ignored: Ignored,
     #[serde(default)]
     cursor: Option<String>,
+    /// Also in documents and archives.
+    #[serde(default)]
+    documents: bool,
 }
 
 /// One match (described in `Found::matches`, which has no item schema).
@@ -90,6 +108,9 @@ struct Args {
 struct Match {
     /// Relative to the root; directories end in `/`.
     path: String,
+    /// The archive member the match is in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    member: Option<String>,
     /// 1-based line of a `contains` match.
     #[serde(skip_serializing_if = "Option::is_none")]
     line: Option<u64>,
@@ -110,7 +131,7 @@ struct Match {
 
 /// The result; a count that is 0 and a flag that is false are left out.
 #[derive(Serialize, JsonSchema, Default)]
-struct Found {
+pub struct Found {
     /// Objects, nearest first: `path` (relative to the root; a directory's ends in `/`) and,
     /// with `contains`, `line` (1-based), `preview` (the matching line, trimmed) and, when the file
     /// is not UTF-8 and was searched decoded or the line is not UTF-8, `encoding` (its WHATWG
@@ -150,18 +171,25 @@ enum Cut {
     Time,
 }
 
-const DESCRIPTION: &str = "Find files by glob, nearest first; with contains, only those whose contents hold that \
-    text, with each matching line. Entries .gitignore excludes are skipped unless ignored is \
+pub const DESCRIPTION: &str = "Find files by glob, nearest first; with contains, those holding that text, \
+    with each matching line. .gitignored entries are skipped unless ignored is \
     include. Pass next_cursor as cursor to go on.";
 
-loomfs_guest::tool!(SearchFiles(Args) -> Found, {
+/// What `search_files` says of itself.
+pub fn about() -> About {
     About::new("search_files", DESCRIPTION, Permission::Read).path_optional()
-});
+}
 
 /// What to do instead, when `path` is not a directory.
 const NOT_A_DIRECTORY: &str = "search its parent directory";
 
-fn call(ctx: Context, args: Args) -> Result<Answer<Found>, ToolError> {
+/// Runs a search; `documents` reads documents for `documents: true`, which
+/// a component without it refuses.
+pub fn call(
+    ctx: Context,
+    args: Args,
+    documents: Option<&dyn Documents>,
+) -> Result<Answer<Found>, ToolError> {
     let started = Instant::now();
     let pattern = Pattern::new(&args.pattern, "pattern").map_err(ToolError::InvalidArguments)?;
     let needle = match args.contains.as_deref() {
@@ -184,6 +212,17 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Found>, ToolError> {
             "'context' is {context}; at most {MAX_CONTEXT} lines are shown on each side"
         )));
     }
+    let documents = match (args.documents, documents) {
+        (false, _) => None,
+        (true, Some(reader)) => Some(reader),
+        (true, None) => {
+            return Err(ToolError::Refused(
+                "'documents' needs the document reader, which the loom-fs server runs for it; \
+                 this component alone searches files"
+                    .into(),
+            ));
+        }
+    };
     let cursor = Cursor::parse(args.cursor.as_deref())?;
     let ceiling = ctx.limits.max_results.max(1);
     let max_results = count_arg(
@@ -204,6 +243,7 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Found>, ToolError> {
         context: context as usize,
         max_results: max_results as usize,
         max_read_bytes: at.mount.max_read_bytes,
+        documents: documents.map(|reader| (reader, args.root.as_str())),
         max_search_bytes: ctx.limits.max_search_bytes,
         start_prefix: if rel == "." {
             String::new()
@@ -214,6 +254,7 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Found>, ToolError> {
         taken: 0,
         cut: None,
         unreadable_files: 0,
+        too_large_documents: 0,
     };
     let ignore_files = match args.ignored {
         Ignored::Skip => IgnoreFiles::Apply {
@@ -234,18 +275,16 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Found>, ToolError> {
         search.visit(entry)
     })?;
 
-    let mut found = search.found;
-    found.truncated = search.cut.is_some();
-    found.next_cursor = search.cut.and_then(|(_, at)| at.next_after(cursor));
-    found.note = note(
-        &found,
-        search.cut.map(|(cut, _)| cut),
+    search.found.truncated = search.cut.is_some();
+    search.found.next_cursor = search.cut.and_then(|(_, at)| at.next_after(cursor));
+    search.found.note = note(
+        &search,
         &stats,
-        search.unreadable_files,
         max_results,
         at.mount.max_read_bytes,
         ctx.limits.time_limit_ms,
     );
+    let found = search.found;
 
     let mut text = vec![render(&found, rel, &args)];
     text.extend(found.note.clone());
@@ -256,70 +295,6 @@ fn call(ctx: Context, args: Args) -> Result<Answer<Found>, ToolError> {
     })
 }
 
-/// What the model must know besides the matches: why the search stopped
-/// early, what it skipped.
-fn note(
-    found: &Found,
-    cut: Option<Cut>,
-    stats: &walk::Stats,
-    unreadable_files: u64,
-    max_results: u32,
-    max_read_bytes: u64,
-    time_limit_ms: u64,
-) -> Option<String> {
-    let mut notes = Vec::new();
-    let go_on = match &found.next_cursor {
-        Some(next) => format!(", or call again with cursor: \"{next}\" to go on"),
-        None => String::new(),
-    };
-    match cut {
-        Some(Cut::Results) => notes.push(format!(
-            "stopped at {max_results} matches (nearest first); there are more: narrow \
-             the pattern or the path{go_on}"
-        )),
-        Some(Cut::Bytes) => notes.push(format!(
-            "stopped after scanning {} (max_search_bytes): files further from the start \
-             were not searched; narrow the pattern or the path{go_on}",
-            human_bytes(found.scanned_bytes)
-        )),
-        Some(Cut::Time) => notes.push(format!(
-            "stopped near the time limit ({} ms): files further from the start were not \
-             searched; narrow the pattern or the path{go_on}",
-            time_limit_ms
-        )),
-        None => {}
-    }
-    if found.skipped_too_large > 0 {
-        notes.push(format!(
-            "{} files larger than {} (max_read_bytes) were not searched",
-            found.skipped_too_large,
-            human_bytes(max_read_bytes)
-        ));
-    }
-    if found.skipped_binary > 0 {
-        notes.push(format!(
-            "{} binary files were not searched",
-            found.skipped_binary
-        ));
-    }
-    if unreadable_files > 0 {
-        notes.push(format!(
-            "{} files could not be read and were skipped",
-            unreadable_files
-        ));
-    }
-    if found.ignored > 0 {
-        notes.push(format!(
-            "{} ignored entries were left out (excluded by the root's .gitignore/.ignore \
-             files; an ignored directory counts once and was not searched): pass \
-             ignored: \"include\" to search them",
-            found.ignored
-        ));
-    }
-    notes.extend(stats.notes());
-    (!notes.is_empty()).then(|| notes.join("; "))
-}
-
 /// The state of one search.
 struct Search<'a> {
     pattern: &'a Pattern,
@@ -328,6 +303,8 @@ struct Search<'a> {
     context: usize,
     max_results: usize,
     max_read_bytes: u64,
+    /// The document reader and the root, for `documents: true`.
+    documents: Option<(&'a dyn Documents, &'a str)>,
     max_search_bytes: u64,
     /// The start directory's root-relative path with a trailing `/`, or
     /// nothing for the root: stripped to match the pattern.
@@ -339,6 +316,8 @@ struct Search<'a> {
     /// Why the search stopped early, and where.
     cut: Option<(Cut, Cursor)>,
     unreadable_files: u64,
+    /// Of `found.skipped_too_large`, the documents (`documents: true`).
+    too_large_documents: u64,
 }
 
 impl Search<'_> {
@@ -375,21 +354,23 @@ impl Search<'_> {
             return Flow::Continue;
         }
         if is_dir {
-            return self.push(entry, format!("{}/", entry.rel), None, None);
+            return self.push(entry, format!("{}/", entry.rel), None, None, None);
         }
         self.found.examined_files += 1;
         let Some(needle) = self.needle else {
-            return self.push(entry, entry.rel.clone(), None, None);
+            return self.push(entry, entry.rel.clone(), None, None, None);
         };
         self.scan(entry, needle)
     }
 
-    /// Adds a match of `entry`, or stops the walk if the result is full (so
-    /// `truncated` is only set when there really is more).
+    /// Adds a match of `entry` (in its archive member `member`), or stops
+    /// the walk if the result is full (so `truncated` is only set when
+    /// there really is more).
     fn push(
         &mut self,
         entry: &walk::Entry,
         path: String,
+        member: Option<&str>,
         line: Option<(u64, &str)>,
         encoding: Option<&'static str>,
     ) -> Flow {
@@ -400,6 +381,7 @@ impl Search<'_> {
         let keep_indent = self.context > 0;
         self.found.matches.push(Match {
             path,
+            member: member.map(str::to_string),
             line: line.map(|(n, _)| n),
             preview: line.map(|(_, text)| preview(text, keep_indent)),
             before: Vec::new(),
@@ -443,6 +425,11 @@ impl Search<'_> {
                 }
             }
         };
+        if let Some((reader, root)) = self.documents
+            && reader.is_document(&buffer)
+        {
+            return self.search_document(file, entry, needle, (reader, root), buffer, len);
+        }
         if len > self.max_read_bytes {
             self.found.skipped_too_large += 1;
             return Flow::Continue;
@@ -489,16 +476,31 @@ impl Search<'_> {
         };
         // Lines earlier pages gave are passed.
         let mut passed = self.taken;
+        self.search_text(entry, None, needle, haystack, &mut lines, &mut passed)
+    }
+
+    /// Records the matching lines of `haystack`, the text of `entry` (of
+    /// its archive member `member`), passing the first `passed` of them
+    /// (earlier pages gave them).
+    fn search_text(
+        &mut self,
+        entry: &walk::Entry,
+        member: Option<&str>,
+        needle: &Needle,
+        haystack: &[u8],
+        lines: &mut Lines,
+        passed: &mut u64,
+    ) -> Flow {
         let mut flow = Flow::Continue;
         needle.for_each_line(haystack, |line, span| {
-            if passed > 0 {
-                passed -= 1;
+            if *passed > 0 {
+                *passed -= 1;
                 return true;
             }
             let (shown, name) = lines.show(&haystack[span.clone()]);
-            flow = self.push(entry, entry.rel.clone(), Some((line, &shown)), name);
+            flow = self.push(entry, entry.rel.clone(), member, Some((line, &shown)), name);
             if flow == Flow::Continue && self.context > 0 {
-                self.add_context(entry, haystack, span, line, &mut |t| {
+                self.add_context(entry, member, haystack, span, line, &mut |t| {
                     lines.show(t).0.into_owned()
                 });
             }
@@ -508,12 +510,13 @@ impl Search<'_> {
     }
 
     /// Gives the match just pushed (at `line`, `span` in `haystack`) the
-    /// lines around it. The match before it, when it is of the same file,
+    /// lines around it. The match before it, when it is of the same text,
     /// keeps in its `after` only the lines before this one's first, so no
     /// line is shown twice and overlapping ranges read as one.
     fn add_context(
         &mut self,
         entry: &walk::Entry,
+        member: Option<&str>,
         haystack: &[u8],
         span: Range<usize>,
         line: u64,
@@ -521,15 +524,17 @@ impl Search<'_> {
     ) {
         let n = self.context;
         let count = self.found.matches.len();
-        // The last line the previous match of this file shows.
+        // The last line the previous match of this text shows.
         let shown_up_to = match count.checked_sub(2).map(|i| &mut self.found.matches[i]) {
-            Some(prev) if prev.path == entry.rel => match prev.line {
-                Some(at) => {
-                    prev.after.truncate((line - at - 1) as usize);
-                    at + prev.after.len() as u64
+            Some(prev) if prev.path == entry.rel && prev.member.as_deref() == member => {
+                match prev.line {
+                    Some(at) => {
+                        prev.after.truncate((line - at - 1) as usize);
+                        at + prev.after.len() as u64
+                    }
+                    None => 0,
                 }
-                None => 0,
-            },
+            }
             _ => 0,
         };
         let first = line.saturating_sub(n as u64).max(shown_up_to + 1);

@@ -79,6 +79,10 @@ pub const HISTORY_INTERFACE: &str = "loom-fs:tool/history@0.3.0";
 /// that serves `read_document` may import it.
 pub const DOCUMENTS_INTERFACE: &str = "loom-fs:tool/documents@0.3.0";
 
+/// The tool whose calls that ask `documents: true` the document reader
+/// serves, with its parsers: the tool's own component searches files only.
+pub const DOCUMENT_SEARCH: &str = "search_files";
+
 /// The tools the history component serves (one: `git`, whose commands
 /// share the component's one copy of gitoxide).
 pub const HISTORY_TOOLS: &[&str] = &["git"];
@@ -135,6 +139,9 @@ pub struct Tool {
     /// Whether it is one of the history tools ([`HISTORY_TOOLS`]): its
     /// calls get each root's git directory and the `history` interface.
     pub history: bool,
+    /// Whether it is the document reader (it imports `documents`): it
+    /// also serves [`DOCUMENT_SEARCH`] calls that ask for documents.
+    pub documents: bool,
     pre: bindings::ToolComponentPre<CallState>,
     /// Its `call` export, called with a result type that is lifted under
     /// the output limit (see [`output`]).
@@ -533,6 +540,7 @@ impl Runtime {
                 entry,
                 budget: budget.clone(),
                 history,
+                documents,
                 pre: pre.clone(),
                 call,
             });

@@ -24,7 +24,36 @@ pub(super) struct Catalogue {
 /// What calling a listed tool does.
 pub(super) enum Action {
     ListRoots,
-    Component { index: usize, paths: Vec<PathArg> },
+    Component {
+        index: usize,
+        paths: Vec<PathArg>,
+        /// The component that serves the call instead when it asks
+        /// `documents: true` (the document reader, for the built-in
+        /// [`runtime::DOCUMENT_SEARCH`]).
+        documents: Option<usize>,
+    },
+}
+
+impl Action {
+    /// The component that serves a call with `arguments`, and the path
+    /// arguments the host resolves for it; none for `list_roots`.
+    pub(super) fn component(
+        &self,
+        arguments: &rmcp::model::JsonObject,
+    ) -> Option<(usize, &[PathArg])> {
+        match self {
+            Action::ListRoots => None,
+            Action::Component {
+                index,
+                paths,
+                documents,
+            } => {
+                let asks = arguments.get("documents") == Some(&serde_json::Value::Bool(true));
+                let index = documents.filter(|_| asks).unwrap_or(*index);
+                Some((index, paths))
+            }
+        }
+    }
 }
 
 /// A listed tool: what it is, what calling it does, where it acts.
@@ -141,6 +170,7 @@ impl Catalogue {
             timeout: config.limits.tool_timeout,
             output_bytes: config.limits.max_output_bytes,
         }];
+        let reader = runtime.tools().iter().position(|t| t.documents);
         for (index, loaded) in runtime.tools().iter().enumerate() {
             let d = &loaded.descriptor;
             if entries.iter().any(|e| e.tool.name == d.name) {
@@ -149,7 +179,7 @@ impl Catalogue {
                     "a tool of that name is already registered".into(),
                 ));
             }
-            entries.extend(Entry::of_component(config, index, loaded)?);
+            entries.extend(Entry::of_component(config, index, loaded, reader)?);
         }
         Ok(Catalogue { entries })
     }
@@ -207,10 +237,12 @@ impl Catalogue {
 impl Entry {
     /// The entry of component `index`, or none when no root grants what it
     /// needs.
+    /// `reader` is the document reader's index, if it is loaded.
     fn of_component(
         config: &Config,
         index: usize,
         loaded: &runtime::Tool,
+        reader: Option<usize>,
     ) -> Result<Option<Entry>, SurfaceError> {
         let d = &loaded.descriptor;
         if let Some(p) = declaration_problem(d) {
@@ -259,6 +291,8 @@ impl Entry {
             action: Action::Component {
                 index,
                 paths: path_args(d, cap),
+                documents: reader
+                    .filter(|_| loaded.is_built_in() && d.name == runtime::DOCUMENT_SEARCH),
             },
             roots: view,
             digest: loaded.short_digest().map(str::to_string),
@@ -347,4 +381,44 @@ fn tool_roots(config: &Config, entry: Option<&ComponentEntry>) -> Vec<Arc<Root>>
             })),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::Action;
+
+    fn arguments(v: Value) -> rmcp::model::JsonObject {
+        v.as_object().expect("an object").clone()
+    }
+
+    #[test]
+    fn only_a_search_that_asks_for_documents_goes_to_the_document_reader() {
+        let search = Action::Component {
+            index: 3,
+            paths: vec![],
+            documents: Some(7),
+        };
+        let served = |action: &Action, v: Value| action.component(&arguments(v)).map(|(i, _)| i);
+        assert_eq!(served(&search, json!({"documents": true})), Some(7));
+        // Anything else stays with the tool's own component, whose schema
+        // refuses what is not a boolean.
+        for v in [
+            json!({}),
+            json!({"documents": false}),
+            json!({"documents": "true"}),
+            json!({"documents": 1}),
+            json!({"documents": [true]}),
+        ] {
+            assert_eq!(served(&search, v.clone()), Some(3), "{v}");
+        }
+        let other = Action::Component {
+            index: 3,
+            paths: vec![],
+            documents: None,
+        };
+        assert_eq!(served(&other, json!({"documents": true})), Some(3));
+        assert_eq!(served(&Action::ListRoots, json!({})), None);
+    }
 }

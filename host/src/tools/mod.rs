@@ -54,7 +54,7 @@ pub mod slots;
 mod watch;
 
 use call::CallPath;
-use catalogue::{Action, Catalogue, Entry};
+use catalogue::{Catalogue, Entry};
 pub use catalogue::{Surface, SurfaceError, capped, declaration_problem};
 pub use report::CallReport;
 pub use resources::{ResourceContext, SCHEME, mime_of_name, parse_uri, resource_uri};
@@ -216,14 +216,14 @@ impl Toolbox {
             ));
         };
         let arguments = arguments.unwrap_or_default();
-        match &entry.action {
-            Action::ListRoots => Ok(CallReport {
+        match entry.action.component(&arguments) {
+            None => Ok(CallReport {
                 result: self.list_roots(control.narrowing.as_deref()),
                 rule: None,
                 path_missing: false,
             }),
-            Action::Component { index, paths } => Ok(self
-                .call_component(name, *index, paths, arguments, control, entry.timeout)
+            Some((index, paths)) => Ok(self
+                .call_component(name, index, paths, arguments, control, entry.timeout)
                 .await),
         }
     }
