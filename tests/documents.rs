@@ -358,7 +358,11 @@ async fn decompression_bombs_are_refused_naming_the_limit_and_the_server_lives()
     .await;
     let at = line_of("report.docx", "orchard");
     assert_eq!(found(&r), [("report.docx".into(), None, at)]);
-    assert!(text(&r).contains("2 files could not be read"), "{}", text(&r));
+    assert!(
+        text(&r).contains("2 files could not be read"),
+        "{}",
+        text(&r)
+    );
     // The server still answers.
     call_ok(
         &client,
@@ -604,11 +608,24 @@ async fn search_with_documents_reads_their_text_and_members_the_deny_list_hides_
     args["contains"] = json!("CANARY-[A-Z]+");
     let r = call_ok(&client, "search_files", args).await;
     assert_eq!(found(&r), [], "{}", text(&r));
+    // Documents are searched for a text, as context is.
+    let r = call(
+        &client,
+        "search_files",
+        json!({"root": "docs", "pattern": "*", "documents": true}),
+    )
+    .await;
+    assert!(is_error(&r), "{}", text(&r));
+    assert!(
+        text(&r).contains("'documents' applies to 'contains'"),
+        "{}",
+        text(&r)
+    );
 
     client.cancel().await.unwrap();
     let log = audit(&env);
     let searches: Vec<&Value> = log.iter().filter(|l| l["tool"] == "search_files").collect();
-    assert_eq!(searches.len(), 6, "{log:?}");
+    assert_eq!(searches.len(), 7, "{log:?}");
     assert!(searches.iter().all(|l| l["decision"] == "allow"), "{log:?}");
 }
 
@@ -747,7 +764,11 @@ async fn archive_bombs_are_refused_and_the_server_stays_small() {
     )
     .await;
     assert_eq!(found(&r), []);
-    assert!(text(&r).contains("1 files could not be read"), "{}", text(&r));
+    assert!(
+        text(&r).contains("1 files could not be read"),
+        "{}",
+        text(&r)
+    );
     // Alive, and what it took stayed within a guest's memory cap and the
     // server's own (the bomb is 200 MiB inflated, the nest far more).
     call_ok(

@@ -212,6 +212,11 @@ pub fn call(
             "'context' is {context}; at most {MAX_CONTEXT} lines are shown on each side"
         )));
     }
+    if args.documents && needle.is_none() {
+        return Err(ToolError::InvalidArguments(
+            "'documents' applies to 'contains', which is missing".into(),
+        ));
+    }
     let documents = match (args.documents, documents) {
         (false, _) => None,
         (true, Some(reader)) => Some(reader),
