@@ -401,11 +401,9 @@ fn members() -> Vec<(&'static str, Vec<u8>)> {
     ]
 }
 
-#[tokio::test]
-async fn archives_list_and_read_members_the_deny_list_hides_some() {
-    let env = Env::new();
-    let owned = members();
-    let list: Vec<(&str, &[u8])> = owned.iter().map(|(n, c)| (*n, c.as_slice())).collect();
+/// `docs/release.zip`, `.tar.gz`, `.tzst` and `.tar`, each of `members`.
+fn write_releases(env: &Env, members: &[(&str, Vec<u8>)]) {
+    let list: Vec<(&str, &[u8])> = members.iter().map(|(n, c)| (*n, c.as_slice())).collect();
     let tar = tar_with(&list);
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     gz.write_all(&tar).unwrap();
@@ -415,6 +413,12 @@ async fn archives_list_and_read_members_the_deny_list_hides_some() {
         .write("docs/release.tar.gz", gz.finish().unwrap())
         .write("docs/release.tzst", zst)
         .write("docs/release.tar", &tar);
+}
+
+#[tokio::test]
+async fn archives_list_and_read_members_the_deny_list_hides_some() {
+    let env = Env::new();
+    write_releases(&env, &members());
     let config = env.config(
         r#"
         audit_log = "audit.log"
@@ -533,12 +537,19 @@ async fn search_with_documents_reads_their_text_and_members_the_deny_list_hides_
         "inner.zip",
         zip_with(&[("deep.txt", b"CANARY-ARCHIVE-NESTED\n")]),
     ));
-    let list: Vec<(&str, &[u8])> = owned.iter().map(|(n, c)| (*n, c.as_slice())).collect();
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    gz.write_all(&tar_with(&list)).unwrap();
-    env.write("docs/release.zip", zip_with(&list))
-        .write("docs/release.tar.gz", gz.finish().unwrap())
-        .write("docs/notes.txt", "Cherry pie\n");
+    write_releases(&env, &owned);
+    env.write("docs/notes.txt", "Cherry pie\n")
+        .write(
+            "docs/quote.md",
+            "A PDF starts with %PDF-1.7, its signature.\n",
+        )
+        .write(
+            "docs/twice.tar",
+            tar_with(&[
+                ("dup.txt", b"a\nb\nc\nd\ne\nf\ng\nh\ni\ntwice here\n"),
+                ("dup.txt", b"x\ny\ntwice again\n"),
+            ]),
+        );
     for name in ["cid.pdf", "password.pdf", "report.docx", "sheet.xlsx"] {
         env.write(&format!("docs/{name}"), fixture(name));
     }
@@ -563,7 +574,9 @@ async fn search_with_documents_reads_their_text_and_members_the_deny_list_hides_
         found(&r),
         [
             ("notes.txt".into(), None, 1),
+            ("release.tar".into(), member.clone(), cherry),
             ("release.tar.gz".into(), member.clone(), cherry),
+            ("release.tzst".into(), member.clone(), cherry),
             ("release.zip".into(), member, cherry),
             ("sheet.xlsx".into(), None, cherry),
         ]
@@ -608,6 +621,32 @@ async fn search_with_documents_reads_their_text_and_members_the_deny_list_hides_
     args["contains"] = json!("CANARY-[A-Z]+");
     let r = call_ok(&client, "search_files", args).await;
     assert_eq!(found(&r), [], "{}", text(&r));
+    // Two members of one name are two texts: their lines are not one run.
+    let r = call_ok(
+        &client,
+        "search_files",
+        json!({"root": "docs", "pattern": "twice.tar", "contains": "twice",
+               "context": 1, "documents": true}),
+    )
+    .await;
+    let dup = Some("dup.txt".to_string());
+    assert_eq!(
+        found(&r),
+        [
+            ("twice.tar".into(), dup.clone(), 10),
+            ("twice.tar".into(), dup, 3)
+        ]
+    );
+    let m = &structured(&r)["matches"];
+    assert_eq!(
+        (&m[0]["before"], &m[1]["before"]),
+        (&json!(["i"]), &json!(["y"]))
+    );
+    assert!(text(&r).contains("twice here\n--\n"), "{}", text(&r));
+    // A text that only quotes a signature is searched as text.
+    let r = call_ok(&client, "search_files", search("signature", true)).await;
+    assert_eq!(found(&r), [("quote.md".into(), None, 1)]);
+
     // Documents are searched for a text, as context is.
     let r = call(
         &client,
@@ -625,7 +664,7 @@ async fn search_with_documents_reads_their_text_and_members_the_deny_list_hides_
     client.cancel().await.unwrap();
     let log = audit(&env);
     let searches: Vec<&Value> = log.iter().filter(|l| l["tool"] == "search_files").collect();
-    assert_eq!(searches.len(), 7, "{log:?}");
+    assert_eq!(searches.len(), 9, "{log:?}");
     assert!(searches.iter().all(|l| l["decision"] == "allow"), "{log:?}");
 }
 
@@ -685,9 +724,7 @@ async fn a_document_search_counts_inflated_bytes_against_the_budget() {
     assert_eq!(pages[2].0, []);
     assert!(!pages[2].1, "{pages:?}");
     assert!(
-        pages[2]
-            .2
-            .contains("1 documents larger than this root's max_document_bytes"),
+        pages[2].2.contains("1 documents were not searched whole"),
         "{pages:?}"
     );
     client.cancel().await.unwrap();

@@ -12,7 +12,8 @@ use crate::{archive, detect, extract, hidden, max_document_bytes};
 /// Whether a call's `arguments` are a search's: the host sends one here
 /// only with `documents: true`, an argument `read_document` does not have.
 pub fn asked(arguments: &str) -> bool {
-    serde_json::from_str::<serde_json::Value>(arguments).is_ok_and(|v| v.get("documents").is_some())
+    serde_json::from_str::<serde_json::Value>(arguments)
+        .is_ok_and(|v| v.get("documents") == Some(&serde_json::Value::Bool(true)))
 }
 
 /// The document reader as the search uses it.

@@ -225,6 +225,9 @@ mod search {
     fn a_call_is_a_search_when_it_asks_for_documents() {
         assert!(asked(r#"{"root": "d", "pattern": "*", "documents": true}"#));
         assert!(!asked(r#"{"root": "d", "path": "a.pdf"}"#));
+        assert!(!asked(
+            r#"{"root": "d", "pattern": "*", "documents": false}"#
+        ));
         assert!(!asked("not json"));
     }
 

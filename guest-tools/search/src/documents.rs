@@ -1,6 +1,9 @@
 //! `documents: true`: a document or an archive searched in the text the
 //! document reader gives of it (see the crate's comment).
 
+use std::time::Instant;
+
+use loomfs_guest::content;
 use loomfs_guest::walk::{self, Flow};
 use wasip2::filesystem::types::Descriptor as File;
 
@@ -45,30 +48,36 @@ pub struct Text<'a> {
 
 impl Search<'_> {
     /// Searches a document or an archive (`bytes` its first bytes, `len`
-    /// its size) in the text the document reader gives of it. Its texts
-    /// are counted against the byte budget as they are after inflating, and
-    /// it costs its own size at least. It is searched whole on one page or
-    /// not at all: one whose texts overrun the budget gives no match and
-    /// stops the search there, so the next page starts with it; one that
-    /// overruns a whole budget is skipped as too large.
+    /// its size) in the text the document reader gives of it; `None` when
+    /// it is to be searched as a plain file instead: no document after all,
+    /// or one that does not read or is over the document limit while its
+    /// head is text (a note quoting `%PDF-`).
+    ///
+    /// Its texts are counted against the byte budget as they are after
+    /// inflating, and it costs its own size at least. It is searched whole
+    /// on one page or not at all: one that overruns the budget, or the
+    /// time, gives no match and stops the search there, so the next page
+    /// starts with it; one that overruns a whole budget, or a whole page's
+    /// time, is skipped and counted.
     pub(super) fn search_document(
         &mut self,
         file: &File,
         entry: &walk::Entry,
         needle: &Needle,
         (reader, root): (&dyn Documents, &str),
-        mut bytes: Vec<u8>,
+        bytes: &mut Vec<u8>,
         len: u64,
-    ) -> Flow {
+    ) -> Option<Flow> {
+        let text_head = !content::is_binary(bytes);
         if len > reader.max_bytes(root) || len > self.max_search_bytes {
-            return self.too_large_document();
+            return (!text_head).then(|| self.unsearched_document());
         }
         if self.found.scanned_bytes + len > self.max_search_bytes {
-            return self.stop(Cut::Bytes, entry);
+            return Some(self.stop(Cut::Bytes, entry));
         }
-        if (bytes.len() as u64) < len && read_up_to(file, &mut bytes, len).is_err() {
+        if (bytes.len() as u64) < len && read_up_to(file, bytes, len).is_err() {
             self.unreadable_files += 1;
-            return Flow::Continue;
+            return Some(Flow::Continue);
         }
         bytes.truncate(len as usize);
         let (matches, taken, scanned) = (
@@ -78,13 +87,19 @@ impl Search<'_> {
         );
         let mut passed = self.taken;
         let mut flow = Flow::Continue;
-        let mut over = false;
-        let read = reader.texts(root, &entry.rel, &bytes, &mut |piece| {
+        let mut cut = None;
+        let mut pieces = 0;
+        let read = reader.texts(root, &entry.rel, bytes, &mut |piece| {
             let size = piece.inflated.max(piece.text.len() as u64);
             if self.found.scanned_bytes + size > self.max_search_bytes {
-                over = true;
+                cut = Some(Cut::Bytes);
                 return false;
             }
+            if Instant::now() >= self.deadline {
+                cut = Some(Cut::Time);
+                return false;
+            }
+            pieces += 1;
             self.found.scanned_bytes += size;
             if piece.text.is_empty() {
                 return true;
@@ -105,32 +120,37 @@ impl Search<'_> {
             );
             flow == Flow::Continue
         });
-        if over {
+        if let Some(cut) = cut {
+            // Undone: the page ends before it, or it is skipped when it
+            // is all this page could have held.
+            let first = scanned == 0 && matches == 0;
             self.found.matches.truncate(matches);
             self.taken = taken;
             self.found.scanned_bytes = scanned;
-            return match scanned {
-                0 => self.too_large_document(),
-                _ => self.stop(Cut::Bytes, entry),
-            };
+            return Some(match first {
+                true => self.unsearched_document(),
+                false => self.stop(cut, entry),
+            });
         }
         match read {
             Ok(true) => {}
-            Ok(false) => self.found.skipped_binary += 1,
+            Ok(false) => return None,
+            Err(_) if pieces == 0 && text_head => return None,
             Err(_) => self.unreadable_files += 1,
         }
         if flow == Flow::Continue {
             let counted = self.found.scanned_bytes - scanned;
             self.found.scanned_bytes += len.saturating_sub(counted);
         }
-        flow
+        Some(flow)
     }
 
-    /// Skips a document over the root's document limit or the search's
-    /// whole byte budget.
-    fn too_large_document(&mut self) -> Flow {
+    /// Skips a document that one page cannot search whole: over the root's
+    /// document limit, its text over the whole byte budget, or its reading
+    /// longer than a page's time.
+    fn unsearched_document(&mut self) -> Flow {
         self.found.skipped_too_large += 1;
-        self.too_large_documents += 1;
+        self.unsearched_documents += 1;
         Flow::Continue
     }
 }

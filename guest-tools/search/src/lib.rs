@@ -127,6 +127,10 @@ struct Match {
     /// The file's encoding, when it is not UTF-8 and the match was found or shown decoded.
     #[serde(skip_serializing_if = "Option::is_none")]
     encoding: Option<&'static str>,
+    /// Which text of the search it is in: two members of an archive may
+    /// share a name, and their lines are not one run.
+    #[serde(skip)]
+    text: u64,
 }
 
 /// The result; a count that is 0 and a flag that is false are left out.
@@ -259,7 +263,9 @@ pub fn call(
         taken: 0,
         cut: None,
         unreadable_files: 0,
-        too_large_documents: 0,
+        unsearched_documents: 0,
+        deadline: soft_deadline,
+        texts: 0,
     };
     let ignore_files = match args.ignored {
         Ignored::Skip => IgnoreFiles::Apply {
@@ -322,7 +328,11 @@ struct Search<'a> {
     cut: Option<(Cut, Cursor)>,
     unreadable_files: u64,
     /// Of `found.skipped_too_large`, the documents (`documents: true`).
-    too_large_documents: u64,
+    unsearched_documents: u64,
+    /// When to stop with what was found, while there is time to answer.
+    deadline: Instant,
+    /// Texts searched so far: a file's, or each of a document's.
+    texts: u64,
 }
 
 impl Search<'_> {
@@ -392,6 +402,7 @@ impl Search<'_> {
             before: Vec::new(),
             after: Vec::new(),
             encoding,
+            text: self.texts,
         });
         Flow::Continue
     }
@@ -432,8 +443,10 @@ impl Search<'_> {
         };
         if let Some((reader, root)) = self.documents
             && reader.is_document(&buffer)
+            && let Some(flow) =
+                self.search_document(file, entry, needle, (reader, root), &mut buffer, len)
         {
-            return self.search_document(file, entry, needle, (reader, root), buffer, len);
+            return flow;
         }
         if len > self.max_read_bytes {
             self.found.skipped_too_large += 1;
@@ -496,6 +509,7 @@ impl Search<'_> {
         lines: &mut Lines,
         passed: &mut u64,
     ) -> Flow {
+        self.texts += 1;
         let mut flow = Flow::Continue;
         needle.for_each_line(haystack, |line, span| {
             if *passed > 0 {
@@ -505,9 +519,7 @@ impl Search<'_> {
             let (shown, name) = lines.show(&haystack[span.clone()]);
             flow = self.push(entry, entry.rel.clone(), member, Some((line, &shown)), name);
             if flow == Flow::Continue && self.context > 0 {
-                self.add_context(entry, member, haystack, span, line, &mut |t| {
-                    lines.show(t).0.into_owned()
-                });
+                self.add_context(haystack, span, line, &mut |t| lines.show(t).0.into_owned());
             }
             flow == Flow::Continue
         });
@@ -520,8 +532,6 @@ impl Search<'_> {
     /// line is shown twice and overlapping ranges read as one.
     fn add_context(
         &mut self,
-        entry: &walk::Entry,
-        member: Option<&str>,
         haystack: &[u8],
         span: Range<usize>,
         line: u64,
@@ -531,15 +541,13 @@ impl Search<'_> {
         let count = self.found.matches.len();
         // The last line the previous match of this text shows.
         let shown_up_to = match count.checked_sub(2).map(|i| &mut self.found.matches[i]) {
-            Some(prev) if prev.path == entry.rel && prev.member.as_deref() == member => {
-                match prev.line {
-                    Some(at) => {
-                        prev.after.truncate((line - at - 1) as usize);
-                        at + prev.after.len() as u64
-                    }
-                    None => 0,
+            Some(prev) if prev.text == self.texts => match prev.line {
+                Some(at) => {
+                    prev.after.truncate((line - at - 1) as usize);
+                    at + prev.after.len() as u64
                 }
-            }
+                None => 0,
+            },
             _ => 0,
         };
         let first = line.saturating_sub(n as u64).max(shown_up_to + 1);

@@ -39,18 +39,19 @@ pub(super) fn note(
         )),
         None => {}
     }
-    let too_large_files = found.skipped_too_large - search.too_large_documents;
+    let too_large_files = found.skipped_too_large - search.unsearched_documents;
     if too_large_files > 0 {
         notes.push(format!(
             "{too_large_files} files larger than {} (max_read_bytes) were not searched",
             human_bytes(max_read_bytes)
         ));
     }
-    if search.too_large_documents > 0 {
+    if search.unsearched_documents > 0 {
         notes.push(format!(
-            "{} documents larger than this root's max_document_bytes, or whose text is \
-             larger than max_search_bytes, were not searched",
-            search.too_large_documents
+            "{} documents were not searched whole: larger than this root's \
+             max_document_bytes, their text larger than max_search_bytes, or too slow to \
+             read within the time limit",
+            search.unsearched_documents
         ));
     }
     if found.skipped_binary > 0 {

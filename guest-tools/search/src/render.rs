@@ -27,18 +27,18 @@ pub(super) fn render(found: &Found, rel: &str, args: &Args) -> String {
     // With context, as `rg -C` prints it: `path:line: text` for a match,
     // `path-line- text` around it, `--` between ranges that do not touch.
     let with_context = args.context.unwrap_or(0) > 0;
-    let mut shown_up_to: Option<(&str, Option<&str>, u64)> = None;
+    // The text and line the last match's lines reach.
+    let mut shown_up_to: Option<(u64, u64)> = None;
     for m in &found.matches {
         // An archive member as `archive!/member`, as a jar URL names it.
         let path = match &m.member {
             Some(member) => format!("{}!/{}", shown(&m.path), shown(member)),
             None => shown(&m.path).into_owned(),
         };
-        let at = (m.path.as_str(), m.member.as_deref());
         match (m.line, &m.preview) {
             (Some(line), Some(preview)) => {
                 let first = line - m.before.len() as u64;
-                if with_context && shown_up_to.is_some_and(|up| up != (at.0, at.1, first - 1)) {
+                if with_context && shown_up_to.is_some_and(|up| up != (m.text, first - 1)) {
                     out.push_str("--\n");
                 }
                 for (n, text) in (first..).zip(&m.before) {
@@ -49,7 +49,7 @@ pub(super) fn render(found: &Found, rel: &str, args: &Args) -> String {
                 for (n, text) in (line + 1..).zip(&m.after) {
                     out.push_str(&format!("{path}-{n}- {}\n", shown(text)));
                 }
-                shown_up_to = Some((at.0, at.1, line + m.after.len() as u64));
+                shown_up_to = Some((m.text, line + m.after.len() as u64));
             }
             _ => {
                 out.push_str(&path);
