@@ -647,6 +647,17 @@ async fn search_with_documents_reads_their_text_and_members_the_deny_list_hides_
     let r = call_ok(&client, "search_files", search("signature", true)).await;
     assert_eq!(found(&r), [("quote.md".into(), None, 1)]);
 
+    // A read_document call is never a search, whatever it asks.
+    let r = call(
+        &client,
+        "read_document",
+        json!({"root": "docs", "path": "sheet.xlsx", "pattern": "**", "contains": "Cherry",
+               "documents": true}),
+    )
+    .await;
+    assert!(is_error(&r), "{}", text(&r));
+    assert!(text(&r).contains("unknown field"), "{}", text(&r));
+
     // Documents are searched for a text, as context is.
     let r = call(
         &client,

@@ -63,6 +63,7 @@ fn request(
         Permission::Read
     };
     CallRequest {
+        tool: "hostile".into(),
         mounts: vec![CallMount::unchecked(Arc::clone(root), op)],
         limits: GuestLimits {
             max_entries: 100,

@@ -771,6 +771,7 @@ fn denied_directories_are_never_walked() {
         let out = rt.call(
             index,
             CallRequest {
+                tool: "search_files".into(),
                 mounts: vec![CallMount::unchecked(Arc::clone(&root), Permission::Read)],
                 limits: GuestLimits {
                     max_entries: 1000,

@@ -9,11 +9,22 @@ use loomfs_search::{Documents, Text};
 
 use crate::{archive, detect, extract, hidden, max_document_bytes};
 
-/// Whether a call's `arguments` are a search's: the host sends one here
-/// only with `documents: true`, an argument `read_document` does not have.
+/// Whether a call is a search: the host says which tool a call is for,
+/// so a `read_document` call is never one, whatever its arguments.
 pub fn asked(arguments: &str) -> bool {
-    serde_json::from_str::<serde_json::Value>(arguments)
-        .is_ok_and(|v| v.get("documents") == Some(&serde_json::Value::Bool(true)))
+    #[cfg(target_arch = "wasm32")]
+    {
+        let _ = arguments;
+        crate::bindings::loom_fs::tool::documents::tool() == "search_files"
+    }
+    // Natively (the unit tests) there is no host: a call is a search when
+    // its arguments ask `documents: true`, which `read_document` does not
+    // take.
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        serde_json::from_str::<serde_json::Value>(arguments)
+            .is_ok_and(|v| v.get("documents") == Some(&serde_json::Value::Bool(true)))
+    }
 }
 
 /// The document reader as the search uses it.

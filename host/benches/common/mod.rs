@@ -58,6 +58,7 @@ impl Components {
         let out = self.rt.call(
             self.index[tool],
             CallRequest {
+                tool: tool.to_string(),
                 mounts: vec![CallMount::unchecked(Arc::clone(root), Permission::Read)],
                 limits: GuestLimits {
                     max_entries: 1000,

@@ -219,6 +219,7 @@ impl<'a> InstanceBuilder<'a> {
                 roots: self.history,
             }),
             documents: self.documents,
+            serves: req.tool.clone(),
         };
         let context = bindings::Context {
             mounts: self.told,
@@ -249,6 +250,7 @@ impl CallState {
             guard: FsGuard::new(vec![], Arc::default(), None, None),
             history: None,
             documents: vec![],
+            serves: String::new(),
         }
     }
 }

@@ -46,6 +46,10 @@ impl bindings::history::Host for CallState {
 }
 
 impl bindings::documents::Host for CallState {
+    fn tool(&mut self) -> String {
+        self.serves.clone()
+    }
+
     fn max_document_bytes(&mut self, root: String) -> u64 {
         self.documents
             .iter()

@@ -223,6 +223,8 @@ impl CallOutcome {
 
 #[derive(Clone)]
 pub struct CallRequest {
+    /// The tool the call is for, as the client named it.
+    pub tool: String,
     pub mounts: Vec<CallMount>,
     /// Where the call stages its changes; none for a call that may change
     /// nothing.
@@ -252,6 +254,10 @@ pub struct CallState {
     /// Each root of the call with its area: what the `documents`
     /// interface answers about.
     documents: Vec<(Arc<Root>, Option<fs::Area>)>,
+    /// The tool the call is for, as the client named it: what the
+    /// `documents` interface's `tool` answers (a search the host routes to
+    /// the document reader is `search_files`).
+    serves: String,
 }
 
 impl WasiView for CallState {

@@ -62,6 +62,7 @@ impl<'a> Run<'a> {
         let limits = &toolbox.config.limits;
         let changes_anything = self.resolved.iter().any(|r| r.op() != Permission::Read);
         CallRequest {
+            tool: self.tool.to_string(),
             mounts: self.mounts(),
             limits: GuestLimits {
                 max_entries: limits.max_list_entries,
