@@ -292,7 +292,9 @@ impl fs::HostDescriptor for PolicedFs<'_> {
             Mode::empty(),
         )
         .map_err(|e| self.os_error(e))?;
-        let stream = DirStream::new(own).map_err(|e| self.os_error(e))?;
+        let mut stream = DirStream::new(own).map_err(|e| self.os_error(e))?;
+        stream.dir = Some(fd.rep());
+        self.guard.listed.start(fd.rep());
         let stream = self.fs.table.push(stream)?;
         self.guard.streams.insert(stream.rep(), h);
         self.guard.activity.count_dir_read();
@@ -302,6 +304,7 @@ impl fs::HostDescriptor for PolicedFs<'_> {
     fn drop(&mut self, fd: Resource<Descriptor>) -> wasmtime::Result<()> {
         self.guard.handles.remove(&fd.rep());
         self.guard.pending.remove(&fd.rep());
+        self.guard.listed.forget(fd.rep());
         fs::HostDescriptor::drop(&mut self.fs, fd)
     }
 

@@ -138,7 +138,8 @@ impl fs::HostDirectoryEntryStream for PolicedFs<'_> {
             s.names.clear();
             s.ahead.clear();
             (s.given, s.start) = (0, 0);
-            let (names, ahead) = (&mut s.names, &mut s.ahead);
+            let (names, ahead, dir_rep) = (&mut s.names, &mut s.ahead, s.dir);
+            let listed = &mut self.guard.listed;
             let Some(source) = s.source.as_mut() else {
                 s.done = true;
                 continue;
@@ -165,6 +166,11 @@ impl fs::HostDirectoryEntryStream for PolicedFs<'_> {
                     }
                     t => wasi_file_type(t),
                 };
+                if type_ == fs::DescriptorType::RegularFile
+                    && let Some(dir_rep) = dir_rep
+                {
+                    listed.add(dir_rep, name);
+                }
                 names.push_str(name);
                 ahead.push((names.len(), Some(type_)));
             });

@@ -18,7 +18,8 @@ use wasmtime_wasi::p2::{FsError, FsResult};
 
 use super::overlay::Overlay;
 use super::{
-    CallChanges, Lookup, Mount, Pending, Place, Refusal, StageDir, join_lexically, real_path,
+    CallChanges, Listed, Lookup, Mount, Pending, Place, Refusal, StageDir, join_lexically,
+    real_path,
 };
 use crate::policy::{Permission, Perms, Rule};
 use crate::runtime::activity::Activity;
@@ -49,6 +50,8 @@ pub struct FsGuard {
     pub(super) handles: HashMap<u32, Handle>,
     /// Directory entry stream → the directory's handle.
     pub(super) streams: HashMap<u32, Handle>,
+    /// The regular files of the directory listed last.
+    pub(super) listed: Listed,
     pub(super) refusals: Vec<Refusal>,
     pub(super) activity: Arc<Activity>,
     /// Counts the bytes read and written, and holds them to the quota.
@@ -90,6 +93,7 @@ impl FsGuard {
             mounts,
             handles: HashMap::new(),
             streams: HashMap::new(),
+            listed: Listed::default(),
             refusals: Vec::new(),
             scratch: Vec::new(),
             overlays: (0..n).map(|_| Overlay::default()).collect(),

@@ -249,6 +249,9 @@ pub(super) struct DirStream {
     /// Where more entries come from; none for a listing made whole (in
     /// the call's view: see `view`).
     pub(super) source: Option<DirSource>,
+    /// The descriptor of the directory read, whose regular files go into
+    /// [`Listed`].
+    pub(super) dir: Option<u32>,
     /// The names of the entries read ahead, end to end.
     pub(super) names: String,
     /// Each entry read ahead: where its name ends in `names`, and its type,
@@ -260,6 +263,52 @@ pub(super) struct DirStream {
     pub(super) start: usize,
     /// The directory's end was read, or its read failed: nothing more.
     pub(super) done: bool,
+}
+
+/// Bytes of names [`Listed`] holds at most: a directory of about 200,000
+/// short names; the files of a larger one past that are stat'ed first.
+const LISTED_BYTES: usize = 4 << 20;
+
+/// The regular files of the directory listed last, as its entries said: a
+/// hint for `PolicedFs::read_open_plain`, which opens such a name for
+/// reading without stat'ing it first (it checks what it opened). One
+/// directory at a time, as a walk goes: it reads a directory, then opens
+/// its files. Forgotten when another directory is listed or the
+/// directory's descriptor is dropped (its number may be handed out again).
+#[derive(Default)]
+pub(super) struct Listed {
+    dir: Option<u32>,
+    names: std::collections::HashSet<Box<str>>,
+    bytes: usize,
+}
+
+impl Listed {
+    /// Starts over for the directory of descriptor `dir`.
+    pub(super) fn start(&mut self, dir: u32) {
+        self.dir = Some(dir);
+        self.names.clear();
+        self.bytes = 0;
+    }
+
+    /// `name`, a regular file in its listing, for the directory `dir`.
+    pub(super) fn add(&mut self, dir: u32, name: &str) {
+        if self.dir == Some(dir) && self.bytes + name.len() <= LISTED_BYTES {
+            self.bytes += name.len();
+            self.names.insert(name.into());
+        }
+    }
+
+    /// Whether `name` was a regular file when `dir` was listed.
+    pub(super) fn is_file(&self, dir: u32, name: &str) -> bool {
+        self.dir == Some(dir) && self.names.contains(name)
+    }
+
+    /// Forgets `dir`, whose descriptor is dropped.
+    pub(super) fn forget(&mut self, dir: u32) {
+        if self.dir == Some(dir) {
+            *self = Listed::default();
+        }
+    }
 }
 
 /// Where a stream's entries come from. On Linux, the directory itself,
@@ -341,6 +390,7 @@ impl DirStream {
     pub(super) fn new(fd: OwnedFd) -> rustix::io::Result<DirStream> {
         Ok(DirStream {
             source: Some(DirSource::new(fd)?),
+            dir: None,
             names: String::new(),
             ahead: Vec::new(),
             given: 0,
@@ -359,6 +409,7 @@ impl DirStream {
         }
         DirStream {
             source: None,
+            dir: None,
             names,
             ahead,
             given: 0,
