@@ -502,8 +502,8 @@ pub async fn start_collecting_progress(
 
 /// Sends `tools/call` with a progress token; the handle gives the token and
 /// the response.
-pub async fn call_with_progress(
-    client: &RunningService<RoleClient, ProgressClient>,
+pub async fn call_with_progress<S: rmcp::Service<RoleClient>>(
+    client: &RunningService<RoleClient, S>,
     name: &str,
     args: Value,
 ) -> rmcp::service::RequestHandle<RoleClient> {

@@ -356,32 +356,26 @@ impl PolicedFs<'_> {
         h: &Handle,
         rel: &Path,
     ) -> FsResult<Option<Resource<Descriptor>>> {
-        use rustix::fs::{AtFlags, Mode, fstat, openat, statat};
-        let listed = self.guard.listed.is_file(fd.rep(), name);
-        let dir = self.dir_fd(fd)?;
-        // What the directory's listing said, or a stat.
-        let seen = if listed {
-            None
+        let rep = fd.rep();
+        let listed = self.guard.listed.is_file(rep, name);
+        let ahead = if listed {
+            self.guard.ahead.take(rep, name)
         } else {
-            match statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
-                Ok(st) if crate::sys::stat::file_type(&st) == FileType::RegularFile => Some(st),
-                _ => return Ok(None),
-            }
+            None
         };
-        let how =
-            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
-        let file = match openat(dir, name, how, Mode::empty()) {
-            Ok(file) => file,
-            Err(e) if is_exhaustion(e) => return Err(self.exhausted()),
-            Err(_) => return Ok(None),
-        };
-        let Ok(st) = fstat(&file) else {
-            return Ok(None);
-        };
-        let same = seen.is_none_or(|seen| (seen.st_dev, seen.st_ino) == (st.st_dev, st.st_ino));
-        if !same || crate::sys::stat::file_type(&st) != FileType::RegularFile {
-            return Ok(None);
+        // The first listed file opened: the worker opens the others.
+        if listed && !self.guard.ahead.reading(rep) && !self.guard.ahead.is_off() {
+            let names = self.guard.listed.after(rep, name);
+            let dir = raw_fd(self.fs.table.get(fd)?);
+            self.guard.ahead.start(rep, dir, names);
         }
+        let (file, st, head) = match ahead {
+            Some(opened) => (opened.file, opened.st, opened.head),
+            None => match self.open_plain(fd, name, listed)? {
+                Some((file, st)) => (file, st, None),
+                None => return Ok(None),
+            },
+        };
         let mount = &self.guard.mounts[h.mount];
         if mount.root.deny.match_path(rel).is_some() {
             return Err(self
@@ -411,8 +405,48 @@ impl PolicedFs<'_> {
             rel: rel.to_path_buf(),
         };
         self.guard.handles.insert(new.rep(), handle);
+        if let Some(head) = head {
+            self.guard.ahead.hand(new.rep(), head);
+        }
         self.guard.activity.count_opened();
         Ok(Some(new))
+    }
+
+    /// [`Self::read_open_plain`]'s open on this thread: `name` opened by
+    /// its name, kept if it is a regular file (and the inode a stat saw,
+    /// unless the directory's listing showed it as one: `listed`).
+    fn open_plain(
+        &self,
+        fd: &Resource<Descriptor>,
+        name: &str,
+        listed: bool,
+    ) -> FsResult<Option<(OwnedFd, rustix::fs::Stat)>> {
+        use rustix::fs::{AtFlags, Mode, fstat, openat, statat};
+        let dir = self.dir_fd(fd)?;
+        // What the directory's listing said, or a stat.
+        let seen = if listed {
+            None
+        } else {
+            match statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) if crate::sys::stat::file_type(&st) == FileType::RegularFile => Some(st),
+                _ => return Ok(None),
+            }
+        };
+        let how =
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+        let file = match openat(dir, name, how, Mode::empty()) {
+            Ok(file) => file,
+            Err(e) if is_exhaustion(e) => return Err(self.exhausted()),
+            Err(_) => return Ok(None),
+        };
+        let Ok(st) = fstat(&file) else {
+            return Ok(None);
+        };
+        let same = seen.is_none_or(|seen| (seen.st_dev, seen.st_ino) == (st.st_dev, st.st_ino));
+        if !same || crate::sys::stat::file_type(&st) != FileType::RegularFile {
+            return Ok(None);
+        }
+        Ok(Some((file, st)))
     }
 
     /// A tracked descriptor, for an operation on the descriptor itself.

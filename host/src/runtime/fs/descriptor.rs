@@ -31,6 +31,7 @@ use crate::sys::descriptors::MAX_DESCRIPTORS;
 /// The most one read brings, as wasmtime-wasi's own `read` (its
 /// `MAX_READ_SIZE_ALLOC`): a guest asking for more reads again.
 const MAX_READ: u64 = 64 * 1024;
+const _: () = assert!(MAX_READ as usize == super::ahead::HEAD);
 
 impl PolicedFs<'_> {
     /// wasmtime-wasi's `read` (at most [`MAX_READ`] bytes, `true` only
@@ -50,6 +51,15 @@ impl PolicedFs<'_> {
             return Err(ErrorCode::BadDescriptor.into());
         };
         let ask = len.min(MAX_READ) as usize;
+        // The bytes read ahead for a file's first read, from its start: what
+        // this read would bring (a shorter head is the whole file).
+        if let Some(mut head) = self.guard.ahead.head(fd.rep())
+            && offset == 0
+        {
+            head.truncate(ask);
+            let end = head.is_empty();
+            return Ok((head, end));
+        }
         let scratch = &mut self.guard.scratch;
         scratch.reserve(ask);
         let (got, _) = rustix::io::pread(
@@ -295,6 +305,7 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         let mut stream = DirStream::new(own).map_err(|e| self.os_error(e))?;
         stream.dir = Some(fd.rep());
         self.guard.listed.start(fd.rep());
+        self.guard.ahead.abandon();
         let stream = self.fs.table.push(stream)?;
         self.guard.streams.insert(stream.rep(), h);
         self.guard.activity.count_dir_read();
@@ -305,6 +316,15 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         self.guard.handles.remove(&fd.rep());
         self.guard.pending.remove(&fd.rep());
         self.guard.listed.forget(fd.rep());
+        if self.guard.ahead.reading(fd.rep()) {
+            self.guard.ahead.abandon();
+        }
+        // A file opened ahead is closed on the read-ahead's thread.
+        if self.guard.ahead.release(fd.rep()) {
+            let descriptor = self.fs.table.delete(fd)?;
+            self.guard.ahead.close(Box::new(descriptor));
+            return Ok(());
+        }
         fs::HostDescriptor::drop(&mut self.fs, fd)
     }
 

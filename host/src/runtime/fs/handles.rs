@@ -16,6 +16,7 @@ use rustix::fs::FileType;
 use wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode;
 use wasmtime_wasi::p2::{FsError, FsResult};
 
+use super::ahead::Ahead;
 use super::overlay::Overlay;
 use super::{
     CallChanges, Listed, Lookup, Mount, Pending, Place, Refusal, StageDir, join_lexically,
@@ -52,6 +53,8 @@ pub struct FsGuard {
     pub(super) streams: HashMap<u32, Handle>,
     /// The regular files of the directory listed last.
     pub(super) listed: Listed,
+    /// The files of that directory opened ahead of the guest.
+    pub(super) ahead: Ahead,
     pub(super) refusals: Vec<Refusal>,
     pub(super) activity: Arc<Activity>,
     /// Counts the bytes read and written, and holds them to the quota.
@@ -94,6 +97,7 @@ impl FsGuard {
             handles: HashMap::new(),
             streams: HashMap::new(),
             listed: Listed::default(),
+            ahead: Ahead::default(),
             refusals: Vec::new(),
             scratch: Vec::new(),
             overlays: (0..n).map(|_| Overlay::default()).collect(),

@@ -59,7 +59,8 @@
 //! methods of one type; one file for every method would run to thousands
 //! of lines, and one file per concern keeps each readable alone:
 //! `descriptor.rs` and `entries.rs` are the trait impls, the WASI entry
-//! points; `checks.rs` the checks on an unchanged root; `handles.rs` the
+//! points; `checks.rs` the checks on an unchanged root (`ahead.rs` the
+//! read-ahead of a walk's files, on a thread of the call's); `handles.rs` the
 //! guard's deny, role and area checks; `view.rs` the walk in the call's
 //! view; `open.rs` (opening), `change.rs` (changes to the tree),
 //! `copy_up.rs` (the copy at a first write), `times.rs` (new times) and
@@ -77,6 +78,7 @@ use wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode;
 
 use crate::policy::{Permission, Perms, Root, Rule};
 
+mod ahead;
 mod change;
 mod checks;
 mod copy_up;
@@ -92,6 +94,7 @@ mod stage;
 mod times;
 mod view;
 
+pub use ahead::MOST_HELD as READ_AHEAD_DESCRIPTORS;
 pub use copy_up::Pending;
 pub use handles::*;
 pub use overlay::{MAX_BYTES as MAX_OVERLAY_BYTES, MAX_ENTRIES as MAX_OVERLAY_ENTRIES};

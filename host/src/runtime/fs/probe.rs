@@ -278,8 +278,13 @@ const LISTED_BYTES: usize = 4 << 20;
 #[derive(Default)]
 pub(super) struct Listed {
     dir: Option<u32>,
-    names: std::collections::HashSet<Box<str>>,
-    bytes: usize,
+    /// The names end to end (one copy, no allocation per name: a listing
+    /// no file of is opened costs little), and where each ends.
+    names: String,
+    ends: Vec<u32>,
+    /// Indexes into `ends` in name order, made when first asked.
+    order: Vec<u32>,
+    sorted: bool,
 }
 
 impl Listed {
@@ -287,20 +292,59 @@ impl Listed {
     pub(super) fn start(&mut self, dir: u32) {
         self.dir = Some(dir);
         self.names.clear();
-        self.bytes = 0;
+        self.ends.clear();
+        self.order.clear();
+        self.sorted = false;
     }
 
     /// `name`, a regular file in its listing, for the directory `dir`.
     pub(super) fn add(&mut self, dir: u32, name: &str) {
-        if self.dir == Some(dir) && self.bytes + name.len() <= LISTED_BYTES {
-            self.bytes += name.len();
-            self.names.insert(name.into());
+        if self.dir == Some(dir) && self.names.len() + name.len() <= LISTED_BYTES {
+            self.names.push_str(name);
+            self.ends.push(self.names.len() as u32);
+            self.sorted = false;
         }
     }
 
+    fn name(&self, i: u32) -> &str {
+        let i = i as usize;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        &self.names[start..self.ends[i] as usize]
+    }
+
+    /// The names in name order, sorted once.
+    fn sort(&mut self) {
+        if self.sorted {
+            return;
+        }
+        let mut order: Vec<u32> = (0..self.ends.len() as u32).collect();
+        order.sort_unstable_by(|&a, &b| self.name(a).cmp(self.name(b)));
+        self.order = order;
+        self.sorted = true;
+    }
+
     /// Whether `name` was a regular file when `dir` was listed.
-    pub(super) fn is_file(&self, dir: u32, name: &str) -> bool {
-        self.dir == Some(dir) && self.names.contains(name)
+    pub(super) fn is_file(&mut self, dir: u32, name: &str) -> bool {
+        if self.dir != Some(dir) {
+            return false;
+        }
+        self.sort();
+        self.order
+            .binary_search_by(|&i| self.name(i).cmp(name))
+            .is_ok()
+    }
+
+    /// The regular files of `dir` after `name`, in name order.
+    pub(super) fn after(&mut self, dir: u32, name: &str) -> Vec<Box<str>> {
+        if self.dir != Some(dir) {
+            return Vec::new();
+        }
+        self.sort();
+        let from = self.order.partition_point(|&i| self.name(i) <= name);
+        self.order[from..]
+            .iter()
+            .map(|&i| self.name(i).into())
+            .collect()
     }
 
     /// Forgets `dir`, whose descriptor is dropped.

@@ -60,8 +60,9 @@ pub const PER_ROOT: u64 = 4;
 
 /// What a call's host side holds beside its guest's descriptors (which
 /// [`MAX_DESCRIPTORS`] caps, preopens included): the `O_PATH` probes of the
-/// operation in progress, a publish's two parent directories.
-pub const PER_CALL_HOST: u64 = 8;
+/// operation in progress, a publish's two parent directories, the files a
+/// walk's read-ahead holds.
+pub const PER_CALL_HOST: u64 = 8 + crate::runtime::fs::READ_AHEAD_DESCRIPTORS as u64;
 
 /// The most connections the default allows, however high the descriptor
 /// limit: each holds hyper's buffers (kilobytes to hundreds of them), and
