@@ -31,7 +31,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TryRecvError, TrySendError};
 use std::thread::JoinHandle;
 
@@ -90,6 +90,11 @@ pub(super) struct Ahead {
     worker: Option<Worker>,
     /// Bumped when the guest moves on: the worker drops older jobs.
     current: Arc<AtomicU64>,
+    /// How many names of the current job the guest has opened itself (the
+    /// worker was behind): the worker passes over them without opening.
+    skip: Arc<AtomicUsize>,
+    /// Items of the current job received so far.
+    received: usize,
     generation: u64,
     /// The directory descriptor being read ahead, and the names asked of
     /// the worker and not yet received, in name order.
@@ -110,6 +115,8 @@ impl Default for Ahead {
         Ahead {
             worker: None,
             current: Arc::new(AtomicU64::new(0)),
+            skip: Arc::new(AtomicUsize::new(0)),
+            received: 0,
             generation: 0,
             dir: None,
             asked: VecDeque::new(),
@@ -149,6 +156,8 @@ impl Ahead {
     /// descriptor `dir` (`fd`), dropping what was read ahead for another.
     pub(super) fn start(&mut self, dir: u32, fd: BorrowedFd<'_>, names: Vec<Box<str>>) {
         self.abandon();
+        self.received = 0;
+        self.skip.store(0, Ordering::Relaxed);
         if self.off || names.is_empty() {
             return;
         }
@@ -177,19 +186,30 @@ impl Ahead {
     /// waits for the worker: it opens the file itself), or was not a
     /// regular file when opened.
     pub(super) fn take(&mut self, dir: u32, name: &str) -> Option<Opened> {
-        if self.dir != Some(dir) || self.asked.binary_search_by(|n| (**n).cmp(name)).is_err() {
+        let Ok(at) = self.asked.binary_search_by(|n| (**n).cmp(name)) else {
+            return None;
+        };
+        if self.dir != Some(dir) {
             return None;
         }
+        // Where it is in the job's names.
+        let index = self.received + at;
         loop {
-            let item = self.try_receive()?;
+            let Some(item) = self.try_receive() else {
+                // Not opened yet: the guest opens it, and the worker passes
+                // over it and what comes before it.
+                self.skip.fetch_max(index + 1, Ordering::Relaxed);
+                return None;
+            };
+            self.received += 1;
             let asked = self.asked.pop_front();
             debug_assert_eq!(asked.as_deref(), Some(&*item.name));
             if *item.name == *name {
                 self.taken += 1;
                 return item.opened;
             }
-            self.passed += 1;
             if let Some(opened) = item.opened {
+                self.passed += 1;
                 self.close(Box::new(opened.file));
             }
             if self.passed > 2 * self.taken + PASSED_OFF {
@@ -284,10 +304,10 @@ impl Ahead {
         if self.worker.is_none() {
             let (jobs, their_jobs) = mpsc::channel();
             let (their_items, items) = mpsc::sync_channel(AHEAD);
-            let current = Arc::clone(&self.current);
+            let (current, skip) = (Arc::clone(&self.current), Arc::clone(&self.skip));
             let thread = std::thread::Builder::new()
                 .name("loomfs-ahead".into())
-                .spawn(move || work(their_jobs, their_items, current))
+                .spawn(move || work(their_jobs, their_items, current, skip))
                 .ok()?;
             self.worker = Some(Worker {
                 jobs,
@@ -318,9 +338,15 @@ impl Drop for Ahead {
 
 /// The worker: closes what it is given, opens the names of the current job
 /// one by one, closes first whatever waits to be closed.
-fn work(jobs: Receiver<Job>, items: SyncSender<Item>, current: Arc<AtomicU64>) {
+fn work(
+    jobs: Receiver<Job>,
+    items: SyncSender<Item>,
+    current: Arc<AtomicU64>,
+    skip: Arc<AtomicUsize>,
+) {
     let mut buf = vec![0u8; HEAD];
-    let mut job: Option<(u64, OwnedFd, VecDeque<Box<str>>)> = None;
+    // The generation, the directory, its names left, how many were taken.
+    let mut job: Option<(u64, OwnedFd, VecDeque<Box<str>>, usize)> = None;
     loop {
         // Idle, it waits for the next directory by spinning first: the
         // guest lists one after another.
@@ -343,13 +369,13 @@ fn work(jobs: Receiver<Job>, items: SyncSender<Item>, current: Arc<AtomicU64>) {
                 dir,
                 names,
             }) => {
-                job = Some((generation, dir, names.into()));
+                job = Some((generation, dir, names.into(), 0));
                 continue;
             }
             Err(TryRecvError::Disconnected) => return,
             Err(TryRecvError::Empty) => {}
         }
-        let Some((generation, dir, names)) = job.as_mut() else {
+        let Some((generation, dir, names, taken)) = job.as_mut() else {
             continue;
         };
         let generation = *generation;
@@ -360,7 +386,13 @@ fn work(jobs: Receiver<Job>, items: SyncSender<Item>, current: Arc<AtomicU64>) {
                 continue;
             }
         };
-        let opened = open(dir.as_fd(), &name, &mut buf);
+        *taken += 1;
+        // A name the guest opened itself is passed over, unopened.
+        let opened = if *taken <= skip.load(Ordering::Relaxed) {
+            None
+        } else {
+            open(dir.as_fd(), &name, &mut buf)
+        };
         let item = Item {
             generation,
             name,
