@@ -959,61 +959,51 @@ fn an_open_of_a_missing_name_never_waits_on_a_fifo_that_appears() {
     );
 }
 
-/// A file the directory's listing showed as a regular file, swapped for a
-/// FIFO before the guest opens it by its name (the host opens a listed file
-/// without a probe first): the open never waits, the FIFO is never read,
-/// and each call answers, with the file's bytes or a refusal.
-#[test]
-fn a_listed_file_swapped_for_a_fifo_is_never_waited_on() {
-    let env = Env::new();
-    env.write("ws/f", "data\n").fifo("ws/p");
-    let ws = root(&env, "ws", Role::Reference, Role::Reference.ceiling());
-    let read = |r: &str| r == "ok: ok: data\n";
+/// Lists the root, then reads `a` (which starts the read-ahead of the files
+/// after it, `f` among them) and `f`, while `f` and `other` trade places:
+/// every call answers, `f` read as the file or refused, never as what was
+/// swapped in (a FIFO is never waited on, a symlink never followed),
+/// whether the guest's open or the read-ahead met the swap.
+fn read_listed_while_swapping(env: &Env, other: &str) {
+    let ws = root(env, "ws", Role::Reference, Role::Reference.ceiling());
+    let read = |r: &str| r == "ok: ok: first\n|ok: data\n";
     let reports = attack_while_swapping(
-        &env,
+        env,
         &ws,
-        ("ws/f", "ws/p"),
-        json!({"attack": "raw_list_then_read", "path": "f"}),
+        ("ws/f", other),
+        json!({"attack": "raw_list_then_read", "paths": ["a", "f"]}),
         400,
         read,
     );
     assert!(
         reports
             .iter()
-            .all(|r| read(r) || r.starts_with("ok: refused")),
-        "{:?}",
+            .all(|r| read(r) || r.starts_with("ok: ok: first\n|refused")),
+        "{other}: {:?}",
         reports.iter().find(|r| !read(r))
     );
 }
 
-/// A listed file swapped for a symlink to a denied file, or to a file
-/// outside the root: opened by its name, the symlink is never followed and
-/// neither canary is read.
+#[test]
+fn a_listed_file_swapped_for_a_fifo_is_never_waited_on() {
+    let env = Env::new();
+    env.write("ws/a", "first\n")
+        .write("ws/f", "data\n")
+        .fifo("ws/p");
+    read_listed_while_swapping(&env, "ws/p");
+}
+
+/// To a denied file, or to a file outside the root.
 #[test]
 fn a_listed_file_swapped_for_a_symlink_is_never_followed() {
     for target in [".env", "../outside/secret.txt"] {
         let env = Env::new();
-        env.write("ws/f", "data\n")
+        env.write("ws/a", "first\n")
+            .write("ws/f", "data\n")
             .write("ws/.env", "CANARY-DOTENV\n")
             .write("outside/secret.txt", "CANARY-OUTSIDE\n")
             .symlink(target, "ws/l");
-        let ws = root(&env, "ws", Role::Reference, Role::Reference.ceiling());
-        let read = |r: &str| r == "ok: ok: data\n";
-        let reports = attack_while_swapping(
-            &env,
-            &ws,
-            ("ws/f", "ws/l"),
-            json!({"attack": "raw_list_then_read", "path": "f"}),
-            400,
-            read,
-        );
-        assert!(
-            reports
-                .iter()
-                .all(|r| read(r) || r.starts_with("ok: refused")),
-            "{target}: {:?}",
-            reports.iter().find(|r| !read(r))
-        );
+        read_listed_while_swapping(&env, "ws/l");
     }
 }
 

@@ -27,7 +27,7 @@ fn tree(env: &Env) {
         .write("r/ignored_dir/x.txt", "TOKEN ignored\n")
         .write("r/a.log", "TOKEN in an ignored file\n")
         .write("r/bin.dat", "\0\0\0TOKEN in a binary file\n")
-        .write("r/big.txt", &"TOKEN in a file too large\n".repeat(2000))
+        .write("r/big.txt", "TOKEN in a file too large\n".repeat(2000))
         .write("outside/secret.txt", "TOKEN outside\n")
         .symlink("pkg/m1.py", "r/link_to_file")
         .symlink("pkg", "r/link_to_dir")
@@ -196,6 +196,22 @@ async fn no_workers_left(pid: u32, after: &str) {
     panic!("a read-ahead thread outlived its call ({after})");
 }
 
+/// The server on root `r` of `env` with the time limit `timeout_ms`, and
+/// its process id.
+async fn serve(env: &Env, timeout_ms: u64) -> (Client, u32) {
+    let path = env.path("r.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "audit_log = \"stderr\"\ntool_timeout_ms = {timeout_ms}\n\
+             max_search_bytes = 1000000000\n\
+             [[roots]]\nname = \"r\"\npath = \"r\"\nrole = \"reference\"\n"
+        ),
+    )
+    .unwrap();
+    start_with_pid(&path, &[], ClientLifecycleMode::Initialize).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_worker_outlives_its_call() {
     let env = Env::new();
@@ -205,14 +221,7 @@ async fn no_worker_outlives_its_call() {
             env.write(&format!("r/d{d:03}/f{f:03}.txt"), &body);
         }
     }
-    let path = env.path("r.toml");
-    std::fs::write(
-        &path,
-        "audit_log = \"stderr\"\ntool_timeout_ms = 60000\nmax_search_bytes = 1000000000\n\
-         [[roots]]\nname = \"r\"\npath = \"r\"\nrole = \"reference\"\n",
-    )
-    .unwrap();
-    let (client, pid) = start_with_pid(&path, &[], ClientLifecycleMode::Initialize).await;
+    let (client, pid) = serve(&env, 60_000).await;
     let search = json!({"root": "r", "pattern": "*.txt", "contains": "needle"});
 
     // A search that ends.
@@ -237,13 +246,7 @@ async fn no_worker_outlives_its_call() {
     drop(client);
 
     // A search stopped by its time limit.
-    std::fs::write(
-        &path,
-        "audit_log = \"stderr\"\ntool_timeout_ms = 50\nmax_search_bytes = 1000000000\n\
-         [[roots]]\nname = \"r\"\npath = \"r\"\nrole = \"reference\"\n",
-    )
-    .unwrap();
-    let (client, pid) = start_with_pid(&path, &[], ClientLifecycleMode::Initialize).await;
+    let (client, pid) = serve(&env, 50).await;
     let r = call(&client, "search_files", search).await;
     let text = serde_json::to_string(&r).unwrap();
     assert!(
