@@ -9,47 +9,59 @@
 //! name order, as the guest's own open would (by the name, `O_NOFOLLOW |
 //! O_NONBLOCK`, kept only if `fstat` says it is a regular file), and reads
 //! the first [`HEAD`] bytes of each, at most [`AHEAD`] files before the
-//! guest. The guest's open of such a name takes the file opened ahead
-//! (every check by name is still made then, on the guest's thread), its
-//! first read from the start gets the bytes read ahead, and its drop closes
-//! it on the worker. Files the guest passes over are closed there too.
+//! guest. The guest's open of such a name takes the file opened ahead if it
+//! is ready (every check by name is still made then, on the guest's
+//! thread; the guest never waits for the worker: it opens a file that is
+//! not ready itself, and the worker passes over that name), its first read
+//! from the start gets the bytes read ahead, and its drop closes it on the
+//! worker. Files the guest passes over are closed there too.
 //!
-//! The guest's code and the order of its calls are unchanged, so a search
-//! gives the same answer as without it, whatever the scheduling; what
-//! changes is which thread made the system calls, and that a file's first
-//! bytes may have been read a moment before the guest asked (as the
-//! kernel's own read-ahead does). The worker never opens a name the
-//! directory's listing did not show the guest (denied names and names
-//! outside the client roots are never listed), never anything but a
-//! regular file's first bytes, and stops when the call ends: dropping
-//! [`Ahead`] ends the worker and waits for it, its descriptors closed.
+//! The guest's code and the order of its calls are unchanged, so on a tree
+//! that does not change while it is searched a search gives the same answer
+//! as without it, whatever the scheduling. What changes is which thread
+//! made the system calls, and that a file may be read as it was a moment
+//! before the guest asked (at most [`AHEAD`] files earlier in the walk): a
+//! file replaced in between is read as it was when opened ahead. The
+//! worker never opens a name the directory's listing did not show the
+//! guest (denied names and names outside the client roots are never
+//! listed), never reads anything but a regular file's first bytes, and is
+//! told to stop when the call's instance is dropped; the drop waits for it
+//! (a second at most: a worker held in an open on a stalled filesystem is
+//! left to end on its own), its descriptors closed.
 //! A guest that passes over most of what was opened for it (a pattern
 //! matching few names) turns the read-ahead off for the rest of the call.
 //!
+//! What it holds is bounded ([`MOST_HELD`] descriptors, [`AHEAD`] heads):
+//! the next directory waits in one slot (a newer one replaces it), closes
+//! wait at most [`AHEAD`] deep (more are made on the guest's thread), and
+//! the bytes read ahead are kept for at most [`AHEAD`] files handed out.
+//!
 //! [`Listed`]: super::Listed
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TryRecvError, TrySendError};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
-use rustix::fs::{FileType, Mode, OFlags, Stat};
+use rustix::fs::Stat;
 
 /// Files opened ahead and not yet taken, at most: what bounds the worker's
 /// descriptors and the bytes it holds (`AHEAD` × [`HEAD`]).
 const AHEAD: usize = 16;
 /// Descriptors the read-ahead of one call holds at most: [`AHEAD`] files
-/// waiting, one being sent, the directory's duplicate, and the files the
-/// guest has dropped since the worker last closed (it closes before each
-/// open, and is woken by each file taken).
-pub const MOST_HELD: usize = 2 * AHEAD + 2;
+/// waiting, one being sent, [`AHEAD`] waiting to be closed, the directory
+/// being read and the next one.
+pub const MOST_HELD: usize = 2 * AHEAD + 3;
 /// Bytes read ahead from a file's start: the most one guest read brings.
 pub(super) const HEAD: usize = 64 * 1024;
 /// Files passed over, beyond twice those taken, that turn the read-ahead
 /// off for the call.
 const PASSED_OFF: u64 = 64;
+/// How long the end of a call waits for its worker.
+const JOIN_WAIT: Duration = Duration::from_secs(1);
 
 /// A regular file opened ahead, and its first bytes (all of it when
 /// shorter than [`HEAD`]; none when the read failed: the guest's read
@@ -60,51 +72,66 @@ pub(super) struct Opened {
     pub(super) head: Option<Vec<u8>>,
 }
 
-/// What the worker sends back: a name of the directory, opened or not (not
-/// a regular file, or its open failed: the guest's open decides then).
+/// What the worker sends back: the next name of the job, opened or not (not
+/// a regular file, its open failed, or the guest opened it itself).
 struct Item {
     generation: u64,
-    name: Box<str>,
     opened: Option<Opened>,
 }
 
-enum Job {
-    /// Open `names` of `dir`, in order, while the generation is current.
-    Open {
-        generation: u64,
-        dir: OwnedFd,
-        names: Vec<Box<str>>,
-    },
+/// A directory to read ahead: its names in order, from the first.
+struct Job {
+    generation: u64,
+    dir: OwnedFd,
+    names: Arc<[Box<str>]>,
+}
+
+/// What the guest's thread and the worker share.
+struct Shared {
+    /// The generation of the current job: bumped when the guest moves on,
+    /// and the worker drops older jobs.
+    current: AtomicU64,
+    /// How many names of the current job the guest has opened itself (the
+    /// worker was behind): the worker passes over them without opening.
+    skip: AtomicUsize,
+    /// The next job, taken by the worker when woken.
+    next: Mutex<Option<Job>>,
+    /// Closes sent to the worker and not yet made.
+    closing: AtomicUsize,
+}
+
+enum Message {
+    /// A job waits in [`Shared::next`].
+    Wake,
     /// Close (drop) this.
     Close(Box<dyn Send>),
 }
 
 struct Worker {
-    jobs: Sender<Job>,
+    messages: Sender<Message>,
     items: Receiver<Item>,
+    /// Disconnected when the worker has returned.
+    ended: Receiver<()>,
     thread: JoinHandle<()>,
 }
 
 /// A call's read-ahead (see the module).
 pub(super) struct Ahead {
     worker: Option<Worker>,
-    /// Bumped when the guest moves on: the worker drops older jobs.
-    current: Arc<AtomicU64>,
-    /// How many names of the current job the guest has opened itself (the
-    /// worker was behind): the worker passes over them without opening.
-    skip: Arc<AtomicUsize>,
-    /// Items of the current job received so far.
-    received: usize,
+    shared: Arc<Shared>,
     generation: u64,
-    /// The directory descriptor being read ahead, and the names asked of
-    /// the worker and not yet received, in name order.
+    /// The directory descriptor being read ahead, the job's names, and
+    /// how many of its items were received.
     dir: Option<u32>,
-    asked: VecDeque<Box<str>>,
+    names: Arc<[Box<str>]>,
+    received: usize,
     /// Items received and not yet taken (only tests wait for them).
-    ready: VecDeque<Item>,
+    ready: std::collections::VecDeque<Item>,
     /// Descriptors handed to the guest from files opened ahead, with the
     /// bytes read ahead until the first read from the start takes them.
     handed: HashMap<u32, Option<Vec<u8>>>,
+    /// Of `handed`, those holding bytes.
+    heads: usize,
     taken: u64,
     passed: u64,
     off: bool,
@@ -114,14 +141,19 @@ impl Default for Ahead {
     fn default() -> Ahead {
         Ahead {
             worker: None,
-            current: Arc::new(AtomicU64::new(0)),
-            skip: Arc::new(AtomicUsize::new(0)),
-            received: 0,
+            shared: Arc::new(Shared {
+                current: AtomicU64::new(0),
+                skip: AtomicUsize::new(0),
+                next: Mutex::new(None),
+                closing: AtomicUsize::new(0),
+            }),
             generation: 0,
             dir: None,
-            asked: VecDeque::new(),
-            ready: VecDeque::new(),
+            names: Arc::new([]),
+            received: 0,
+            ready: std::collections::VecDeque::new(),
             handed: HashMap::new(),
+            heads: 0,
             taken: 0,
             passed: 0,
             off: !enabled(),
@@ -154,28 +186,41 @@ impl Ahead {
 
     /// Starts reading ahead `names` (in name order) of the directory
     /// descriptor `dir` (`fd`), dropping what was read ahead for another.
+    /// Where no worker can be had, the read-ahead is off for the call.
     pub(super) fn start(&mut self, dir: u32, fd: BorrowedFd<'_>, names: Vec<Box<str>>) {
         self.abandon();
-        self.received = 0;
-        self.skip.store(0, Ordering::Relaxed);
         if self.off || names.is_empty() {
             return;
         }
-        let Ok(dup) = rustix::io::fcntl_dupfd_cloexec(fd, 0) else {
+        let dup = rustix::io::fcntl_dupfd_cloexec(fd, 0);
+        let (Ok(dup), true) = (dup, self.worker().is_some()) else {
+            self.off = true;
             return;
         };
-        let generation = self.generation;
-        let Some(worker) = self.worker() else {
-            return;
-        };
-        let job = Job::Open {
-            generation,
+        let names: Arc<[Box<str>]> = names.into();
+        self.shared.skip.store(0, Ordering::Relaxed);
+        let job = Job {
+            generation: self.generation,
             dir: dup,
-            names: names.clone(),
+            names: Arc::clone(&names),
         };
-        if worker.jobs.send(job).is_ok() {
+        // A job the worker has not taken yet is replaced (its directory
+        // closed here).
+        let replaced = self
+            .shared
+            .next
+            .lock()
+            .map(|mut next| next.replace(job))
+            .ok();
+        drop(replaced);
+        let woken = self
+            .worker
+            .as_ref()
+            .is_some_and(|w| w.messages.send(Message::Wake).is_ok());
+        if woken {
             self.dir = Some(dir);
-            self.asked = names.into();
+            self.names = names;
+            self.received = 0;
         }
     }
 
@@ -186,25 +231,23 @@ impl Ahead {
     /// waits for the worker: it opens the file itself), or was not a
     /// regular file when opened.
     pub(super) fn take(&mut self, dir: u32, name: &str) -> Option<Opened> {
-        let Ok(at) = self.asked.binary_search_by(|n| (**n).cmp(name)) else {
-            return None;
-        };
         if self.dir != Some(dir) {
             return None;
         }
+        let left = &self.names[self.received..];
+        let at = left.binary_search_by(|n| (**n).cmp(name)).ok()?;
         // Where it is in the job's names.
         let index = self.received + at;
         loop {
             let Some(item) = self.try_receive() else {
                 // Not opened yet: the guest opens it, and the worker passes
                 // over it and what comes before it.
-                self.skip.fetch_max(index + 1, Ordering::Relaxed);
+                self.shared.skip.fetch_max(index + 1, Ordering::Relaxed);
                 return None;
             };
+            let this = self.received;
             self.received += 1;
-            let asked = self.asked.pop_front();
-            debug_assert_eq!(asked.as_deref(), Some(&*item.name));
-            if *item.name == *name {
+            if this == index {
                 self.taken += 1;
                 return item.opened;
             }
@@ -217,9 +260,6 @@ impl Ahead {
                 self.abandon();
                 return None;
             }
-            if *item.name > *name {
-                return None;
-            }
         }
     }
 
@@ -229,9 +269,8 @@ impl Ahead {
         if let Some(item) = self.ready.pop_front() {
             return Some(item);
         }
-        let worker = self.worker.as_ref()?;
         loop {
-            let item = worker.items.try_recv().ok()?;
+            let item = self.worker.as_ref()?.items.try_recv().ok()?;
             if item.generation == self.generation {
                 return Some(item);
             }
@@ -241,20 +280,31 @@ impl Ahead {
         }
     }
 
-    /// Marks `rep`, handed to the guest, as opened ahead with `head`.
-    pub(super) fn hand(&mut self, rep: u32, head: Vec<u8>) {
-        self.handed.insert(rep, Some(head));
+    /// Marks `rep`, handed to the guest, as opened ahead with `head` (kept
+    /// for the first read while fewer than [`AHEAD`] are).
+    pub(super) fn hand(&mut self, rep: u32, head: Option<Vec<u8>>) {
+        let head = head.filter(|_| self.heads < AHEAD);
+        self.heads += usize::from(head.is_some());
+        self.handed.insert(rep, head);
     }
 
     /// The bytes read ahead for descriptor `rep`, once.
     pub(super) fn head(&mut self, rep: u32) -> Option<Vec<u8>> {
-        self.handed.get_mut(&rep)?.take()
+        let head = self.handed.get_mut(&rep)?.take();
+        self.heads -= usize::from(head.is_some());
+        head
     }
 
     /// Whether descriptor `rep` was opened ahead (its drop closes it on
     /// the worker); forgets it.
     pub(super) fn release(&mut self, rep: u32) -> bool {
-        self.handed.remove(&rep).is_some()
+        match self.handed.remove(&rep) {
+            Some(head) => {
+                self.heads -= usize::from(head.is_some());
+                true
+            }
+            None => false,
+        }
     }
 
     /// Waits until the worker has sent `n` more items (tests: the guest
@@ -267,11 +317,21 @@ impl Ahead {
         }
     }
 
-    /// Closes `what` on the worker (at once where there is none).
+    /// Closes `what` on the worker; here when there is none, or when
+    /// [`AHEAD`] closes wait already (a worker held in a send closes
+    /// nothing until the guest takes a file).
     pub(super) fn close(&self, what: Box<dyn Send>) {
-        if let Some(worker) = &self.worker
-            && let Err(mpsc::SendError(Job::Close(what))) = worker.jobs.send(Job::Close(what))
+        let Some(worker) = &self.worker else {
+            return;
+        };
+        if self.shared.closing.load(Ordering::Relaxed) >= AHEAD {
+            return;
+        }
+        self.shared.closing.fetch_add(1, Ordering::Relaxed);
+        if let Err(mpsc::SendError(Message::Close(what))) =
+            worker.messages.send(Message::Close(what))
         {
+            self.shared.closing.fetch_sub(1, Ordering::Relaxed);
             drop(what);
         }
     }
@@ -280,9 +340,12 @@ impl Ahead {
     /// on.
     pub(super) fn abandon(&mut self) {
         self.generation += 1;
-        self.current.store(self.generation, Ordering::Relaxed);
+        self.shared
+            .current
+            .store(self.generation, Ordering::Relaxed);
         self.dir = None;
-        self.asked.clear();
+        self.names = Arc::new([]);
+        self.received = 0;
         // What the worker sent already: closed on it.
         let mut stale: Vec<OwnedFd> = self
             .ready
@@ -302,16 +365,21 @@ impl Ahead {
     /// The worker, started on first use.
     fn worker(&mut self) -> Option<&Worker> {
         if self.worker.is_none() {
-            let (jobs, their_jobs) = mpsc::channel();
+            let (messages, theirs) = mpsc::channel();
             let (their_items, items) = mpsc::sync_channel(AHEAD);
-            let (current, skip) = (Arc::clone(&self.current), Arc::clone(&self.skip));
+            let (ends, ended) = mpsc::channel::<()>();
+            let shared = Arc::clone(&self.shared);
             let thread = std::thread::Builder::new()
                 .name("loomfs-ahead".into())
-                .spawn(move || work(their_jobs, their_items, current, skip))
+                .spawn(move || {
+                    let _ends = ends;
+                    work(&theirs, &their_items, &shared);
+                })
                 .ok()?;
             self.worker = Some(Worker {
-                jobs,
+                messages,
                 items,
+                ended,
                 thread,
             });
         }
@@ -320,67 +388,71 @@ impl Ahead {
 }
 
 impl Drop for Ahead {
-    /// Ends the worker and waits for it: when a call is over, nothing of it
-    /// runs and every descriptor it opened is closed.
+    /// Tells the worker to stop and waits for it (see the module): when a
+    /// call is over, nothing of it runs and every descriptor it opened is
+    /// closed.
     fn drop(&mut self) {
-        if let Some(Worker {
-            jobs,
+        let Some(Worker {
+            messages,
             items,
+            ended,
             thread,
         }) = self.worker.take()
-        {
-            self.current.store(u64::MAX, Ordering::Relaxed);
-            drop((jobs, items));
-            let _ = thread.join();
+        else {
+            return;
+        };
+        self.shared.current.store(u64::MAX, Ordering::Relaxed);
+        drop((messages, items));
+        match ended.recv_timeout(JOIN_WAIT) {
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                tracing::warn!("a read-ahead thread is held in a system call; left to end");
+            }
+            _ => {
+                let _ = thread.join();
+            }
         }
     }
 }
 
-/// The worker: closes what it is given, opens the names of the current job
-/// one by one, closes first whatever waits to be closed.
-fn work(
-    jobs: Receiver<Job>,
-    items: SyncSender<Item>,
-    current: Arc<AtomicU64>,
-    skip: Arc<AtomicUsize>,
-) {
+/// The worker: makes the closes it is sent, opens the names of the current
+/// job one by one (closing first whatever waits to be closed).
+fn work(messages: &Receiver<Message>, items: &SyncSender<Item>, shared: &Shared) {
     let mut buf = vec![0u8; HEAD];
-    // The generation, the directory, its names left, how many were taken.
-    let mut job: Option<(u64, OwnedFd, VecDeque<Box<str>>, usize)> = None;
+    // The job, and how many of its names were taken.
+    let mut job: Option<(Job, usize)> = None;
     loop {
         // Idle, it waits for the next directory by spinning first: the
         // guest lists one after another.
         let next = if job.is_none() {
-            spin_until(|| match jobs.try_recv() {
+            spin_until(|| match messages.try_recv() {
                 Err(TryRecvError::Empty) => None,
                 got => Some(got),
             })
-            .unwrap_or_else(|| jobs.recv().map_err(|_| TryRecvError::Disconnected))
+            .unwrap_or_else(|| messages.recv().map_err(|_| TryRecvError::Disconnected))
         } else {
-            jobs.try_recv()
+            messages.try_recv()
         };
         match next {
-            Ok(Job::Close(what)) => {
+            Ok(Message::Close(what)) => {
                 drop(what);
+                shared.closing.fetch_sub(1, Ordering::Relaxed);
                 continue;
             }
-            Ok(Job::Open {
-                generation,
-                dir,
-                names,
-            }) => {
-                job = Some((generation, dir, names.into(), 0));
+            Ok(Message::Wake) => {
+                if let Some(next) = shared.next.lock().ok().and_then(|mut n| n.take()) {
+                    job = Some((next, 0));
+                }
                 continue;
             }
             Err(TryRecvError::Disconnected) => return,
             Err(TryRecvError::Empty) => {}
         }
-        let Some((generation, dir, names, taken)) = job.as_mut() else {
+        let Some((current, taken)) = job.as_mut() else {
             continue;
         };
-        let generation = *generation;
-        let name = match names.pop_front() {
-            Some(name) if current.load(Ordering::Relaxed) == generation => name,
+        let generation = current.generation;
+        let name = match current.names.get(*taken) {
+            Some(name) if shared.current.load(Ordering::Relaxed) == generation => name,
             _ => {
                 job = None;
                 continue;
@@ -388,17 +460,12 @@ fn work(
         };
         *taken += 1;
         // A name the guest opened itself is passed over, unopened.
-        let opened = if *taken <= skip.load(Ordering::Relaxed) {
+        let opened = if *taken <= shared.skip.load(Ordering::Relaxed) {
             None
         } else {
-            open(dir.as_fd(), &name, &mut buf)
+            open(current.dir.as_fd(), name, &mut buf)
         };
-        let item = Item {
-            generation,
-            name,
-            opened,
-        };
-        let mut item = Some(item);
+        let mut item = Some(Item { generation, opened });
         let sent = spin_until(|| match items.try_send(item.take()?) {
             Ok(()) => Some(true),
             Err(TrySendError::Full(back)) => {
@@ -419,7 +486,7 @@ fn work(
 /// both work at the pace of a file every few microseconds, and a sleep and
 /// a wake-up per file cost more than the file (a quarter of a search's CPU
 /// in futex calls when each waited by sleeping at once).
-const SPIN: std::time::Duration = std::time::Duration::from_micros(50);
+const SPIN: Duration = Duration::from_micros(50);
 
 /// `f()` until it answers, for at most [`SPIN`]; `None` if it did not.
 fn spin_until<T>(mut f: impl FnMut() -> Option<T>) -> Option<T> {
@@ -439,13 +506,7 @@ fn spin_until<T>(mut f: impl FnMut() -> Option<T>) -> Option<T> {
 /// name is (see `checks.rs`), if it is a regular file, and its first
 /// [`HEAD`] bytes.
 fn open(dir: BorrowedFd<'_>, name: &str, buf: &mut [u8]) -> Option<Opened> {
-    let how =
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
-    let file = rustix::fs::openat(dir, name, how, Mode::empty()).ok()?;
-    let st = rustix::fs::fstat(&file).ok()?;
-    if crate::sys::stat::file_type(&st) != FileType::RegularFile {
-        return None;
-    }
+    let (file, st) = super::open_regular(dir, name).ok()??;
     let head = rustix::io::pread(&file, &mut buf[..], 0)
         .ok()
         .map(|got| buf[..got].to_vec());
@@ -453,115 +514,4 @@ fn open(dir: BorrowedFd<'_>, name: &str, buf: &mut [u8]) -> Option<Opened> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn dir_of(files: &[(&str, &str)]) -> (tempfile::TempDir, OwnedFd) {
-        let tmp = tempfile::TempDir::new().unwrap();
-        for (name, text) in files {
-            std::fs::write(tmp.path().join(name), text).unwrap();
-        }
-        let fd = rustix::fs::open(
-            tmp.path(),
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .unwrap();
-        (tmp, fd)
-    }
-
-    /// A read-ahead that is on, whatever the environment says.
-    fn on() -> Ahead {
-        let mut ahead = Ahead::default();
-        ahead.off = false;
-        ahead
-    }
-
-    fn names(n: &[&str]) -> Vec<Box<str>> {
-        n.iter().map(|&s| s.into()).collect()
-    }
-
-    #[test]
-    fn the_files_asked_are_taken_in_order_with_their_heads() {
-        let (_tmp, dir) = dir_of(&[("a", "one\n"), ("b", "two\n"), ("c", "three\n")]);
-        let mut ahead = on();
-        ahead.start(7, dir.as_fd(), names(&["a", "b", "c"]));
-        assert!(ahead.reading(7));
-        ahead.settle(3);
-        // "a" passed over, "b" taken, "c" never asked for.
-        let b = ahead.take(7, "b").expect("opened ahead");
-        assert_eq!(b.head.as_deref(), Some(&b"two\n"[..]));
-        assert_eq!(ahead.passed, 1);
-        // Not asked of the worker: the guest's own open.
-        assert!(ahead.take(7, "zz").is_none());
-        assert!(ahead.take(8, "c").is_none());
-    }
-
-    #[test]
-    fn what_is_not_a_regular_file_is_not_kept() {
-        let (tmp, dir) = dir_of(&[("f", "x\n")]);
-        rustix::fs::mkfifoat(
-            rustix::fs::CWD,
-            tmp.path().join("p"),
-            Mode::RUSR | Mode::WUSR,
-        )
-        .unwrap();
-        std::os::unix::fs::symlink("f", tmp.path().join("l")).unwrap();
-        std::fs::create_dir(tmp.path().join("d")).unwrap();
-        let mut ahead = on();
-        ahead.start(1, dir.as_fd(), names(&["d", "f", "l", "p"]));
-        ahead.settle(4);
-        // The FIFO was opened without waiting, and not kept.
-        assert!(ahead.take(1, "p").is_none());
-        ahead.start(1, dir.as_fd(), names(&["d", "f", "l"]));
-        ahead.settle(3);
-        assert!(ahead.take(1, "d").is_none());
-        assert!(ahead.take(1, "f").is_some());
-        assert!(ahead.take(1, "l").is_none(), "a symlink is never followed");
-    }
-
-    #[test]
-    fn dropping_it_ends_the_worker_and_closes_its_files() {
-        let files: Vec<(String, String)> = (0..100)
-            .map(|i| (format!("f{i:03}"), "x".repeat(i)))
-            .collect();
-        let refs: Vec<(&str, &str)> = files.iter().map(|(a, b)| (&a[..], &b[..])).collect();
-        let (tmp, dir) = dir_of(&refs);
-        // This process's descriptors of the directory's files (other tests
-        // run beside this one).
-        let open_fds = || {
-            std::fs::read_dir("/proc/self/fd")
-                .unwrap()
-                .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
-                .filter(|p| p.starts_with(tmp.path()) && p != tmp.path())
-                .count()
-        };
-        let before = open_fds();
-        let mut ahead = on();
-        let all: Vec<Box<str>> = files.iter().map(|(n, _)| n.as_str().into()).collect();
-        ahead.start(3, dir.as_fd(), all);
-        ahead.settle(2);
-        assert!(ahead.take(3, "f001").is_some());
-        // The worker holds at most AHEAD files (and the directory) ahead.
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        assert!(open_fds() <= before + AHEAD + 2, "{} open", open_fds());
-        drop(ahead);
-        assert_eq!(open_fds(), before, "descriptors left open");
-    }
-
-    #[test]
-    fn passing_over_most_turns_it_off() {
-        let files: Vec<(String, String)> = (0..400)
-            .map(|i| (format!("f{i:03}"), String::new()))
-            .collect();
-        let refs: Vec<(&str, &str)> = files.iter().map(|(a, b)| (&a[..], &b[..])).collect();
-        let (_tmp, dir) = dir_of(&refs);
-        let mut ahead = on();
-        let all: Vec<Box<str>> = files.iter().map(|(n, _)| n.as_str().into()).collect();
-        ahead.start(3, dir.as_fd(), all);
-        ahead.settle(100);
-        assert!(ahead.take(3, "f399").is_none());
-        assert!(ahead.off);
-        assert!(!ahead.reading(3));
-    }
-}
+mod tests;

@@ -25,8 +25,8 @@ use wasmtime_wasi::p2::{FsError, FsResult};
 
 use super::{
     Direct, Handle, Lookup, Place, PolicedFs, Probe, ReadOpen, io_error, is_exhaustion,
-    is_plain_name, is_special, join_lexically, probe, raw_fd, reopen, reopen_for_reading,
-    without_symlinks,
+    is_plain_name, is_special, join_lexically, open_regular, probe, raw_fd, reopen,
+    reopen_for_reading, without_symlinks,
 };
 use crate::policy::{Permission, Rule};
 use crate::runtime::activity::DiskError;
@@ -337,18 +337,20 @@ impl PolicedFs<'_> {
         Ok(ReadOpen::Opened(new))
     }
 
-    /// [`Self::read_open`] of a regular file named by one plain name, the
-    /// common case (a walk reading the files of a directory), in three
-    /// cheap calls where the general path makes four, two of them through
-    /// procfs: the entry is stat'ed without following, opened by its name
-    /// without following and without waiting (`O_NONBLOCK`: a FIFO
-    /// renamed in between opens at once, and is not kept), and kept only if
-    /// the descriptor is the inode stat'ed and a regular file. Its real
-    /// path is the directory descriptor's, checked when that was handed
-    /// out, plus the name: no symlink can be on the way, and `rel` is
-    /// checked as a real path is (the whole path against the deny list,
-    /// inside the client roots). `None` where anything differs (a symlink,
-    /// a directory, a special file, a swap): the general path decides.
+    /// [`Self::read_open`] of a regular file named by one plain name in the
+    /// complete listing of its directory ([`super::Listed`]), the common
+    /// case (a walk reading the files of a directory it listed), in two
+    /// calls where the general path makes four, two of them through
+    /// procfs: opened by its name without following and without waiting,
+    /// kept only if `fstat` says it is a regular file
+    /// ([`super::open_regular`]), or taken from the read-ahead
+    /// (`ahead.rs`), which opened it so. Its real path is the directory's,
+    /// which was its descriptor's checked path when the listing began,
+    /// plus the name: no symlink can be on the way, and `rel` is checked as
+    /// a real path is (the whole path against the deny list, inside the
+    /// client roots). `None` where anything differs (not listed, a
+    /// symlink, a directory, a special file, a swap): the general path
+    /// decides.
     fn read_open_plain(
         &mut self,
         fd: &Resource<Descriptor>,
@@ -357,23 +359,22 @@ impl PolicedFs<'_> {
         rel: &Path,
     ) -> FsResult<Option<Resource<Descriptor>>> {
         let rep = fd.rep();
-        let listed = self.guard.listed.is_file(rep, name);
-        let ahead = if listed {
-            self.guard.ahead.take(rep, name)
-        } else {
-            None
-        };
+        if !self.guard.listed.is_file(rep, name) {
+            return Ok(None);
+        }
+        let ahead = self.guard.ahead.take(rep, name);
         // The first listed file opened: the worker opens the others.
-        if listed && !self.guard.ahead.reading(rep) && !self.guard.ahead.is_off() {
+        if !self.guard.ahead.reading(rep) && !self.guard.ahead.is_off() {
             let names = self.guard.listed.after(rep, name);
             let dir = raw_fd(self.fs.table.get(fd)?);
             self.guard.ahead.start(rep, dir, names);
         }
         let (file, st, head) = match ahead {
             Some(opened) => (opened.file, opened.st, opened.head),
-            None => match self.open_plain(fd, name, listed)? {
-                Some((file, st)) => (file, st, None),
-                None => return Ok(None),
+            None => match open_regular(self.dir_fd(fd)?, name) {
+                Ok(Some((file, st))) => (file, st, None),
+                Err(e) if is_exhaustion(e) => return Err(self.exhausted()),
+                Ok(None) | Err(_) => return Ok(None),
             },
         };
         let mount = &self.guard.mounts[h.mount];
@@ -405,48 +406,11 @@ impl PolicedFs<'_> {
             rel: rel.to_path_buf(),
         };
         self.guard.handles.insert(new.rep(), handle);
-        if let Some(head) = head {
+        if head.is_some() {
             self.guard.ahead.hand(new.rep(), head);
         }
         self.guard.activity.count_opened();
         Ok(Some(new))
-    }
-
-    /// [`Self::read_open_plain`]'s open on this thread: `name` opened by
-    /// its name, kept if it is a regular file (and the inode a stat saw,
-    /// unless the directory's listing showed it as one: `listed`).
-    fn open_plain(
-        &self,
-        fd: &Resource<Descriptor>,
-        name: &str,
-        listed: bool,
-    ) -> FsResult<Option<(OwnedFd, rustix::fs::Stat)>> {
-        use rustix::fs::{AtFlags, Mode, fstat, openat, statat};
-        let dir = self.dir_fd(fd)?;
-        // What the directory's listing said, or a stat.
-        let seen = if listed {
-            None
-        } else {
-            match statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
-                Ok(st) if crate::sys::stat::file_type(&st) == FileType::RegularFile => Some(st),
-                _ => return Ok(None),
-            }
-        };
-        let how =
-            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
-        let file = match openat(dir, name, how, Mode::empty()) {
-            Ok(file) => file,
-            Err(e) if is_exhaustion(e) => return Err(self.exhausted()),
-            Err(_) => return Ok(None),
-        };
-        let Ok(st) = fstat(&file) else {
-            return Ok(None);
-        };
-        let same = seen.is_none_or(|seen| (seen.st_dev, seen.st_ino) == (st.st_dev, st.st_ino));
-        if !same || crate::sys::stat::file_type(&st) != FileType::RegularFile {
-            return Ok(None);
-        }
-        Ok(Some((file, st)))
     }
 
     /// A tracked descriptor, for an operation on the descriptor itself.

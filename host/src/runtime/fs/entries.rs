@@ -138,7 +138,7 @@ impl fs::HostDirectoryEntryStream for PolicedFs<'_> {
             s.names.clear();
             s.ahead.clear();
             (s.given, s.start) = (0, 0);
-            let (names, ahead, dir_rep) = (&mut s.names, &mut s.ahead, s.dir);
+            let (names, ahead, listing) = (&mut s.names, &mut s.ahead, s.listing);
             let listed = &mut self.guard.listed;
             let Some(source) = s.source.as_mut() else {
                 s.done = true;
@@ -167,15 +167,20 @@ impl fs::HostDirectoryEntryStream for PolicedFs<'_> {
                     t => wasi_file_type(t),
                 };
                 if type_ == fs::DescriptorType::RegularFile
-                    && let Some(dir_rep) = dir_rep
+                    && let Some(listing) = listing
                 {
-                    listed.add(dir_rep, name);
+                    listed.add(listing, name);
                 }
                 names.push_str(name);
                 ahead.push((names.len(), Some(type_)));
             });
             match more {
-                Ok(more) => s.done = !more,
+                Ok(more) => {
+                    s.done = !more;
+                    if let (true, Some(listing)) = (s.done, listing) {
+                        self.guard.listed.complete(listing);
+                    }
+                }
                 // What failed is not read again.
                 Err(e) => {
                     s.done = true;

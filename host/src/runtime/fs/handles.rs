@@ -78,6 +78,8 @@ pub struct FsGuard {
     pub(super) staging: Option<Arc<Staging>>,
     /// Numbers the entries of the stages.
     pub(super) next_staged: u64,
+    /// Numbers the directory listings ([`Listed`]).
+    pub(super) next_listing: u64,
     /// Descriptors opened for writing on a disk file not yet copied.
     pub(super) pending: HashMap<u32, Pending>,
 }
@@ -106,6 +108,7 @@ impl FsGuard {
             stages: (0..n).map(|_| Vec::new()).collect(),
             staging,
             next_staged: 0,
+            next_listing: 0,
             pending: HashMap::new(),
         }
     }

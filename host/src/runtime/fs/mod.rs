@@ -22,18 +22,19 @@
 //!    open ran) and recorded for the paths relative to it.
 //!
 //! One read is cheaper, the common one of a walk: a regular file opened for
-//! reading by a plain name (no `/`) under a directory descriptor
-//! (`checks.rs`, `read_open_plain`). It is opened by that name without
+//! reading by a plain name (no `/`) under a directory descriptor, a name
+//! the directory's complete listing showed as a regular file ([`Listed`];
+//! `checks.rs`, `read_open_plain`). It is opened by that name without
 //! following a symlink and without waiting (`O_NONBLOCK`), and kept only if
-//! `fstat` says it is a regular file (and the inode a stat saw, when the
-//! directory's last listing did not show it as one: [`Listed`]); anything
-//! else goes the way above. Its real name is the directory descriptor's,
-//! checked when that was handed out, plus the name, checked whole against
-//! the deny list and the client roots: no symlink can be on the way, so
-//! the procfs real name and reopen are not needed. A directory above it
-//! renamed after its descriptor was handed out is not seen, as a rename
-//! after any check is not; no guest can rename anything to or from a
-//! denied name.
+//! `fstat` says it is a regular file; anything else goes the way above.
+//! Its real name is the directory's plus the name, checked whole against
+//! the deny list and the client roots: the listing is used only if, when
+//! it began, the directory's real path was the one its descriptor was
+//! checked with, and no symlink can be on the way, so the procfs real name
+//! and reopen are not needed. A directory above it renamed while its files
+//! are read is not seen, as a rename after any check is not. The next
+//! files of that listing are opened the same way ahead of the guest, on a
+//! thread of the call's (`ahead.rs`).
 //!
 //! Directory reads skip denied names, so a walk never sees a `.venv` and a
 //! listing never shows `.env`. Descriptors the host did not hand out are

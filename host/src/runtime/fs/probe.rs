@@ -249,9 +249,9 @@ pub(super) struct DirStream {
     /// Where more entries come from; none for a listing made whole (in
     /// the call's view: see `view`).
     pub(super) source: Option<DirSource>,
-    /// The descriptor of the directory read, whose regular files go into
-    /// [`Listed`].
-    pub(super) dir: Option<u32>,
+    /// The listing (the directory's descriptor, an id) whose regular files
+    /// go into [`Listed`].
+    pub(super) listing: Option<(u32, u64)>,
     /// The names of the entries read ahead, end to end.
     pub(super) names: String,
     /// Each entry read ahead: where its name ends in `names`, and its type,
@@ -269,41 +269,62 @@ pub(super) struct DirStream {
 /// short names; the files of a larger one past that are stat'ed first.
 const LISTED_BYTES: usize = 4 << 20;
 
-/// The regular files of the directory listed last, as its entries said: a
-/// hint for `PolicedFs::read_open_plain`, which opens such a name for
-/// reading without stat'ing it first (it checks what it opened). One
-/// directory at a time, as a walk goes: it reads a directory, then opens
-/// its files. Forgotten when another directory is listed or the
-/// directory's descriptor is dropped (its number may be handed out again).
+/// The regular files of the directory listed last, as its entries said,
+/// once the listing is read to its end: what `PolicedFs::read_open_plain`
+/// opens by name (it checks what it opened), and what the read-ahead may
+/// open. Only a listing whose directory's real path was, when it began,
+/// the path its descriptor was checked with (see `read_directory`). One
+/// listing at a time, as a walk goes: it reads a directory, then opens its
+/// files. Each listing has an id of its own, so a stream of a directory
+/// whose descriptor number was handed out again adds nothing to another's.
 #[derive(Default)]
 pub(super) struct Listed {
-    dir: Option<u32>,
+    /// The directory's descriptor and the listing's id.
+    of: Option<(u32, u64)>,
+    complete: bool,
     /// The names end to end (one copy, no allocation per name: a listing
     /// no file of is opened costs little), and where each ends.
     names: String,
     ends: Vec<u32>,
-    /// Indexes into `ends` in name order, made when first asked.
+    /// Indexes into `ends` in name order, made when the listing is complete.
     order: Vec<u32>,
-    sorted: bool,
 }
 
 impl Listed {
-    /// Starts over for the directory of descriptor `dir`.
-    pub(super) fn start(&mut self, dir: u32) {
-        self.dir = Some(dir);
+    /// Starts over for `listing`, a directory's descriptor and an id.
+    pub(super) fn start(&mut self, listing: (u32, u64)) {
+        self.of = Some(listing);
+        self.complete = false;
         self.names.clear();
         self.ends.clear();
         self.order.clear();
-        self.sorted = false;
     }
 
-    /// `name`, a regular file in its listing, for the directory `dir`.
-    pub(super) fn add(&mut self, dir: u32, name: &str) {
-        if self.dir == Some(dir) && self.names.len() + name.len() <= LISTED_BYTES {
+    /// `name`, a regular file in `listing`.
+    pub(super) fn add(&mut self, listing: (u32, u64), name: &str) {
+        if self.of == Some(listing)
+            && !self.complete
+            && self.names.len() + name.len() <= LISTED_BYTES
+        {
             self.names.push_str(name);
             self.ends.push(self.names.len() as u32);
-            self.sorted = false;
         }
+    }
+
+    /// `listing` was read to its end (a listing larger than
+    /// `LISTED_BYTES` never is: its files are opened the general way).
+    pub(super) fn complete(&mut self, listing: (u32, u64)) {
+        if self.of != Some(listing) || self.complete {
+            return;
+        }
+        if self.names.len() + 255 > LISTED_BYTES {
+            *self = Listed::default();
+            return;
+        }
+        let mut order: Vec<u32> = (0..self.ends.len() as u32).collect();
+        order.sort_unstable_by(|&a, &b| self.name(a).cmp(self.name(b)));
+        self.order = order;
+        self.complete = true;
     }
 
     fn name(&self, i: u32) -> &str {
@@ -312,34 +333,22 @@ impl Listed {
         &self.names[start..self.ends[i] as usize]
     }
 
-    /// The names in name order, sorted once.
-    fn sort(&mut self) {
-        if self.sorted {
-            return;
-        }
-        let mut order: Vec<u32> = (0..self.ends.len() as u32).collect();
-        order.sort_unstable_by(|&a, &b| self.name(a).cmp(self.name(b)));
-        self.order = order;
-        self.sorted = true;
-    }
-
-    /// Whether `name` was a regular file when `dir` was listed.
-    pub(super) fn is_file(&mut self, dir: u32, name: &str) -> bool {
-        if self.dir != Some(dir) {
-            return false;
-        }
-        self.sort();
-        self.order
-            .binary_search_by(|&i| self.name(i).cmp(name))
-            .is_ok()
+    /// Whether `name` was a regular file in the complete listing of the
+    /// directory of descriptor `dir`.
+    pub(super) fn is_file(&self, dir: u32, name: &str) -> bool {
+        self.complete
+            && self.of.is_some_and(|(d, _)| d == dir)
+            && self
+                .order
+                .binary_search_by(|&i| self.name(i).cmp(name))
+                .is_ok()
     }
 
     /// The regular files of `dir` after `name`, in name order.
-    pub(super) fn after(&mut self, dir: u32, name: &str) -> Vec<Box<str>> {
-        if self.dir != Some(dir) {
+    pub(super) fn after(&self, dir: u32, name: &str) -> Vec<Box<str>> {
+        if !self.complete || !self.of.is_some_and(|(d, _)| d == dir) {
             return Vec::new();
         }
-        self.sort();
         let from = self.order.partition_point(|&i| self.name(i) <= name);
         self.order[from..]
             .iter()
@@ -347,12 +356,32 @@ impl Listed {
             .collect()
     }
 
-    /// Forgets `dir`, whose descriptor is dropped.
+    /// Forgets the listing of `dir`, whose descriptor is dropped.
     pub(super) fn forget(&mut self, dir: u32) {
-        if self.dir == Some(dir) {
+        if self.of.is_some_and(|(d, _)| d == dir) {
             *self = Listed::default();
         }
     }
+}
+
+/// `name` under `dir` opened for reading by its name, never following a
+/// symlink nor waiting (`O_NONBLOCK`: a FIFO renamed there opens at once,
+/// and is closed unread), kept only if `fstat` says it is a regular file,
+/// then made blocking again: the file and its metadata, `None` for
+/// anything else; an error is the open's.
+pub(super) fn open_regular(
+    dir: BorrowedFd<'_>,
+    name: &str,
+) -> rustix::io::Result<Option<(OwnedFd, rustix::fs::Stat)>> {
+    let how =
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let file = rustix::fs::openat(dir, name, how, Mode::empty())?;
+    let st = rustix::fs::fstat(&file)?;
+    if crate::sys::stat::file_type(&st) != FileType::RegularFile {
+        return Ok(None);
+    }
+    rustix::fs::fcntl_setfl(&file, OFlags::empty())?;
+    Ok(Some((file, st)))
 }
 
 /// Where a stream's entries come from. On Linux, the directory itself,
@@ -434,7 +463,7 @@ impl DirStream {
     pub(super) fn new(fd: OwnedFd) -> rustix::io::Result<DirStream> {
         Ok(DirStream {
             source: Some(DirSource::new(fd)?),
-            dir: None,
+            listing: None,
             names: String::new(),
             ahead: Vec::new(),
             given: 0,
@@ -453,7 +482,7 @@ impl DirStream {
         }
         DirStream {
             source: None,
-            dir: None,
+            listing: None,
             names,
             ahead,
             given: 0,
@@ -502,4 +531,33 @@ pub(super) fn raw_fd(d: &Descriptor) -> BorrowedFd<'_> {
 /// Makes a new borrow of a resource, to delegate after inspecting it.
 pub(super) fn again<T: 'static>(r: &Resource<T>) -> Resource<T> {
     Resource::new_borrow(r.rep())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Listed;
+
+    #[test]
+    fn a_listing_is_used_complete_and_only_for_its_own_stream() {
+        let mut listed = Listed::default();
+        listed.start((4, 1));
+        for name in ["b", "c", "a"] {
+            listed.add((4, 1), name);
+        }
+        // A stream of an earlier directory that had the same descriptor
+        // number adds nothing.
+        listed.add((4, 0), "x");
+        assert!(!listed.is_file(4, "a"), "used before it is complete");
+        listed.complete((4, 1));
+        listed.add((4, 1), "late");
+        assert!(listed.is_file(4, "a") && listed.is_file(4, "c"));
+        assert!(!listed.is_file(4, "x") && !listed.is_file(4, "late"));
+        assert!(!listed.is_file(5, "a"), "another descriptor");
+        assert_eq!(
+            listed.after(4, "a"),
+            vec!["b".into(), "c".into()] as Vec<Box<str>>
+        );
+        listed.forget(4);
+        assert!(!listed.is_file(4, "a"));
+    }
 }
