@@ -15,7 +15,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rustix::fs::{FileType, OFlags};
+use rustix::fs::{AtFlags, FileType, OFlags, statat};
 use wasmtime::component::Resource;
 use wasmtime_wasi::OpenMode;
 use wasmtime_wasi::filesystem::Descriptor;
@@ -339,9 +339,10 @@ impl PolicedFs<'_> {
 
     /// [`Self::read_open`] of a regular file named by one plain name in the
     /// complete listing of its directory ([`super::Listed`]), the common
-    /// case (a walk reading the files of a directory it listed), in two
-    /// calls where the general path makes four, two of them through
-    /// procfs: opened by its name without following and without waiting,
+    /// case (a walk reading the files of a directory it listed), or right
+    /// under the root (stat'ed first), in two calls where the general path
+    /// makes four, two of them through procfs: opened by its name without
+    /// following and without waiting,
     /// kept only if `fstat` says it is a regular file
     /// ([`super::open_regular`]), or taken from the read-ahead
     /// (`ahead.rs`), which opened it so. Its real path is the directory's,
@@ -359,12 +360,25 @@ impl PolicedFs<'_> {
         rel: &Path,
     ) -> FsResult<Option<Resource<Descriptor>>> {
         let rep = fd.rep();
-        if !self.guard.listed.is_file(rep, name) {
-            return Ok(None);
-        }
-        let ahead = self.guard.ahead.take(rep, name);
+        let listed = self.guard.listed.is_file(rep, name);
+        // A name right under the root needs no listing: nothing above it in
+        // the root can be renamed. It is stat'ed first instead, so that a
+        // special file is refused without being opened.
+        let seen = match (listed, h.rel.as_os_str().is_empty()) {
+            (true, _) => None,
+            (false, true) => match statat(self.dir_fd(fd)?, name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) if crate::sys::stat::file_type(&st) == FileType::RegularFile => Some(st),
+                _ => return Ok(None),
+            },
+            (false, false) => return Ok(None),
+        };
+        let ahead = if listed {
+            self.guard.ahead.take(rep, name)
+        } else {
+            None
+        };
         // The first listed file opened: the worker opens the others.
-        if !self.guard.ahead.reading(rep) && !self.guard.ahead.is_off() {
+        if listed && !self.guard.ahead.reading(rep) && !self.guard.ahead.is_off() {
             let names = self.guard.listed.after(rep, name);
             let dir = raw_fd(self.fs.table.get(fd)?);
             self.guard.ahead.start(rep, dir, names);
@@ -377,6 +391,9 @@ impl PolicedFs<'_> {
                 Ok(None) | Err(_) => return Ok(None),
             },
         };
+        if seen.is_some_and(|seen| (seen.st_dev, seen.st_ino) != (st.st_dev, st.st_ino)) {
+            return Ok(None);
+        }
         let mount = &self.guard.mounts[h.mount];
         if mount.root.deny.match_path(rel).is_some() {
             return Err(self

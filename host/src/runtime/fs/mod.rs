@@ -24,7 +24,8 @@
 //! One read is cheaper, the common one of a walk: a regular file opened for
 //! reading by a plain name (no `/`) under a directory descriptor, a name
 //! the directory's complete listing showed as a regular file ([`Listed`];
-//! `checks.rs`, `read_open_plain`). It is opened by that name without
+//! `checks.rs`, `read_open_plain`), or one right under the root that a
+//! stat shows as one (nothing above it in the root can be renamed). It is opened by that name without
 //! following a symlink and without waiting (`O_NONBLOCK`), and kept only if
 //! `fstat` says it is a regular file; anything else goes the way above.
 //! Its real name is the directory's plus the name, checked whole against
