@@ -25,7 +25,7 @@ use wasmtime_wasi::p2::{FsError, FsResult};
 
 use super::{
     Direct, Handle, Lookup, Place, PolicedFs, Probe, ReadOpen, io_error, is_exhaustion,
-    is_plain_name, is_special, join_lexically, open_regular, probe, raw_fd, reopen,
+    is_plain_name, is_special, join_lexically, open_regular, probe, raw_fd, real_path, reopen,
     reopen_for_reading, without_symlinks,
 };
 use crate::policy::{Permission, Rule};
@@ -346,7 +346,8 @@ impl PolicedFs<'_> {
     /// kept only if `fstat` says it is a regular file
     /// ([`super::open_regular`]), or taken from the read-ahead
     /// (`ahead.rs`), which opened it so. Its real path is the directory's,
-    /// which was its descriptor's checked path when the listing began,
+    /// which was its descriptor's checked path when a file of the listing
+    /// was first opened,
     /// plus the name: no symlink can be on the way, and `rel` is checked as
     /// a real path is (the whole path against the deny list, inside the
     /// client roots). `None` where anything differs (not listed, a
@@ -360,7 +361,7 @@ impl PolicedFs<'_> {
         rel: &Path,
     ) -> FsResult<Option<Resource<Descriptor>>> {
         let rep = fd.rep();
-        let listed = self.guard.listed.is_file(rep, name);
+        let listed = self.guard.listed.is_file(rep, name) && self.listing_holds(fd, h)?;
         // A name right under the root needs no listing: nothing above it in
         // the root can be renamed. It is stat'ed first instead, so that a
         // special file is refused without being opened.
@@ -428,6 +429,19 @@ impl PolicedFs<'_> {
         }
         self.guard.activity.count_opened();
         Ok(Some(new))
+    }
+
+    /// Whether the directory listed last, of descriptor `fd` (handle `h`),
+    /// is where its descriptor was checked: its real path read once per
+    /// listing, when a file of it is first opened.
+    fn listing_holds(&mut self, fd: &Resource<Descriptor>, h: &Handle) -> FsResult<bool> {
+        if let Some(holds) = self.guard.listed.holds {
+            return Ok(holds);
+        }
+        let expected = self.guard.mounts[h.mount].host.join(&h.rel);
+        let holds = real_path(self.dir_fd(fd)?).is_some_and(|real| real == expected);
+        self.guard.listed.holds = Some(holds);
+        Ok(holds)
     }
 
     /// A tracked descriptor, for an operation on the descriptor itself.

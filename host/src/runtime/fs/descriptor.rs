@@ -23,7 +23,7 @@ use super::file_output::FileOutput;
 use super::ops;
 use super::{
     DirStream, Handle, Lookup, PolicedFs, Probe, ReadOpen, again, io_error, quota_error, raw_fd,
-    real_path, wasi_file_type,
+    wasi_file_type,
 };
 use crate::policy::{Permission, Rule};
 use crate::sys::descriptors::MAX_DESCRIPTORS;
@@ -303,18 +303,12 @@ impl fs::HostDescriptor for PolicedFs<'_> {
         )
         .map_err(|e| self.os_error(e))?;
         let mut stream = DirStream::new(own).map_err(|e| self.os_error(e))?;
-        // Its regular files may be opened by name (`read_open_plain`) only
-        // while the directory is where its descriptor was checked.
+        // Its regular files may be opened by name (`read_open_plain`).
         self.guard.ahead.abandon();
-        let mount = &self.guard.mounts[h.mount];
-        if real_path(self.dir_fd(&fd)?).is_some_and(|real| real == mount.host.join(&h.rel)) {
-            let listing = (fd.rep(), self.guard.next_listing);
-            self.guard.next_listing += 1;
-            self.guard.listed.start(listing);
-            stream.listing = Some(listing);
-        } else {
-            self.guard.listed.forget(fd.rep());
-        }
+        let listing = (fd.rep(), self.guard.next_listing);
+        self.guard.next_listing += 1;
+        self.guard.listed.start(listing);
+        stream.listing = Some(listing);
         let stream = self.fs.table.push(stream)?;
         self.guard.streams.insert(stream.rep(), h);
         self.guard.activity.count_dir_read();

@@ -30,8 +30,8 @@
 //! `fstat` says it is a regular file; anything else goes the way above.
 //! Its real name is the directory's plus the name, checked whole against
 //! the deny list and the client roots: the listing is used only if, when
-//! it began, the directory's real path was the one its descriptor was
-//! checked with, and no symlink can be on the way, so the procfs real name
+//! a file of it is first opened, the directory's real path is the one its
+//! descriptor was checked with, and no symlink can be on the way, so the procfs real name
 //! and reopen are not needed. A directory above it renamed while its files
 //! are read is not seen, as a rename after any check is not. The next
 //! files of that listing are opened the same way ahead of the guest, on a

@@ -272,8 +272,9 @@ const LISTED_BYTES: usize = 4 << 20;
 /// The regular files of the directory listed last, as its entries said,
 /// once the listing is read to its end: what `PolicedFs::read_open_plain`
 /// opens by name (it checks what it opened), and what the read-ahead may
-/// open. Only a listing whose directory's real path was, when it began,
-/// the path its descriptor was checked with (see `read_directory`). One
+/// open. Only while the directory's real path, read when a file of the
+/// listing is first opened, is the path its descriptor was checked with
+/// ([`Listed::holds`]). One
 /// listing at a time, as a walk goes: it reads a directory, then opens its
 /// files. Each listing has an id of its own, so a stream of a directory
 /// whose descriptor number was handed out again adds nothing to another's.
@@ -288,6 +289,9 @@ pub(super) struct Listed {
     ends: Vec<u32>,
     /// Indexes into `ends` in name order, made when the listing is complete.
     order: Vec<u32>,
+    /// Whether the directory's real path was the one its descriptor was
+    /// checked with, when a file of the listing was first opened.
+    pub(super) holds: Option<bool>,
 }
 
 impl Listed {
@@ -295,6 +299,7 @@ impl Listed {
     pub(super) fn start(&mut self, listing: (u32, u64)) {
         self.of = Some(listing);
         self.complete = false;
+        self.holds = None;
         self.names.clear();
         self.ends.clear();
         self.order.clear();
@@ -321,10 +326,18 @@ impl Listed {
             *self = Listed::default();
             return;
         }
+        self.complete = true;
+    }
+
+    /// The names in name order, sorted when first asked (a listing no
+    /// file of is opened, a glob's, is never sorted here).
+    fn sort(&mut self) {
+        if self.order.len() == self.ends.len() {
+            return;
+        }
         let mut order: Vec<u32> = (0..self.ends.len() as u32).collect();
         order.sort_unstable_by(|&a, &b| self.name(a).cmp(self.name(b)));
         self.order = order;
-        self.complete = true;
     }
 
     fn name(&self, i: u32) -> &str {
@@ -335,20 +348,22 @@ impl Listed {
 
     /// Whether `name` was a regular file in the complete listing of the
     /// directory of descriptor `dir`.
-    pub(super) fn is_file(&self, dir: u32, name: &str) -> bool {
-        self.complete
-            && self.of.is_some_and(|(d, _)| d == dir)
-            && self
-                .order
-                .binary_search_by(|&i| self.name(i).cmp(name))
-                .is_ok()
+    pub(super) fn is_file(&mut self, dir: u32, name: &str) -> bool {
+        if !self.complete || !self.of.is_some_and(|(d, _)| d == dir) {
+            return false;
+        }
+        self.sort();
+        self.order
+            .binary_search_by(|&i| self.name(i).cmp(name))
+            .is_ok()
     }
 
     /// The regular files of `dir` after `name`, in name order.
-    pub(super) fn after(&self, dir: u32, name: &str) -> Vec<Box<str>> {
+    pub(super) fn after(&mut self, dir: u32, name: &str) -> Vec<Box<str>> {
         if !self.complete || !self.of.is_some_and(|(d, _)| d == dir) {
             return Vec::new();
         }
+        self.sort();
         let from = self.order.partition_point(|&i| self.name(i) <= name);
         self.order[from..]
             .iter()
