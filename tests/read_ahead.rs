@@ -52,7 +52,7 @@ fn tree(env: &Env) {
     .unwrap();
     // 20 levels of 200-byte names: over PATH_MAX.
     std::fs::create_dir_all(env.path("r/deep")).unwrap();
-    make_deep(&env.path("r/deep"), 20);
+    env.deep_chain("r/deep", 20, "deep.txt", b"TOKEN deep\n");
     // 200,000 entries, the token in a few of them and around them.
     let big = env.path("r/wide");
     std::fs::create_dir_all(&big).unwrap();
@@ -64,27 +64,6 @@ fn tree(env: &Env) {
         };
         std::fs::write(big.join(format!("w{i:06}.txt")), text).unwrap();
     }
-}
-
-/// A chain of `levels` directories of 200-byte names under `dir`, a file
-/// holding the token at its end (made by descriptors: its path is too long
-/// to name).
-fn make_deep(dir: &Path, levels: usize) {
-    use rustix::fs::{Mode, OFlags};
-    let name = "d".repeat(200);
-    let mut at = rustix::fs::open(dir, OFlags::DIRECTORY, Mode::empty()).unwrap();
-    for _ in 0..levels {
-        rustix::fs::mkdirat(&at, name.as_str(), Mode::from_raw_mode(0o755)).unwrap();
-        at = rustix::fs::openat(&at, name.as_str(), OFlags::DIRECTORY, Mode::empty()).unwrap();
-    }
-    let file = rustix::fs::openat(
-        &at,
-        "deep.txt",
-        OFlags::CREATE | OFlags::WRONLY,
-        Mode::from_raw_mode(0o644),
-    )
-    .unwrap();
-    rustix::io::write(&file, b"TOKEN deep\n").unwrap();
 }
 
 fn config(env: &Env) -> std::path::PathBuf {

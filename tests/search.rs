@@ -692,24 +692,10 @@ async fn star_bomb_patterns_stay_linear() {
 /// system allows) is skipped and counted, never fatal.
 #[tokio::test]
 async fn unreadable_directories_are_skipped() {
-    use rustix::fs::{Mode, OFlags};
     let env = Env::new();
     env.write("r/a/found.txt", "needle\n");
     // 30 levels of 200-byte names: 6000 bytes, over PATH_MAX.
-    let mut dir = rustix::fs::open(env.path("r"), OFlags::DIRECTORY, Mode::empty()).unwrap();
-    let name = "d".repeat(200);
-    for _ in 0..30 {
-        rustix::fs::mkdirat(&dir, name.as_str(), Mode::from_raw_mode(0o755)).unwrap();
-        dir = rustix::fs::openat(&dir, name.as_str(), OFlags::DIRECTORY, Mode::empty()).unwrap();
-    }
-    let file = rustix::fs::openat(
-        &dir,
-        "found.txt",
-        OFlags::CREATE | OFlags::WRONLY,
-        Mode::from_raw_mode(0o644),
-    )
-    .unwrap();
-    rustix::io::write(&file, b"needle\n").unwrap();
+    env.deep_chain("r", 30, "found.txt", b"needle\n");
     let config = reference_r(&env, "r.toml", "", "");
     let client = start(&config).await;
     let r = search(

@@ -228,6 +228,29 @@ impl Env {
         self
     }
 
+    /// A chain of `levels` directories of 200-byte names under the
+    /// existing directory `rel`, and at its end the file `name` holding
+    /// `content`, made by descriptors (the chain's path is too long to
+    /// name past 20 levels: over `PATH_MAX`).
+    pub fn deep_chain(&self, rel: &str, levels: usize, name: &str, content: &[u8]) -> &Env {
+        use rustix::fs::{Mode, OFlags};
+        let step = "d".repeat(200);
+        let mut at = rustix::fs::open(self.path(rel), OFlags::DIRECTORY, Mode::empty()).unwrap();
+        for _ in 0..levels {
+            rustix::fs::mkdirat(&at, step.as_str(), Mode::from_raw_mode(0o755)).unwrap();
+            at = rustix::fs::openat(&at, step.as_str(), OFlags::DIRECTORY, Mode::empty()).unwrap();
+        }
+        let file = rustix::fs::openat(
+            &at,
+            name,
+            OFlags::CREATE | OFlags::WRONLY,
+            Mode::from_raw_mode(0o644),
+        )
+        .unwrap();
+        rustix::io::write(&file, content).unwrap();
+        self
+    }
+
     pub fn fifo(&self, rel: &str) -> &Env {
         rustix::fs::mknodat(
             rustix::fs::CWD,

@@ -25,6 +25,26 @@ fn on() -> Ahead {
     ahead
 }
 
+/// This process's descriptors of `dir` and what is in it (other tests run
+/// beside these).
+fn fds_under(dir: &std::path::Path) -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|p| p.starts_with(dir))
+        .count()
+}
+
+/// A directory of `n` files `f000`… (the i-th holding `text(i)`), opened,
+/// and their names in order.
+fn numbered(n: usize, text: fn(usize) -> String) -> (tempfile::TempDir, OwnedFd, Vec<Box<str>>) {
+    let files: Vec<(String, String)> = (0..n).map(|i| (format!("f{i:03}"), text(i))).collect();
+    let refs: Vec<(&str, &str)> = files.iter().map(|(a, b)| (&a[..], &b[..])).collect();
+    let (tmp, dir) = dir_of(&refs);
+    let all = files.iter().map(|(n, _)| n.as_str().into()).collect();
+    (tmp, dir, all)
+}
+
 fn names(n: &[&str]) -> Vec<Box<str>> {
     n.iter().map(|&s| s.into()).collect()
 }
@@ -70,23 +90,10 @@ fn what_is_not_a_regular_file_is_not_kept() {
 
 #[test]
 fn dropping_it_ends_the_worker_and_closes_its_files() {
-    let files: Vec<(String, String)> = (0..100)
-        .map(|i| (format!("f{i:03}"), "x".repeat(i)))
-        .collect();
-    let refs: Vec<(&str, &str)> = files.iter().map(|(a, b)| (&a[..], &b[..])).collect();
-    let (tmp, dir) = dir_of(&refs);
-    // This process's descriptors of the directory's files (other tests
-    // run beside this one).
-    let open_fds = || {
-        std::fs::read_dir("/proc/self/fd")
-            .unwrap()
-            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
-            .filter(|p| p.starts_with(tmp.path()) && p != tmp.path())
-            .count()
-    };
+    let (tmp, dir, all) = numbered(100, |i| "x".repeat(i));
+    let open_fds = || fds_under(tmp.path());
     let before = open_fds();
     let mut ahead = on();
-    let all: Vec<Box<str>> = files.iter().map(|(n, _)| n.as_str().into()).collect();
     ahead.start(3, dir.as_fd(), all);
     ahead.settle(2);
     assert!(ahead.take(3, "f001").is_some());
@@ -102,23 +109,12 @@ fn dropping_it_ends_the_worker_and_closes_its_files() {
 /// worker takes them: what it holds stays within `MOST_HELD`.
 #[test]
 fn what_it_holds_is_bounded_whatever_the_guest_does() {
-    let files: Vec<(String, String)> = (0..300)
-        .map(|i| (format!("f{i:03}"), String::new()))
-        .collect();
-    let refs: Vec<(&str, &str)> = files.iter().map(|(a, b)| (&a[..], &b[..])).collect();
-    let (tmp, dir) = dir_of(&refs);
-    let open_fds = || {
-        std::fs::read_dir("/proc/self/fd")
-            .unwrap()
-            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
-            .filter(|p| p.starts_with(tmp.path()))
-            .count()
-    };
+    let (tmp, dir, all) = numbered(300, |_| String::new());
+    let open_fds = || fds_under(tmp.path());
     let before = open_fds();
     let mut ahead = on();
-    let all: Vec<Box<str>> = files.iter().map(|(n, _)| n.as_str().into()).collect();
     ahead.start(3, dir.as_fd(), all.clone());
-    for (name, _) in &files[..200] {
+    for name in &all[..200] {
         ahead.settle(1);
         if let Some(opened) = ahead.take(3, name) {
             ahead.close(Box::new(opened.file));
@@ -136,13 +132,8 @@ fn what_it_holds_is_bounded_whatever_the_guest_does() {
 
 #[test]
 fn passing_over_most_turns_it_off() {
-    let files: Vec<(String, String)> = (0..400)
-        .map(|i| (format!("f{i:03}"), String::new()))
-        .collect();
-    let refs: Vec<(&str, &str)> = files.iter().map(|(a, b)| (&a[..], &b[..])).collect();
-    let (_tmp, dir) = dir_of(&refs);
+    let (_tmp, dir, all) = numbered(400, |_| String::new());
     let mut ahead = on();
-    let all: Vec<Box<str>> = files.iter().map(|(n, _)| n.as_str().into()).collect();
     ahead.start(3, dir.as_fd(), all);
     ahead.settle(100);
     assert!(ahead.take(3, "f399").is_none());
